@@ -1,0 +1,7 @@
+"""Registered hparam sets. Importing this package registers every set.
+
+A few documented sets; everything else is an `--hparams` override (see the
+README's table of the paper's Table 3 rows).
+"""
+
+from hparams import parsing, transformer  # noqa: F401  (registration)

@@ -1,0 +1,1 @@
+"""Command-line entry points: parse absl flags, call one library function."""

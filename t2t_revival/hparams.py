@@ -1,0 +1,418 @@
+"""The typed, frozen hyperparameter config, `HParams`.
+
+One object, resolved once: defaults < registered hparam set < problem <
+command line (`--hparams "k=v,..."`). The resolved object is written to
+`output_dir/hparams.json` and read back by the decoder and exporter.
+Variants (train/eval/predict) are made with `dataclasses.replace` (or
+`HParams.replace`), never by mutating.
+
+Every field's meaning refers to Vaswani et al. 2017, "Attention Is All You
+Need" (section and table numbers below are the paper's).
+"""
+
+from __future__ import annotations
+
+import dataclasses
+import json
+import os
+import tempfile
+import typing
+from typing import Any
+
+from t2t_revival.errors import UserError
+from t2t_revival.registry import closest
+
+# Choices for enumerated string fields.
+_CHOICES = {
+    "norm_type": ("post", "pre"),
+    "position_encoding": ("sinusoid", "learned"),
+    "mixed_precision": ("float32", "mixed_bfloat16", "mixed_float16"),
+    "ffn_activation": ("relu",),
+}
+
+
+class HParamsError(UserError):
+    """A malformed `--hparams` string, an unknown field, or a bad value."""
+
+
+@dataclasses.dataclass(frozen=True)
+class HParams:
+    """Hyperparameters of the Transformer, its training and its decoding.
+
+    Defaults are the paper's base model (Table 3, row "base").
+    """
+
+    # ---- Model (section 3, Table 3) ----
+    num_hidden_layers: int = 6
+    """N: identical layers in the encoder and in the decoder (section 3.1)."""
+    d_model: int = 512
+    """d_model: width of every sub-layer output and of the embeddings (3.1)."""
+    d_ff: int = 2048
+    """d_ff: inner width of the position-wise feed-forward network (3.3)."""
+    num_heads: int = 8
+    """h: parallel attention heads (3.2.2)."""
+    d_k: int = 0
+    """d_k: per-head query/key size; 0 means d_model / h (3.2.2, Table 3 rows A, B)."""
+    d_v: int = 0
+    """d_v: per-head value size; 0 means d_model / h (3.2.2, Table 3 row A)."""
+    dropout: float = 0.1
+    """P_drop: residual dropout on each sub-layer output before the residual add,
+    and on the sums of embeddings and positional encodings (5.4)."""
+    attention_dropout: float = 0.1
+    """Dropout on the attention weights (after softmax); tensor2tensor's default."""
+    relu_dropout: float = 0.1
+    """Dropout on the ReLU activations inside the feed-forward network."""
+    ffn_activation: str = "relu"
+    """Activation of the feed-forward network: max(0, xW1 + b1)W2 + b2 (3.3)."""
+    norm_type: str = "post"
+    """'post': LayerNorm(x + Sublayer(x)) as in the paper (3.1); 'pre': x +
+    Sublayer(LayerNorm(x)), with a final LayerNorm, as later practice."""
+    layer_norm_epsilon: float = 1e-6
+    """Epsilon of every LayerNormalization."""
+    position_encoding: str = "sinusoid"
+    """'sinusoid': the fixed sin/cos encodings of 3.5; 'learned': learned
+    positional embeddings (Table 3 row E)."""
+    shared_embedding: bool = True
+    """One weight matrix for the source embedding, the target embedding and the
+    pre-softmax projection, scaled by sqrt(d_model) on the way in (3.4).
+    Needs a shared source/target vocabulary."""
+    vocab_size: int = 0
+    """Size of the shared subword vocabulary; 0 until the problem sets it (the
+    paper: about 37000 BPE tokens for En-De, 32000 word-pieces for En-Fr)."""
+    max_length: int = 256
+    """Longest source or target sequence in tokens: longer training pairs are
+    dropped, and learned positions have this many rows."""
+
+    # ---- Training (section 5) ----
+    batch_size: int = 4096
+    """Tokens per replica per step, padding included, counted on the longer side
+    of each pair (tensor2tensor's meaning), NOT sentences. The paper's global
+    batch held about 25000 source and 25000 target tokens (5.1): 8 GPUs x 4096."""
+    gradient_accumulation_steps: int = 1
+    """Micro-batches whose gradients are summed before one optimizer update, so
+    one GPU can reach the paper's global batch."""
+    learning_rate: float = 1.0
+    """Multiplier of the paper's schedule (5.3, equation 3):
+    lrate = learning_rate * d_model^-0.5 * min(step^-0.5, step * warmup^-1.5)."""
+    learning_rate_warmup_steps: int = 4000
+    """warmup_steps of equation 3 (5.3)."""
+    adam_beta1: float = 0.9
+    """Adam beta_1 (5.3)."""
+    adam_beta2: float = 0.98
+    """Adam beta_2 (5.3)."""
+    adam_epsilon: float = 1e-9
+    """Adam epsilon (5.3)."""
+    label_smoothing: float = 0.1
+    """epsilon_ls of label smoothing (5.4)."""
+    clip_grad_norm: float = 0.0
+    """Clip gradients to this global norm; 0 turns clipping off (the paper does not clip)."""
+    mixed_precision: str = "float32"
+    """Keras dtype policy: 'float32', 'mixed_bfloat16' or 'mixed_float16' (with
+    loss scaling). Softmax and output logits always stay float32."""
+
+    # ---- Input pipeline ----
+    bucket_boundaries: tuple[int, ...] = ()
+    """Padded lengths of the token-bucketed batches (a small fixed set, so XLA
+    compiles once per bucket); empty means a geometric series from 8 to
+    max_length chosen by the input pipeline."""
+
+    # ---- Decoding (section 6.1, 6.3) ----
+    beam_size: int = 4
+    """Beam width at decode time (6.1: 4; parsing 6.3: 21)."""
+    alpha: float = 0.6
+    """Length penalty alpha of ((5 + len) / 6) ** alpha (6.1: 0.6; parsing 0.3)."""
+    extra_length: int = 50
+    """Maximum output length = input length + extra_length (6.1: 50; parsing 300)."""
+
+    # ------------------------------------------------------------------
+    def __post_init__(self):
+        for f in dataclasses.fields(self):
+            value = getattr(self, f.name)
+            expected = _field_type(f)
+            if not _type_ok(value, expected):
+                raise HParamsError(
+                    f"hparam '{f.name}' expects {_type_name(expected)}, got "
+                    f"{type(value).__name__}. Received: {f.name}={value!r}"
+                )
+        for name, choices in _CHOICES.items():
+            value = getattr(self, name)
+            if value not in choices:
+                raise HParamsError(
+                    f"hparam '{name}' must be one of {', '.join(choices)}. "
+                    f"Received: {name}={value!r}"
+                )
+        positive = ("num_hidden_layers", "d_model", "d_ff", "num_heads",
+                    "max_length", "batch_size", "gradient_accumulation_steps",
+                    "beam_size")
+        for name in positive:
+            if getattr(self, name) <= 0:
+                raise HParamsError(
+                    f"hparam '{name}' must be positive. "
+                    f"Received: {name}={getattr(self, name)!r}"
+                )
+        for name in ("d_k", "d_v", "vocab_size", "learning_rate_warmup_steps",
+                     "extra_length", "clip_grad_norm", "learning_rate"):
+            if getattr(self, name) < 0:
+                raise HParamsError(
+                    f"hparam '{name}' must not be negative. "
+                    f"Received: {name}={getattr(self, name)!r}"
+                )
+        for name in ("dropout", "attention_dropout", "relu_dropout", "label_smoothing"):
+            if not 0.0 <= getattr(self, name) < 1.0:
+                raise HParamsError(
+                    f"hparam '{name}' is a probability in [0, 1). "
+                    f"Received: {name}={getattr(self, name)!r}"
+                )
+        if (self.d_k == 0 or self.d_v == 0) and self.d_model % self.num_heads:
+            raise HParamsError(
+                "d_model must be divisible by num_heads when d_k or d_v is 0 "
+                "(derived as d_model / num_heads); set d_k and d_v explicitly or "
+                f"change num_heads. Received: d_model={self.d_model}, "
+                f"num_heads={self.num_heads}"
+            )
+        if list(self.bucket_boundaries) != sorted(set(self.bucket_boundaries)):
+            raise HParamsError(
+                "bucket_boundaries must be strictly increasing. "
+                f"Received: bucket_boundaries={list(self.bucket_boundaries)}"
+            )
+
+    # ---- derived values -------------------------------------------------
+    @property
+    def key_size(self) -> int:
+        """Per-head query/key size d_k (d_model / h unless set)."""
+        return self.d_k or self.d_model // self.num_heads
+
+    @property
+    def value_size(self) -> int:
+        """Per-head value size d_v (d_model / h unless set)."""
+        return self.d_v or self.d_model // self.num_heads
+
+    # ---- variants, overrides and serialization ----------------------------
+    def replace(self, **changes: Any) -> "HParams":
+        """A copy with `changes` applied (type-checked like every HParams)."""
+        unknown = [k for k in changes if k not in _field_map()]
+        if unknown:
+            raise _unknown_field(unknown[0], changes[unknown[0]])
+        return dataclasses.replace(self, **changes)
+
+    def override_from_string(self, overrides: str) -> "HParams":
+        """Apply `--hparams "k=v,k2=[1,2],flag=true"` overrides."""
+        return self.replace(**parse_overrides(overrides))
+
+    def to_dict(self) -> dict[str, Any]:
+        return {k: list(v) if isinstance(v, tuple) else v
+                for k, v in dataclasses.asdict(self).items()}
+
+    def to_json(self) -> str:
+        return json.dumps(self.to_dict(), indent=2, sort_keys=True) + "\n"
+
+    @classmethod
+    def from_dict(cls, values: dict[str, Any]) -> "HParams":
+        fields = _field_map()
+        unknown = [k for k in values if k not in fields]
+        if unknown:
+            raise _unknown_field(unknown[0], values[unknown[0]])
+        converted = {}
+        for key, value in values.items():
+            if _field_type(fields[key]) == tuple[int, ...] and isinstance(value, list):
+                value = tuple(value)
+            if _field_type(fields[key]) is float and isinstance(value, int) \
+                    and not isinstance(value, bool):
+                value = float(value)
+            converted[key] = value
+        return cls(**converted)
+
+    @classmethod
+    def from_json(cls, text: str) -> "HParams":
+        try:
+            values = json.loads(text)
+        except json.JSONDecodeError as e:
+            raise HParamsError(f"hparams JSON is malformed: {e}. Received: {text[:80]!r}")
+        if not isinstance(values, dict):
+            raise HParamsError(f"hparams JSON must be an object. Received: {text[:80]!r}")
+        return cls.from_dict(values)
+
+    def save(self, path: str) -> None:
+        """Write JSON to `path` atomically (temp file, then rename)."""
+        directory = os.path.dirname(os.path.abspath(path))
+        os.makedirs(directory, exist_ok=True)
+        fd, tmp = tempfile.mkstemp(prefix=".hparams.", dir=directory)
+        try:
+            with os.fdopen(fd, "w", encoding="utf-8") as f:
+                f.write(self.to_json())
+            os.replace(tmp, path)
+        except BaseException:
+            if os.path.exists(tmp):
+                os.unlink(tmp)
+            raise
+
+    @classmethod
+    def load(cls, path: str) -> "HParams":
+        try:
+            with open(path, encoding="utf-8") as f:
+                text = f.read()
+        except FileNotFoundError:
+            raise HParamsError(
+                f"No hparams file at {path}; point --output_dir at a training "
+                f"directory that holds hparams.json. Received: path={path!r}"
+            ) from None
+        return cls.from_json(text)
+
+
+# ---------------------------------------------------------------------------
+# Override parsing
+# ---------------------------------------------------------------------------
+
+_TRUE = {"true", "1", "yes", "on"}
+_FALSE = {"false", "0", "no", "off"}
+
+
+def _field_map() -> dict[str, dataclasses.Field]:
+    return {f.name: f for f in dataclasses.fields(HParams)}
+
+
+_HINTS: dict[str, Any] = {}
+
+
+def _field_type(field: dataclasses.Field) -> Any:
+    if not _HINTS:
+        _HINTS.update(typing.get_type_hints(HParams))
+    return _HINTS[field.name]
+
+
+def _type_name(tp: Any) -> str:
+    if tp == tuple[int, ...]:
+        return "a list of int, e.g. [8,16,32]"
+    return {int: "int", float: "float", bool: "bool (true/false)", str: "str"}[tp]
+
+
+def _type_ok(value: Any, tp: Any) -> bool:
+    if tp is bool:
+        return isinstance(value, bool)
+    if tp is int:
+        return isinstance(value, int) and not isinstance(value, bool)
+    if tp is float:
+        return isinstance(value, float)
+    if tp is str:
+        return isinstance(value, str)
+    if tp == tuple[int, ...]:
+        return isinstance(value, tuple) and all(_type_ok(v, int) for v in value)
+    raise TypeError(f"unsupported hparam type {tp}")
+
+
+def _unknown_field(key: str, value: Any) -> HParamsError:
+    near = closest(key, _field_map())
+    hint = f" Did you mean '{near}'?" if near else ""
+    return HParamsError(
+        f"Unknown hparam '{key}'.{hint} Run with --registry_help or see "
+        f"t2t_revival/hparams.py for the fields. Received: {key}={value}"
+    )
+
+
+def _split_top_level(text: str) -> list[str]:
+    """Split on commas that are not inside [...]."""
+    parts, depth, start = [], 0, 0
+    for i, ch in enumerate(text):
+        if ch == "[":
+            depth += 1
+        elif ch == "]":
+            depth -= 1
+            if depth < 0:
+                raise HParamsError(f"Unbalanced ']' in --hparams. Received: {text!r}")
+        elif ch == "," and depth == 0:
+            parts.append(text[start:i])
+            start = i + 1
+    if depth:
+        raise HParamsError(f"Unbalanced '[' in --hparams. Received: {text!r}")
+    parts.append(text[start:])
+    return [p.strip() for p in parts if p.strip()]
+
+
+def _convert(key: str, raw: str, tp: Any) -> Any:
+    def bad() -> HParamsError:
+        near = closest(key, _field_map())
+        return HParamsError(
+            f"hparam '{key}' expects {_type_name(tp)}, and '{raw}' is not one. "
+            f"Received: {key}={raw}"
+            + (f" (closest field: '{near}')" if near and near != key else "")
+        )
+
+    text = raw.strip()
+    if tp is bool:
+        if text.lower() in _TRUE:
+            return True
+        if text.lower() in _FALSE:
+            return False
+        raise bad()
+    if tp is int:
+        try:
+            return int(text)
+        except ValueError:
+            raise bad() from None
+    if tp is float:
+        try:
+            return float(text)
+        except ValueError:
+            raise bad() from None
+    if tp is str:
+        if len(text) >= 2 and text[0] == text[-1] and text[0] in "'\"":
+            text = text[1:-1]
+        return text
+    if tp == tuple[int, ...]:
+        if not (text.startswith("[") and text.endswith("]")):
+            raise bad()
+        inner = text[1:-1].strip()
+        if not inner:
+            return ()
+        try:
+            return tuple(int(v) for v in inner.split(","))
+        except ValueError:
+            raise bad() from None
+    raise TypeError(f"unsupported hparam type {tp}")
+
+
+def parse_overrides(overrides: str) -> dict[str, Any]:
+    """Parse `"k=v,k2=[1,2,3],flag=false"` into typed values for HParams.
+
+    Raises HParamsError naming the field, the expected type and the closest
+    field name on an unknown key, a malformed pair or a bad value.
+    """
+    fields = _field_map()
+    result: dict[str, Any] = {}
+    for pair in _split_top_level(overrides or ""):
+        if "=" not in pair:
+            raise HParamsError(
+                f"--hparams entries are key=value pairs separated by commas; "
+                f"'{pair}' has no '='. Received: {overrides!r}"
+            )
+        key, raw = (s.strip() for s in pair.split("=", 1))
+        if key not in fields:
+            raise _unknown_field(key, raw)
+        if key in result:
+            raise HParamsError(f"hparam '{key}' is set twice in --hparams. "
+                               f"Received: {overrides!r}")
+        result[key] = _convert(key, raw, _field_type(fields[key]))
+    return result
+
+
+# ---------------------------------------------------------------------------
+# Resolution: defaults < hparam set < problem < command line
+# ---------------------------------------------------------------------------
+
+
+def resolve(hparams_set: str, overrides: str = "", problem: Any = None) -> HParams:
+    """The one resolved config for a run.
+
+    Args:
+        hparams_set: a registered hparam set name (e.g. "transformer_base").
+        overrides: the `--hparams "k=v,..."` string; applied last.
+        problem: an optional Problem; its `hparams_overrides(hparams)` dict
+            (vocab_size, decode defaults, ...) is applied before `overrides`.
+    """
+    from t2t_revival.registry import hparams_sets
+
+    parsed = parse_overrides(overrides)  # fail fast on a malformed string
+    hp = hparams_sets.get(hparams_set)()
+    if problem is not None and hasattr(problem, "hparams_overrides"):
+        hp = hp.replace(**problem.hparams_overrides(hp))
+    return hp.replace(**parsed)

@@ -1,0 +1,1 @@
+"""Models. Importing this package registers every model."""

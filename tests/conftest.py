@@ -1,0 +1,32 @@
+"""Shared test set-up: the `slow` marker and the path of the shared data."""
+
+import os
+import pathlib
+
+import pytest
+
+ROOT = pathlib.Path(__file__).resolve().parents[1]
+SHARED_DATA = ROOT.parent / "shared" / "data"
+
+os.environ.setdefault("TF_CPP_MIN_LOG_LEVEL", "2")
+
+
+def pytest_addoption(parser):
+    parser.addoption("--slow", action="store_true", default=False,
+                     help="also run the slow end-to-end tests (CI does)")
+
+
+def pytest_collection_modifyitems(config, items):
+    if config.getoption("--slow"):
+        return
+    skip = pytest.mark.skip(reason="slow: run with --slow")
+    for item in items:
+        if "slow" in item.keywords:
+            item.add_marker(skip)
+
+
+@pytest.fixture(scope="session")
+def shared_data() -> pathlib.Path:
+    if not SHARED_DATA.is_dir():
+        pytest.fail(f"the shared data folder is missing: {SHARED_DATA}")
+    return SHARED_DATA

@@ -1,0 +1,38 @@
+"""t2t-trainer's user errors: one clear line, exit status 2, no traceback."""
+
+import os
+import subprocess
+import sys
+
+import pytest
+
+from conftest import ROOT
+
+
+def _trainer(*args):
+    env = dict(os.environ, PYTHONPATH=str(ROOT))
+    return subprocess.run([sys.executable, str(ROOT / "t2t_trainer.py"), *args],
+                          capture_output=True, text=True, env=env, timeout=300)
+
+
+def test_registry_help_lists_the_sets():
+    out = _trainer("--registry_help")
+    assert out.returncode == 0, out.stderr
+    for name in ("transformer_base", "transformer_big", "transformer_tiny",
+                 "transformer_parsing_base"):
+        assert name in out.stdout
+
+
+@pytest.mark.parametrize("args, message", [
+    (["--hparams_set=nope"], "Unknown hparam set 'nope'"),
+    (["--hparams", "d_model=abc"], "'d_model' expects int"),
+    (["--hparams", "d_modle=512"], "Did you mean 'd_model'"),
+    (["--no_such_flag"], "Unknown command line flag 'no_such_flag'"),
+    (["--registry_help=maybe"], "registry_help"),
+])
+def test_bad_input_is_one_line_exit_2(args, message):
+    out = _trainer(*args)
+    assert out.returncode == 2
+    lines = [l for l in out.stderr.splitlines() if l.startswith("t2t-trainer: error:")]
+    assert len(lines) == 1 and message in lines[0], out.stderr
+    assert "Traceback" not in out.stderr
