@@ -1,12 +1,19 @@
-"""`t2t-trainer`: train a registered model on a registered problem."""
+"""`t2t-trainer`: train a registered model on a registered problem.
+
+    t2t-trainer --problem=translate_ende_multi30k --hparams_set=transformer_tiny \
+        --data_dir=t2t_data --output_dir=t2t_train/tiny --train_steps=2000
+
+Rerunning the same command resumes from the latest checkpoint in output_dir.
+"""
 
 from __future__ import annotations
+
+import os
 
 from absl import flags
 
 from t2t_revival import registry
 from t2t_revival.cli import common
-from t2t_revival.hparams import resolve
 
 FLAGS = flags.FLAGS
 
@@ -18,15 +25,53 @@ flags.DEFINE_string("hparams_set", "transformer_base", "Registered hparam set na
 flags.DEFINE_string("hparams", "",
                     'Overrides of the hparam set, e.g. "num_hidden_layers=2,dropout=0.3,'
                     'bucket_boundaries=[8,16,32]". batch_size is tokens per replica.')
+flags.DEFINE_string("data_dir", "t2t_data",
+                    "TFRecords and vocabulary; t2t-datagen runs first when missing.")
+flags.DEFINE_string("tmp_dir", "", "Raw corpora for datagen (default: the problem's).")
+flags.DEFINE_string("output_dir", "t2t_train",
+                    "Checkpoints, hparams.json, run.json, vocab.model, summaries.")
+flags.DEFINE_integer("train_steps", 250000, "Optimizer updates to train to.", lower_bound=1)
+flags.DEFINE_integer("eval_steps", 0, "Dev batches per evaluation (0 = whole dev split).",
+                     lower_bound=0)
+flags.DEFINE_integer("local_eval_frequency", 1000,
+                     "Evaluate on the dev split every N updates (0 = only at the end).",
+                     lower_bound=0)
+flags.DEFINE_integer("save_checkpoints_steps", 1000, "Checkpoint every N updates.",
+                     lower_bound=0)
+flags.DEFINE_integer("keep_checkpoint_max", 20, "Checkpoints to keep.", lower_bound=1)
+flags.DEFINE_integer("log_step_count_steps", 50,
+                     "Progress line and TensorBoard summaries every N updates.", lower_bound=1)
+flags.DEFINE_integer("seed", 1234, "Random seed.")
+flags.DEFINE_bool("xla", True, "XLA-compile each replica's forward and backward pass.")
+flags.DEFINE_enum("mixed_precision", "", ["", "float32", "mixed_bfloat16", "mixed_float16"],
+                  "Overrides the hparam of the same name ('' keeps the set's value).")
+flags.DEFINE_integer("worker_gpu", 0, "Use the first N visible GPUs (0 = all).",
+                     lower_bound=0)
+flags.DEFINE_integer("cpu_devices", 0,
+                     "Split the CPU into N logical devices and mirror over them "
+                     "(tests the multi-replica path without GPUs).", lower_bound=0)
 
 
 def main(argv: list[str]) -> int:
     if FLAGS.registry_help:
         print(registry.help_text())
         return 0
-    registry.load_all()
-    hp = resolve(FLAGS.hparams_set, FLAGS.hparams)
-    print(hp.to_json(), end="")
+    from t2t_revival.train.train_config import TrainConfig
+    from t2t_revival.train.trainer import train
+
+    overrides = FLAGS.hparams
+    if FLAGS.mixed_precision:
+        overrides = ",".join(p for p in (overrides, f"mixed_precision={FLAGS.mixed_precision}") if p)
+    config = TrainConfig(
+        problem=FLAGS.problem, model=FLAGS.model, hparams_set=FLAGS.hparams_set,
+        hparams=overrides, data_dir=os.path.expanduser(FLAGS.data_dir),
+        tmp_dir=os.path.expanduser(FLAGS.tmp_dir), output_dir=os.path.expanduser(FLAGS.output_dir),
+        train_steps=FLAGS.train_steps, eval_steps=FLAGS.eval_steps,
+        eval_every=FLAGS.local_eval_frequency, save_every=FLAGS.save_checkpoints_steps,
+        keep_checkpoint_max=FLAGS.keep_checkpoint_max, log_every=FLAGS.log_step_count_steps,
+        seed=FLAGS.seed, xla=FLAGS.xla, num_cpu_devices=FLAGS.cpu_devices,
+        worker_gpu=FLAGS.worker_gpu)
+    train(config)
     return 0
 
 

@@ -1,0 +1,30 @@
+"""`t2t-avg-checkpoints`: average the last N checkpoints of a training run."""
+
+from __future__ import annotations
+
+from absl import flags
+
+from t2t_revival.cli import common
+
+FLAGS = flags.FLAGS
+flags.DEFINE_string("output_dir", None, "The training directory (holds hparams.json).")
+flags.DEFINE_integer("num_last_checkpoints", 5,
+                     "How many of the latest checkpoints to average (paper: 5 base, 20 big).",
+                     lower_bound=1)
+flags.DEFINE_string("model", "transformer", "Registered model name.")
+flags.mark_flag_as_required("output_dir")
+
+
+def main(argv: list[str]) -> int:
+    from t2t_revival.train.checkpoint_averaging import average_checkpoints
+
+    average_checkpoints(FLAGS.output_dir, FLAGS.num_last_checkpoints, FLAGS.model)
+    return 0
+
+
+def run() -> None:
+    common.run(main, prog="t2t-avg-checkpoints")
+
+
+if __name__ == "__main__":
+    run()

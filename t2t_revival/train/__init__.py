@@ -1,0 +1,1 @@
+"""Training: strategy, schedule, loss, the distributed XLA step, checkpoints."""

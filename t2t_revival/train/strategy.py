@@ -1,0 +1,75 @@
+"""Choosing the tf.distribute strategy.
+
+- `TF_CONFIG` naming several workers: MultiWorkerMirroredStrategy.
+- `num_cpu_devices` > 1: the CPU is split into that many logical devices and
+  MirroredStrategy runs over them (how the mirrored path is tested without GPUs).
+- Otherwise MirroredStrategy over every visible GPU (or the first
+  `worker_gpu`), or over the CPU when there is none.
+"""
+
+from __future__ import annotations
+
+import json
+import os
+
+import tensorflow as tf
+
+from t2t_revival.errors import UserError
+
+
+def _tf_config_workers() -> int:
+    raw = os.environ.get("TF_CONFIG")
+    if not raw:
+        return 0
+    try:
+        config = json.loads(raw)
+    except json.JSONDecodeError as e:
+        raise UserError(f"TF_CONFIG is not valid JSON ({e}); it must describe the "
+                        f"cluster as in the tf.distribute docs. Received: TF_CONFIG={raw[:80]!r}")
+    cluster = config.get("cluster", {})
+    return len(cluster.get("worker", [])) + len(cluster.get("chief", []))
+
+
+def make_strategy(num_cpu_devices: int = 0, worker_gpu: int = 0) -> tf.distribute.Strategy:
+    """Build the strategy; call before anything else initializes TF's devices.
+
+    Args:
+        num_cpu_devices: split the CPU into this many logical devices and
+            mirror over them (0 or 1: no split).
+        worker_gpu: use only the first N visible GPUs (0: all of them).
+    """
+    if _tf_config_workers() > 1:
+        return tf.distribute.MultiWorkerMirroredStrategy()
+    if num_cpu_devices > 1:
+        cpus = tf.config.list_physical_devices("CPU")
+        try:
+            tf.config.set_logical_device_configuration(
+                cpus[0], [tf.config.LogicalDeviceConfiguration()] * num_cpu_devices)
+        except RuntimeError:
+            pass  # devices already initialized in this process; keep what exists
+        devices = [d.name for d in tf.config.list_logical_devices("CPU")]
+        if len(devices) != num_cpu_devices:
+            raise UserError(
+                f"could not split the CPU into {num_cpu_devices} devices: TensorFlow "
+                f"was already initialized with {len(devices)}. "
+                f"Received: num_cpu_devices={num_cpu_devices}")
+        return tf.distribute.MirroredStrategy(devices)
+    gpus = [d.name for d in tf.config.list_logical_devices("GPU")]
+    if worker_gpu:
+        if worker_gpu > len(gpus):
+            raise UserError(f"--worker_gpu={worker_gpu} but only {len(gpus)} GPUs are "
+                            f"visible. Received: worker_gpu={worker_gpu}")
+        gpus = gpus[:worker_gpu]
+    if gpus:
+        return tf.distribute.MirroredStrategy(gpus)
+    return tf.distribute.MirroredStrategy(["/cpu:0"])
+
+
+def is_chief(strategy: tf.distribute.Strategy) -> bool:
+    """True for the worker that writes checkpoints and summaries."""
+    resolver = getattr(strategy, "cluster_resolver", None)
+    if resolver is None or not resolver.task_type:
+        return True
+    return resolver.task_type == "chief" or (
+        resolver.task_type == "worker" and resolver.task_id == 0
+        and "chief" not in resolver.cluster_spec().as_dict())

@@ -1,0 +1,45 @@
+"""The run options of one training job (everything that is not an hparam)."""
+
+from __future__ import annotations
+
+import dataclasses
+
+
+@dataclasses.dataclass(frozen=True)
+class TrainConfig:
+    """Where to read and write, how long to train, how often to save and evaluate."""
+
+    problem: str
+    """Registered problem name."""
+    output_dir: str
+    """Checkpoints, hparams.json, vocabulary location, TensorBoard summaries."""
+    data_dir: str
+    """TFRecords and vocabulary; datagen runs first when they are missing."""
+    tmp_dir: str = ""
+    """Raw corpora for datagen ('' = the problem's default)."""
+    model: str = "transformer"
+    """Registered model name."""
+    hparams_set: str = "transformer_base"
+    """Registered hparam set name."""
+    hparams: str = ""
+    """`k=v,...` overrides of the hparam set."""
+    train_steps: int = 250000
+    """Optimizer updates to reach (the run resumes from the latest checkpoint)."""
+    eval_steps: int = 0
+    """Dev batches per evaluation (0 = the whole dev split)."""
+    eval_every: int = 1000
+    """Evaluate on the dev split every N updates (0 = only at the end)."""
+    save_every: int = 1000
+    """Write a checkpoint every N updates (and always at the end)."""
+    keep_checkpoint_max: int = 20
+    """Keep the last K checkpoints (20 covers the paper's big-model averaging)."""
+    log_every: int = 50
+    """Print a progress line and write summaries every N updates."""
+    seed: int = 1234
+    """Seed for weights, dropout and shuffling."""
+    xla: bool = True
+    """XLA-compile each replica's forward and backward pass."""
+    num_cpu_devices: int = 0
+    """Split the CPU into N logical devices for MirroredStrategy (testing)."""
+    worker_gpu: int = 0
+    """Use the first N visible GPUs (0 = all)."""
