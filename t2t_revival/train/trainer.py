@@ -59,13 +59,15 @@ class Trainer:
                  log=print):
         self.config = config
         self.log = log
-        self.strategy = strategy or make_strategy(config.num_cpu_devices, config.worker_gpu)
-        self.chief = is_chief(self.strategy)
+        # User errors first, before TensorFlow sets up its devices.
         registry.load_all()
+        self.hparams = resolve(config.hparams_set, config.hparams)
         self.problem = registry.problems.get(config.problem)()
         self.model_cls = registry.models.get(config.model)
         self.hparams = resolve(config.hparams_set, config.hparams, self.problem)
         self._check_resume_config()
+        self.strategy = strategy or make_strategy(config.num_cpu_devices, config.worker_gpu)
+        self.chief = is_chief(self.strategy)
         keras.utils.set_random_seed(config.seed)
         keras.mixed_precision.set_global_policy(self.hparams.mixed_precision)
         self.fp16 = self.hparams.mixed_precision == "mixed_float16"

@@ -1,0 +1,187 @@
+"""The trainer: replicas agree with one device, XLA per replica, resume after
+SIGKILL, checkpoint averaging, user errors, and the README's main job."""
+
+import glob
+import json
+import math
+import os
+import re
+import signal
+import subprocess
+import sys
+import time
+
+import numpy as np
+import pytest
+
+from conftest import ROOT
+
+ENV = dict(os.environ, PYTHONPATH=str(ROOT), TF_CPP_MIN_LOG_LEVEL="2")
+
+
+def _python(args, env=None, timeout=900, **kw):
+    return subprocess.run([sys.executable, *args], capture_output=True, text=True,
+                          env=env or ENV, timeout=timeout, **kw)
+
+
+@pytest.fixture(scope="module")
+def replica_run(tmp_path_factory):
+    """One subprocess: 2 logical CPU replicas vs 1 device, with an XLA dump."""
+    tmp = tmp_path_factory.mktemp("replicas")
+    dump = tmp / "xla_dump"
+    env = dict(ENV, XLA_FLAGS=f"--xla_dump_to={dump}")
+    out = _python([str(ROOT / "tests" / "scripts" / "replica_check.py"), str(tmp)], env=env)
+    assert out.returncode == 0, out.stderr[-3000:]
+    return json.loads(out.stdout.strip().splitlines()[-1]), dump
+
+
+def test_two_replicas_match_one_device_on_the_same_global_batch(replica_run):
+    result, _ = replica_run
+    assert result["replicas"] == 2
+    assert result["tokens1"] == result["tokens2"] == 28.0
+    assert result["loss1"] == pytest.approx(result["loss2"], rel=1e-5)
+    # Gradients of the global token mean agree to float32 round-off.
+    assert result["grad_diff"] <= 1e-5 * max(result["grad_scale"], 1e-3)
+    assert result["step1"][0] == pytest.approx(result["step2"][0], rel=1e-5)
+    assert result["step1"][2] == pytest.approx(result["step2"][2], rel=1e-4)  # grad norm
+    assert result["m_diff"] < 1e-6 and result["w_diff"] < 1e-5
+    assert result["replica_copies_diff"] == 0.0
+
+
+def test_replica_step_is_xla_compiled_once_per_bucket_shape(replica_run):
+    result, dump = replica_run
+    assert result["step"] == 7
+    modules = glob.glob(str(dump / "*replica_grads*.before_optimizations.txt"))
+    assert modules, f"no XLA module of the replica step in {dump}"
+    # Entry parameter shapes of each compiled module: one per (device, shape).
+    shapes = set()
+    for path in modules:
+        text = open(path).read()
+        shapes.update(re.findall(r"s32\[(\d+,\d+)\]", text.split("ENTRY", 1)[1][:4000]))
+    assert {"4,12", "2,12", "4,8", "2,16"} <= shapes
+    # Bounded: one module per device and shape, not one per step.
+    assert len(modules) <= 2 * 4
+
+
+def test_user_errors_are_one_line(tmp_path):
+    cases = [
+        (["--hparams_set=nope"], "Unknown hparam set 'nope'"),
+        (["--problem=translate_ende_multi30", "--hparams_set=transformer_tiny"],
+         "Closest match: 'translate_ende_multi30k'"),
+        (["--hparams_set=transformer_tiny", f"--data_dir={tmp_path / 'data'}",
+          f"--tmp_dir={tmp_path / 'no_such_raw_dir'}", f"--output_dir={tmp_path / 'out'}",
+          "--train_steps=1"], "no_such_raw_dir"),
+        (["--train_steps=0"], "train_steps"),
+    ]
+    for args, message in cases:
+        out = _python([str(ROOT / "t2t_trainer.py"), *args])
+        lines = [l for l in out.stderr.splitlines() if l.startswith("t2t-trainer: error:")]
+        assert out.returncode == 2, (args, out.stderr[-2000:])
+        assert len(lines) == 1 and message in lines[0], (args, out.stderr[-2000:])
+        assert "Traceback" not in out.stderr
+
+
+def test_averaging_copies_of_one_checkpoint_gives_it_back(tmp_path):
+    from t2t_revival.train.checkpoint_averaging import average_checkpoints
+    from t2t_revival.train.train_config import TrainConfig
+    from t2t_revival.train.trainer import Trainer
+
+    config = TrainConfig(problem="translate_ende_multi30k", output_dir=str(tmp_path),
+                         data_dir=str(tmp_path), hparams_set="transformer_tiny")
+    trainer = Trainer(config, log=lambda *a: None)
+    trainer.hparams.save(str(tmp_path / "hparams.json"))
+    for step in (1, 2, 3):
+        trainer.optimizer.iterations.assign(step)
+        trainer.save()
+    expected = [w.numpy() for w in trainer.model.weights]
+    path = average_checkpoints(str(tmp_path), 3, log=lambda *a: None)
+    assert path.endswith("averaged/ckpt-3")
+    import tensorflow as tf
+    from t2t_revival.train.checkpoint_averaging import build_model
+    model, _ = build_model(str(tmp_path))
+    tf.train.Checkpoint(model=model).restore(path).expect_partial()
+    assert len(model.weights) == len(expected)
+    for w, e in zip(model.weights, expected):
+        np.testing.assert_allclose(w.numpy(), e, rtol=1e-6, atol=1e-7)
+    # And a mix of different checkpoints averages elementwise.
+    w0 = trainer.model.weights[0]
+    w0.assign(w0.numpy() + 3.0)
+    trainer.optimizer.iterations.assign(4)
+    trainer.save()
+    path = average_checkpoints(str(tmp_path), 2, log=lambda *a: None)
+    tf.train.Checkpoint(model=model).restore(path).expect_partial()
+    np.testing.assert_allclose(model.weights[0].numpy(), expected[0] + 1.5, rtol=1e-5)
+
+
+def _trainer_args(data_dir, out_dir, steps, *extra):
+    return [str(ROOT / "t2t_trainer.py"), "--problem=translate_ende_multi30k",
+            "--hparams_set=transformer_tiny", f"--data_dir={data_dir}",
+            f"--output_dir={out_dir}", f"--train_steps={steps}", *extra]
+
+
+@pytest.mark.slow
+def test_sigkill_mid_run_resumes_from_latest_checkpoint(multi30k_data_dir, tmp_path):
+    import tensorflow as tf
+
+    out_dir = tmp_path / "run"
+    args = _trainer_args(multi30k_data_dir, out_dir, 100000, "--save_checkpoints_steps=3",
+                         "--local_eval_frequency=0", "--log_step_count_steps=1")
+    proc = subprocess.Popen([sys.executable, *args], env=ENV, stdout=subprocess.PIPE,
+                            stderr=subprocess.STDOUT, text=True)
+    deadline = time.time() + 600
+    try:
+        while time.time() < deadline:
+            state = tf.train.get_checkpoint_state(str(out_dir))
+            if state and int(state.model_checkpoint_path.rsplit("-", 1)[1]) >= 9:
+                break
+            assert proc.poll() is None, proc.stdout.read()[-3000:]
+            time.sleep(0.2)
+        else:
+            pytest.fail("no checkpoint at step >= 9 within 10 minutes")
+        time.sleep(0.7)  # land somewhere in the middle of later steps or saves
+    finally:
+        proc.send_signal(signal.SIGKILL)
+        proc.wait()
+    latest = tf.train.latest_checkpoint(str(out_dir))
+    saved_step = int(latest.rsplit("-", 1)[1])
+    reader = tf.train.load_checkpoint(latest)
+    saved_iterations = reader.get_tensor("optimizer/iterations/.ATTRIBUTES/VARIABLE_VALUE")
+    assert int(saved_iterations) == saved_step
+
+    from t2t_revival.train.train_config import TrainConfig
+    from t2t_revival.train.trainer import Trainer
+    config = TrainConfig(problem="translate_ende_multi30k", output_dir=str(out_dir),
+                         data_dir=str(multi30k_data_dir), hparams_set="transformer_tiny")
+    trainer = Trainer(config, log=lambda *a: None)
+    assert trainer.restore() == saved_step
+    # Optimizer state (Adam moments) comes back, not just the weights.
+    keys = [k for k in reader.get_variable_to_shape_map() if k.startswith("optimizer/")]
+    moments = {k: reader.get_tensor(k) for k in keys if "VARIABLE_VALUE" in k}
+    restored = [v.numpy() for v in trainer.optimizer.variables]
+    assert any(np.abs(r).sum() > 0 for r in restored[2:])
+    for value in moments.values():
+        assert any(r.shape == value.shape and np.array_equal(r, value) for r in restored)
+
+    out = _python(_trainer_args(multi30k_data_dir, out_dir, saved_step + 2,
+                                "--log_step_count_steps=1", "--local_eval_frequency=0",
+                                "--eval_steps=2"))
+    assert out.returncode == 0, out.stderr[-3000:]
+    assert f"Resumed from {latest} at step {saved_step}." in out.stdout
+    assert f"step {saved_step + 2}/{saved_step + 2}" in out.stdout
+    assert tf.train.latest_checkpoint(str(out_dir)).endswith(f"-{saved_step + 2}")
+
+
+@pytest.mark.slow
+def test_readme_main_job_dev_loss_falls(multi30k_data_dir, tmp_path):
+    """The README's main command (shortened): tiny on Multi30k, dev loss falls."""
+    out = _python(_trainer_args(multi30k_data_dir, tmp_path / "run", 300,
+                                "--local_eval_frequency=0", "--log_step_count_steps=50"))
+    assert out.returncode == 0, out.stderr[-3000:]
+    evals = [float(x) for x in re.findall(r"eval at step \d+: loss ([\d.]+)", out.stdout)]
+    first_train = float(re.search(r"step 50/300  loss ([\d.]+)", out.stdout).group(1))
+    hp = json.load(open(tmp_path / "run" / "hparams.json"))
+    assert first_train > 0.5 * math.log(hp["vocab_size"])  # still near chance at step 50
+    assert evals and evals[-1] < 0.6 * math.log(hp["vocab_size"]), out.stdout
+    for name in ("hparams.json", "run.json", "vocab.model", "checkpoint"):
+        assert (tmp_path / "run" / name).exists()
+    assert glob.glob(str(tmp_path / "run" / "train" / "events.out.tfevents.*"))
