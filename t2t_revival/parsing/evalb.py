@@ -187,8 +187,8 @@ def evaluate_files(gold_path: str | os.PathLike,
         return score_trees(gold, test)
 
     lines = text.splitlines()
-    while lines and not lines[-1].strip():
-        lines.pop()
+    while len(lines) > len(gold) and not lines[-1].strip():
+        lines.pop()  # blank lines at the end; an empty last prediction is kept
     if len(lines) != len(gold):
         found = (f"{len(test)} trees" if test is not None
                  else f"{len(lines)} lines (it is not well formed, so it is read one "
