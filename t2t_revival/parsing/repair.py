@@ -9,7 +9,8 @@ Two kinds of output are read:
 
 Neither function raises: malformed output is repaired, and each repair is
 counted in the returned `RepairedTree.repairs` (the kinds are listed there).
-The repairs, in order, for linearized output:
+The repairs, in order, for linearized output (empty output is a flat tree
+over the words, `flat_tree`, counted as `flat`):
 
 1. read left to right with a stack: `(L` opens a bracket, `)L` closes the
    innermost open one (a different `L` is a `close_label` repair; the open
