@@ -44,7 +44,9 @@ def main():
                          output_dir=out_dir, num_cpu_devices=args.cpu_devices,
                          xla=not args.no_xla)
     trainer = Trainer(config, log=lambda *a: None)
-    trainer.problem.generate_data(args.data_dir, args.tmp_dir or None)
+    if not trainer.problem.has_data(args.data_dir):
+        from t2t_revival.train.trainer import DEFAULT_TMP_DIR
+        trainer.problem.generate_data(args.data_dir, args.tmp_dir or DEFAULT_TMP_DIR)
     strategy = trainer.strategy
 
     def timed(iterator, steps):

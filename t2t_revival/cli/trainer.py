@@ -27,7 +27,8 @@ flags.DEFINE_string("hparams", "",
                     'bucket_boundaries=[8,16,32]". batch_size is tokens per replica.')
 flags.DEFINE_string("data_dir", "t2t_data",
                     "TFRecords and vocabulary; t2t-datagen runs first when missing.")
-flags.DEFINE_string("tmp_dir", "", "Raw corpora for datagen (default: the problem's).")
+flags.DEFINE_string("tmp_dir", "",
+                    "Raw corpora for datagen (default: /tmp/t2t_datagen, as tensor2tensor).")
 flags.DEFINE_string("output_dir", "t2t_train",
                     "Checkpoints, hparams.json, run.json, vocab.model, summaries.")
 flags.DEFINE_integer("train_steps", 250000, "Optimizer updates to train to.", lower_bound=1)

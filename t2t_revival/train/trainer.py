@@ -24,6 +24,7 @@ import json
 import math
 import os
 import shutil
+import tempfile
 import time
 from typing import Any
 
@@ -40,6 +41,7 @@ from t2t_revival.train.strategy import is_chief, make_strategy
 from t2t_revival.train.train_config import TrainConfig
 
 HPARAMS_FILE = "hparams.json"
+DEFAULT_TMP_DIR = os.path.join(tempfile.gettempdir(), "t2t_datagen")  # tensor2tensor's
 RUN_FILE = "run.json"
 VOCAB_FILE = "vocab.model"
 CHECKPOINT_PREFIX = "ckpt"
@@ -273,7 +275,9 @@ class Trainer:
     def train(self) -> dict[str, Any]:
         """Train to `config.train_steps`, saving and evaluating on the way."""
         config = self.config
-        self.problem.generate_data(config.data_dir, config.tmp_dir or None)
+        if not self.problem.has_data(config.data_dir):
+            self.log(f"No {config.problem} data in {config.data_dir}: running datagen first.")
+            self.problem.generate_data(config.data_dir, config.tmp_dir or DEFAULT_TMP_DIR)
         if self.chief:
             self._write_run_files()
         step = self.restore()
