@@ -17,7 +17,7 @@ import json
 import os
 import tempfile
 import typing
-from typing import Any
+from typing import Any, Callable
 
 from t2t_revival.errors import UserError
 from t2t_revival.registry import closest
@@ -309,7 +309,8 @@ def _unknown_field(key: str, value: Any) -> HParamsError:
     )
 
 
-def _split_top_level(text: str) -> list[str]:
+def _split_top_level(text: str, flag: str = "--hparams",
+                     error: type[UserError] = HParamsError) -> list[str]:
     """Split on commas that are not inside [...]."""
     parts, depth, start = [], 0, 0
     for i, ch in enumerate(text):
@@ -318,21 +319,22 @@ def _split_top_level(text: str) -> list[str]:
         elif ch == "]":
             depth -= 1
             if depth < 0:
-                raise HParamsError(f"Unbalanced ']' in --hparams. Received: {text!r}")
+                raise error(f"Unbalanced ']' in {flag}. Received: {text!r}")
         elif ch == "," and depth == 0:
             parts.append(text[start:i])
             start = i + 1
     if depth:
-        raise HParamsError(f"Unbalanced '[' in --hparams. Received: {text!r}")
+        raise error(f"Unbalanced '[' in {flag}. Received: {text!r}")
     parts.append(text[start:])
     return [p.strip() for p in parts if p.strip()]
 
 
-def _convert(key: str, raw: str, tp: Any) -> Any:
-    def bad() -> HParamsError:
-        near = closest(key, _field_map())
-        return HParamsError(
-            f"hparam '{key}' expects {_type_name(tp)}, and '{raw}' is not one. "
+def _convert(key: str, raw: str, tp: Any, names=None, what: str = "hparam",
+             error: type[UserError] = HParamsError) -> Any:
+    def bad() -> UserError:
+        near = closest(key, names if names is not None else _field_map())
+        return error(
+            f"{what} '{key}' expects {_type_name(tp)}, and '{raw}' is not one. "
             f"Received: {key}={raw}"
             + (f" (closest field: '{near}')" if near and near != key else "")
         )
@@ -371,28 +373,41 @@ def _convert(key: str, raw: str, tp: Any) -> Any:
     raise TypeError(f"unsupported hparam type {tp}")
 
 
+def parse_typed_pairs(text: str, types: dict[str, Any], *, flag: str,
+                      what: str, error: type[UserError],
+                      unknown: Callable[[str, str], UserError]) -> dict[str, Any]:
+    """Parse `"k=v,k2=[1,2,3],flag=false"` against `types` (name -> type).
+
+    The one parser behind `--hparams` and `--decode_hparams`. Supported types:
+    int, float, bool, str and tuple[int, ...]. `unknown(key, raw)` builds the
+    error for a key not in `types`; other problems raise `error` naming `flag`.
+    """
+    result: dict[str, Any] = {}
+    for pair in _split_top_level(text or "", flag, error):
+        if "=" not in pair:
+            raise error(
+                f"{flag} entries are key=value pairs separated by commas; "
+                f"'{pair}' has no '='. Received: {text!r}"
+            )
+        key, raw = (s.strip() for s in pair.split("=", 1))
+        if key not in types:
+            raise unknown(key, raw)
+        if key in result:
+            raise error(f"{what} '{key}' is set twice in {flag}. "
+                        f"Received: {text!r}")
+        result[key] = _convert(key, raw, types[key], types, what, error)
+    return result
+
+
 def parse_overrides(overrides: str) -> dict[str, Any]:
     """Parse `"k=v,k2=[1,2,3],flag=false"` into typed values for HParams.
 
     Raises HParamsError naming the field, the expected type and the closest
     field name on an unknown key, a malformed pair or a bad value.
     """
-    fields = _field_map()
-    result: dict[str, Any] = {}
-    for pair in _split_top_level(overrides or ""):
-        if "=" not in pair:
-            raise HParamsError(
-                f"--hparams entries are key=value pairs separated by commas; "
-                f"'{pair}' has no '='. Received: {overrides!r}"
-            )
-        key, raw = (s.strip() for s in pair.split("=", 1))
-        if key not in fields:
-            raise _unknown_field(key, raw)
-        if key in result:
-            raise HParamsError(f"hparam '{key}' is set twice in --hparams. "
-                               f"Received: {overrides!r}")
-        result[key] = _convert(key, raw, _field_type(fields[key]))
-    return result
+    types = {name: _field_type(f) for name, f in _field_map().items()}
+    return parse_typed_pairs(overrides, types, flag="--hparams", what="hparam",
+                             error=HParamsError, unknown=_unknown_field)
 
 
 # ---------------------------------------------------------------------------

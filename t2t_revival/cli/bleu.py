@@ -1,0 +1,44 @@
+"""`t2t-bleu`: BLEU of a translation file against a reference file.
+
+Prints two labelled figures: sacreBLEU (cased, 13a) with its signature, and
+the paper's tokenized BLEU (Moses tokenizer + compound splitting +
+multi-bleu, as tensor2tensor's get_ende_bleu.sh computed the 28.4).
+"""
+
+from __future__ import annotations
+
+import json
+
+from absl import flags
+
+from t2t_revival.cli import common
+from t2t_revival.metrics.bleu import BleuInputError, bleu_files
+
+FLAGS = flags.FLAGS
+
+flags.DEFINE_string("translation", None, "System output: detokenized text, one sentence a line.")
+flags.DEFINE_string("reference", None, "Reference translations, aligned line by line.")
+flags.DEFINE_string("language", "de", "Target language for the Moses tokenizer (-l).")
+flags.DEFINE_bool("json", False, "Print one JSON object instead of text.")
+
+
+def main(argv: list[str]) -> int:
+    for name in ("translation", "reference"):
+        if not getattr(FLAGS, name):
+            raise BleuInputError(f"--{name}=FILE is required. Received: {name}=None")
+    scores = bleu_files(FLAGS.translation, FLAGS.reference, FLAGS.language)
+    if FLAGS.json:
+        print(json.dumps({"sacrebleu": scores[0].to_dict(),
+                          "tokenized_bleu": scores[1].to_dict()}, indent=2))
+    else:
+        for score in scores:
+            print(score.format())
+    return 0
+
+
+def run() -> None:
+    common.run(main, prog="t2t-bleu")
+
+
+if __name__ == "__main__":
+    run()

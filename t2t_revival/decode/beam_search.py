@@ -1,0 +1,288 @@
+"""Beam search and greedy search as pure functions over a step callback.
+
+Both know nothing of the model. They call
+
+    step(ids, cache, index) -> (logits, cache)
+        ids:    int32 [batch * beam]   the token at position `index`
+                                       (0 = PAD, the start symbol, at index 0)
+        cache:  nested dict of tensors, every leaf [batch * beam, ...]
+        index:  int32 scalar           the position being fed
+        logits: float [batch * beam, vocab]  distribution for position `index`
+
+(greedy search calls it with beam = 1). Written with `keras.ops` only, so it
+runs on the TensorFlow backend eagerly and inside `tf.function` (and so in a
+SavedModel, without XLA), and on the JAX backend under `jit`. Every loop
+variable has a fixed shape: sequences are preallocated to
+`max_decode_length` and written with a one-hot position mask, never resized.
+
+The search follows tensor2tensor's `beam_search.py` and flax
+`examples/wmt/decode.py`: `beam` live hypotheses (never ending in EOS) and
+`beam` finished ones (ended by EOS, scored log_prob / length_penalty) are
+kept apart; each step proposes the top 2 * beam extensions of the live set,
+so that even if every one of the best `beam` ends in EOS, `beam` live ones
+remain.
+"""
+
+from __future__ import annotations
+
+from typing import Any, Callable
+
+import keras
+from keras import ops
+
+PAD_ID = 0
+EOS_ID = 1
+
+# A finite "minus infinity": log-probs of dead hypotheses. Finite so that
+# arithmetic on it (adding log-probs, dividing by a penalty) never makes NaN.
+NEG_INF = -1.0e7
+# A candidate whose log-prob is below this descends from a dead hypothesis.
+_DEAD = NEG_INF / 2
+
+StepFn = Callable[[Any, Any, Any], tuple[Any, Any]]
+
+
+def length_penalty(length, alpha: float):
+    """GNMT's length penalty ((5 + length) / 6) ** alpha (Wu et al. 2016, eq. 14).
+
+    Finished hypotheses score log_prob / length_penalty(length, alpha), where
+    `length` counts the generated tokens including EOS (tensor2tensor's
+    convention). alpha = 0 turns the penalty off.
+    """
+    length = ops.cast(length, "float32")
+    return ops.power((5.0 + length) / 6.0, alpha)
+
+
+def _tile_beams(x, beam_size: int):
+    """[batch, ...] -> [batch * beam, ...], each row repeated `beam_size` times."""
+    return ops.repeat(x, beam_size, axis=0)
+
+
+def _gather_beams(x, indices):
+    """x [batch, k, ...], indices int32 [batch, n] -> [batch, n, ...]."""
+    indices = ops.reshape(indices, ops.shape(indices) + (1,) * (len(x.shape) - 2))
+    return ops.take_along_axis(x, indices, axis=1)
+
+
+def _write_position(seqs, tokens, index, max_decode_length: int):
+    """seqs [batch, k, max_len] with `tokens` [batch, k] written at `index`."""
+    at_index = ops.equal(ops.arange(max_decode_length, dtype="int32"), index)  # [L]
+    return ops.where(at_index[None, None, :], tokens[:, :, None], seqs)
+
+
+def _map_cache(fn, cache):
+    """Apply `fn` to every tensor leaf of a nested dict (or list/tuple)."""
+    return keras.tree.map_structure(fn, cache)
+
+
+def beam_search(step: StepFn, cache, batch_size, beam_size: int, alpha: float,
+                max_decode_length: int, eos_id: int = EOS_ID,
+                return_beams: bool = True):
+    """Beam search with the GNMT length penalty and early stopping.
+
+    Args:
+        step: `step(ids [B*beam] int32, cache, index) -> (logits [B*beam, V], cache)`.
+        cache: nested dict of tensors, every leaf [B, ...] (batch first, static
+            shape). They are tiled to [B*beam, ...] here and reordered by
+            parent beam after every step.
+        batch_size: B (a Python int, or a scalar tensor for a dynamic batch).
+        beam_size: beam width (Python int); 1 runs `greedy_search` (as
+            tensor2tensor does) and scores its result with the penalty.
+        alpha: length penalty exponent, >= 0 (0.6 in the paper).
+        max_decode_length: the number of positions decoded at most (the
+            caller passes input length + extra_length). Hypotheses that reach
+            it without EOS are cut there.
+        eos_id: the end-of-sentence id (1).
+        return_beams: True returns every beam; False only the best.
+
+    Returns:
+        (sequences, scores): with return_beams, sequences int32
+        [B, beam, max_decode_length] best first, without the start symbol,
+        EOS included and PAD (0) after it, and scores float32 [B, beam]
+        = log_prob / length_penalty(length). Without return_beams, sequences
+        [B, max_decode_length] and scores [B] of the best beam.
+
+    If fewer than `beam` hypotheses ended in EOS within max_decode_length,
+    the remaining slots hold the live hypotheses cut at max_decode_length,
+    after all finished ones, scored with the penalty of max_decode_length. So
+    a batch element where nothing finished returns its cut live set
+    (tensor2tensor and flax do the same fallback, leaving those scores
+    unpenalized). A slot with no hypothesis at all (tiny vocabularies only)
+    has score NEG_INF.
+
+    Early stopping (t2t / flax): a live hypothesis's log-prob can only fall,
+    and for alpha >= 0 its penalty is largest at max_decode_length, so no live
+    hypothesis can ever score more than best_live_log_prob /
+    length_penalty(max_decode_length). The loop stops once, for every batch
+    element, that bound is below the worst of the `beam` finished scores
+    (with return_beams: the whole n-best list is then final) or below the
+    best finished score (without: the top hypothesis is then final), or when
+    no live hypothesis is left.
+    """
+    if beam_size < 1:
+        raise ValueError(f"beam_size must be positive. Received: beam_size={beam_size}")
+    if alpha < 0:
+        raise ValueError("alpha must be >= 0 (the early-stop bound assumes the "
+                         f"penalty grows with length). Received: alpha={alpha}")
+    if beam_size == 1:
+        # tensor2tensor decodes beam 1 greedily. (The two-set search below
+        # with one beam would differ: it keeps the best EOS hypothesis met
+        # along the way while the live beam goes on.)
+        seqs, log_probs = greedy_search(step, cache, batch_size, max_decode_length, eos_id)
+        ended = ops.any(ops.equal(seqs, eos_id), axis=1)
+        lengths = ops.where(ended, ops.argmax(ops.equal(seqs, eos_id), axis=1) + 1,
+                            max_decode_length)
+        scores = log_probs / length_penalty(lengths, alpha)
+        if return_beams:
+            return seqs[:, None, :], scores[:, None]
+        return seqs, scores
+    k = beam_size
+    length = max_decode_length
+    max_penalty = length_penalty(length, alpha)
+
+    cache = _map_cache(lambda x: _tile_beams(x, k), cache)
+    # Only beam 0 is alive at the start (all beams are the same empty prefix).
+    first = ops.concatenate([ops.zeros((1,)), ops.full((k - 1,), NEG_INF)], axis=0)
+    state = {
+        "index": ops.convert_to_tensor(0, dtype="int32"),
+        "live_ids": ops.zeros((batch_size, k), dtype="int32"),           # [B, k] last token
+        "live_log_probs": ops.tile(first[None, :], (batch_size, 1)),     # [B, k] best first
+        "live_seqs": ops.zeros((batch_size, k, length), dtype="int32"),  # [B, k, L]
+        "finished_scores": ops.full((batch_size, k), NEG_INF),            # [B, k] best first
+        "finished_seqs": ops.zeros((batch_size, k, length), dtype="int32"),
+        "cache": cache,                                                  # leaves [B*k, ...]
+    }
+
+    def cond(state):
+        not_at_end = ops.less(state["index"], length)
+        best_live = state["live_log_probs"][:, 0]                               # [B]
+        # Highest score any live hypothesis could reach (see the docstring).
+        bound = ops.where(best_live > _DEAD, best_live / max_penalty, -float("inf"))
+        if return_beams:
+            finished = ops.min(state["finished_scores"], axis=1)              # [B]
+        else:
+            finished = state["finished_scores"][:, 0]                         # [B]
+        search_done = ops.all(ops.greater(finished, bound))
+        return ops.logical_and(not_at_end, ops.logical_not(search_done))
+
+    def body(state):
+        index = state["index"]
+        logits, new_cache = step(ops.reshape(state["live_ids"], (-1,)), state["cache"], index)
+        vocab_size = logits.shape[-1]
+        log_probs = ops.log_softmax(ops.cast(logits, "float32"), axis=-1)
+        log_probs = ops.reshape(log_probs, (-1, k, vocab_size))               # [B, k, V]
+        candidates = state["live_log_probs"][:, :, None] + log_probs          # [B, k, V]
+        candidates = ops.reshape(candidates, (-1, k * vocab_size))           # [B, k*V]
+
+        # The 2k best extensions: enough that k of them do not end in EOS.
+        top_log_probs, top_indices = ops.top_k(candidates, 2 * k)            # [B, 2k]
+        top_indices = ops.cast(top_indices, "int32")
+        parents = top_indices // vocab_size                                   # [B, 2k]
+        tokens = top_indices % vocab_size                                     # [B, 2k]
+        top_seqs = _gather_beams(state["live_seqs"], parents)                 # [B, 2k, L]
+        top_seqs = _write_position(top_seqs, tokens, index, length)
+        is_eos = ops.equal(tokens, eos_id)
+        alive = top_log_probs > _DEAD
+
+        # New live set: the k best extensions that do not end in EOS.
+        live_candidates = ops.where(ops.logical_or(is_eos, ops.logical_not(alive)),
+                                    NEG_INF, top_log_probs)
+        live_log_probs, live_pick = ops.top_k(live_candidates, k)             # [B, k]
+        live_pick = ops.cast(live_pick, "int32")
+        live_seqs = _gather_beams(top_seqs, live_pick)                        # [B, k, L]
+        live_ids = ops.take_along_axis(tokens, live_pick, axis=1)             # [B, k]
+        live_parents = ops.take_along_axis(parents, live_pick, axis=1)        # [B, k]
+
+        # Reorder the cache: new beam j continues old beam live_parents[:, j].
+        offsets = ops.arange(ops.shape(live_parents)[0], dtype="int32")[:, None] * k
+        flat_parents = ops.reshape(live_parents + offsets, (-1,))             # [B*k]
+        new_cache = _map_cache(lambda x: ops.take(x, flat_parents, axis=0), new_cache)
+
+        # New finished set: the k best of the old finished and the new EOS ones.
+        new_scores = top_log_probs / length_penalty(index + 1, alpha)
+        new_scores = ops.where(ops.logical_and(is_eos, alive), new_scores, NEG_INF)
+        all_scores = ops.concatenate([state["finished_scores"], new_scores], axis=1)  # [B, 3k]
+        all_seqs = ops.concatenate([state["finished_seqs"], top_seqs], axis=1)        # [B, 3k, L]
+        finished_scores, finished_pick = ops.top_k(all_scores, k)                     # [B, k]
+        finished_seqs = _gather_beams(all_seqs, ops.cast(finished_pick, "int32"))
+
+        return {
+            "index": index + 1,
+            "live_ids": live_ids,
+            "live_log_probs": live_log_probs,
+            "live_seqs": live_seqs,
+            "finished_scores": finished_scores,
+            "finished_seqs": finished_seqs,
+            "cache": new_cache,
+        }
+
+    state = ops.while_loop(cond, body, state)
+
+    # Slots of the finished set that no EOS hypothesis filled (the loop ran to
+    # max_decode_length) take the live hypotheses cut there, best first, after
+    # every finished one. If nothing finished, all slots are the cut live set
+    # (tensor2tensor's and flax's fallback).
+    filled = state["finished_scores"] > _DEAD                                 # [B, k]
+    num_filled = ops.sum(ops.cast(filled, "int32"), axis=1, keepdims=True)     # [B, 1]
+    live_pick = ops.clip(ops.arange(k, dtype="int32")[None, :] - num_filled, 0, k - 1)
+    cut_seqs = _gather_beams(state["live_seqs"], live_pick)                   # [B, k, L]
+    cut_log_probs = ops.take_along_axis(state["live_log_probs"], live_pick, axis=1)
+    cut_scores = ops.where(cut_log_probs > _DEAD, cut_log_probs / max_penalty, NEG_INF)
+    sequences = ops.where(filled[:, :, None], state["finished_seqs"], cut_seqs)
+    scores = ops.where(filled, state["finished_scores"], cut_scores)
+    if return_beams:
+        return sequences, scores
+    return sequences[:, 0], scores[:, 0]
+
+
+def greedy_search(step: StepFn, cache, batch_size, max_decode_length: int,
+                  eos_id: int = EOS_ID):
+    """Greedy (argmax) decoding with the same step contract (beam = 1).
+
+    Args:
+        step: `step(ids [B] int32, cache, index) -> (logits [B, V], cache)`.
+        cache: nested dict of tensors, every leaf [B, ...].
+        batch_size: B (a Python int, or a scalar tensor).
+        max_decode_length: the number of positions decoded at most.
+        eos_id: the end-of-sentence id (1).
+
+    Returns:
+        (sequences int32 [B, max_decode_length], log_probs float32 [B]):
+        tokens up to and including EOS, then PAD; log_probs is the sum of the
+        chosen tokens' log-probabilities (no length penalty: it does not
+        change an argmax). Stops as soon as every sequence has ended.
+    """
+    length = max_decode_length
+    state = {
+        "index": ops.convert_to_tensor(0, dtype="int32"),
+        "ids": ops.zeros((batch_size,), dtype="int32"),                  # [B] last token
+        "seqs": ops.zeros((batch_size, length), dtype="int32"),          # [B, L]
+        "log_probs": ops.zeros((batch_size,)),                           # [B]
+        "finished": ops.zeros((batch_size,), dtype="bool"),              # [B]
+        "cache": cache,                                                  # leaves [B, ...]
+    }
+
+    def cond(state):
+        return ops.logical_and(ops.less(state["index"], length),
+                               ops.logical_not(ops.all(state["finished"])))
+
+    def body(state):
+        index = state["index"]
+        logits, new_cache = step(state["ids"], state["cache"], index)
+        log_probs = ops.log_softmax(ops.cast(logits, "float32"), axis=-1)   # [B, V]
+        best = ops.cast(ops.argmax(log_probs, axis=-1), "int32")             # [B]
+        best_log_prob = ops.take_along_axis(log_probs, best[:, None], axis=1)[:, 0]
+        finished = state["finished"]
+        tokens = ops.where(finished, PAD_ID, best)
+        at_index = ops.equal(ops.arange(length, dtype="int32"), index)        # [L]
+        return {
+            "index": index + 1,
+            "ids": tokens,
+            "seqs": ops.where(at_index[None, :], tokens[:, None], state["seqs"]),
+            "log_probs": state["log_probs"] + ops.where(finished, 0.0, best_log_prob),
+            "finished": ops.logical_or(finished, ops.equal(tokens, eos_id)),
+            "cache": new_cache,
+        }
+
+    state = ops.while_loop(cond, body, state)
+    return state["seqs"], state["log_probs"]

@@ -1,0 +1,90 @@
+"""`DecodeHParams`: the typed, frozen settings of one decoding run.
+
+Defaults come from the resolved training `HParams` (which the problem and the
+hparam set already filled: translation beam 4, alpha 0.6, extra 50; parsing
+beam 21, alpha 0.3, extra 300), then `--decode_hparams "beam_size=8,..."`
+overrides them, parsed by the same strict parser as `--hparams`.
+"""
+
+from __future__ import annotations
+
+import dataclasses
+import typing
+from typing import Any
+
+from t2t_revival.errors import UserError
+from t2t_revival.hparams import HParams, _type_name, _type_ok, parse_typed_pairs
+from t2t_revival.registry import closest
+
+
+class DecodeHParamsError(UserError):
+    """A malformed `--decode_hparams` string, an unknown field or a bad value."""
+
+
+@dataclasses.dataclass(frozen=True)
+class DecodeHParams:
+    """How to decode: beam width, length penalty, length limit, batching."""
+
+    beam_size: int = 4
+    """Beam width; 1 is greedy search (paper 6.1: 4; parsing 6.3: 21)."""
+    alpha: float = 0.6
+    """Length penalty alpha: scores are log_prob / ((5 + len) / 6) ** alpha
+    (GNMT, tensor2tensor; paper 6.1: 0.6; parsing 0.3)."""
+    extra_length: int = 50
+    """max_decode_length = input length + extra_length (6.1: 50; parsing 300)."""
+    batch_size: int = 32
+    """Sentences per decoding batch (NOT tokens, unlike HParams.batch_size)."""
+    return_beams: bool = False
+    """Return every beam (n-best list, best first) instead of the top one."""
+
+    def __post_init__(self):
+        hints = typing.get_type_hints(DecodeHParams)
+        for f in dataclasses.fields(self):
+            value = getattr(self, f.name)
+            if not _type_ok(value, hints[f.name]):
+                raise DecodeHParamsError(
+                    f"decode hparam '{f.name}' expects {_type_name(hints[f.name])}, "
+                    f"got {type(value).__name__}. Received: {f.name}={value!r}")
+        for name in ("beam_size", "batch_size"):
+            if getattr(self, name) <= 0:
+                raise DecodeHParamsError(
+                    f"decode hparam '{name}' must be positive. "
+                    f"Received: {name}={getattr(self, name)!r}")
+        if self.extra_length < 0:
+            raise DecodeHParamsError(
+                "decode hparam 'extra_length' must not be negative. "
+                f"Received: extra_length={self.extra_length!r}")
+        if self.alpha < 0:
+            raise DecodeHParamsError(
+                "decode hparam 'alpha' must not be negative (0 turns the length "
+                f"penalty off). Received: alpha={self.alpha!r}")
+
+    def max_decode_length(self, input_length: int) -> int:
+        """The longest output for an input of `input_length` tokens."""
+        return input_length + self.extra_length
+
+    @classmethod
+    def from_hparams(cls, hparams: HParams, overrides: str = "") -> "DecodeHParams":
+        """Defaults from the resolved `hparams`, then `--decode_hparams` overrides."""
+        base = cls(beam_size=hparams.beam_size, alpha=hparams.alpha,
+                   extra_length=hparams.extra_length)
+        return dataclasses.replace(base, **parse_decode_hparams(overrides))
+
+
+def _types() -> dict[str, Any]:
+    return typing.get_type_hints(DecodeHParams)
+
+
+def _unknown(key: str, raw: str) -> DecodeHParamsError:
+    near = closest(key, _types())
+    hint = f" Did you mean '{near}'?" if near else ""
+    return DecodeHParamsError(
+        f"Unknown decode hparam '{key}'.{hint} The fields are "
+        f"{', '.join(_types())}. Received: {key}={raw}")
+
+
+def parse_decode_hparams(text: str) -> dict[str, Any]:
+    """Parse `"beam_size=4,alpha=0.6,return_beams=true"` into typed values."""
+    return parse_typed_pairs(text, _types(), flag="--decode_hparams",
+                             what="decode hparam", error=DecodeHParamsError,
+                             unknown=_unknown)

@@ -1,0 +1,144 @@
+"""BLEU two ways: sacreBLEU, and the paper's tokenized BLEU.
+
+1. `sacre_bleu`: sacreBLEU (Post 2018) on detokenized text, cased, its 13a
+   tokenizer and default exp smoothing: exactly what the `sacrebleu` command
+   line prints, with its signature. The comparable modern figure.
+
+2. `tokenized_bleu`: the recipe behind the paper's 28.4 En-De, tensor2tensor's
+   `utils/get_ende_bleu.sh`:
+       perl tokenizer.perl -l de < file > file.tok          (both sides)
+       perl -ple 's{(\\S)-(\\S)}{$1 ##AT##-##AT## $2}g'       (compound splitting)
+       perl multi-bleu.perl reference.atat < hypothesis.atat (case-sensitive)
+   Here tokenizer.perl is `sacremoses` (its Python port) with the script's
+   defaults: escaping on (& -> &amp;, " -> &quot;, ' -> &apos;, ...) and no
+   aggressive hyphen splitting (-a off), so hyphenated compounds stay one
+   token until the ##AT## step splits them (`split_compounds`, the same
+   regex, substituted left to right without overlap as perl's s///g does).
+   multi-bleu.perl is sacreBLEU's BLEU with tokenize="none" (split on
+   whitespace, as perl's `split`), cased, smooth_method="none", one
+   reference: both count clipped n-grams over the corpus, take the brevity
+   penalty exp(1 - ref_len / hyp_len) when hyp_len < ref_len, and give 0 when
+   some n-gram order has no match (multi-bleu: log(0) floored to -9999999999;
+   sacreBLEU: the same floor). tests/test_bleu.py checks this against a
+   direct implementation of multi-bleu.perl's counting.
+"""
+
+from __future__ import annotations
+
+import io
+import re
+from typing import Sequence
+
+import sacrebleu
+
+from t2t_revival.errors import UserError
+from t2t_revival.metrics.bleu_score import BleuScore
+
+SACREBLEU_LABEL = "sacreBLEU (cased, 13a)"
+TOKENIZED_LABEL = ("tokenized BLEU (Moses tokenizer -l {lang} + compound splitting, "
+                   "multi-bleu; as the paper / t2t get_ende_bleu.sh)")
+
+# get_ende_bleu.sh: perl -ple 's{(\S)-(\S)}{$1 ##AT##-##AT## $2}g'
+_COMPOUND = re.compile(r"(\S)-(\S)")
+
+
+class BleuInputError(UserError):
+    """A translation or reference file that cannot be scored."""
+
+
+def _check(hypotheses: Sequence[str], references: Sequence[str]) -> None:
+    if len(hypotheses) != len(references):
+        raise BleuInputError(
+            "the translation and the reference must have one line per sentence, "
+            "aligned; their line counts differ. Received: "
+            f"translation lines={len(hypotheses)}, reference lines={len(references)}")
+    if not hypotheses:
+        raise BleuInputError("there is nothing to score: no lines. Received: lines=0")
+
+
+def _score(label: str, bleu: sacrebleu.BLEU, hypotheses, references) -> BleuScore:
+    result = bleu.corpus_score(list(hypotheses), [list(references)])
+    return BleuScore(label=label, score=float(result.score),
+                     precisions=tuple(float(p) for p in result.precisions),
+                     brevity_penalty=float(result.bp), hyp_len=int(result.sys_len),
+                     ref_len=int(result.ref_len), signature=str(bleu.get_signature()))
+
+
+def sacre_bleu(hypotheses: Sequence[str], references: Sequence[str]) -> BleuScore:
+    """sacreBLEU, cased, tokenize 13a, exp smoothing (the `sacrebleu` CLI default).
+
+    Args:
+        hypotheses: detokenized system outputs, one sentence each.
+        references: detokenized references, aligned with `hypotheses`.
+    """
+    _check(hypotheses, references)
+    return _score(SACREBLEU_LABEL, sacrebleu.BLEU(), hypotheses, references)
+
+
+def moses_tokenize(lines: Sequence[str], language: str = "de") -> list[str]:
+    """`perl tokenizer.perl -l language` (escaping on, no -a), via sacremoses."""
+    from sacremoses import MosesTokenizer
+
+    tokenizer = MosesTokenizer(lang=language)
+    return [tokenizer.tokenize(line, return_str=True, escape=True,
+                               aggressive_dash_splits=False) for line in lines]
+
+
+def split_compounds(line: str) -> str:
+    """`rich-text` -> `rich ##AT##-##AT## text`, as get_ende_bleu.sh's perl -ple."""
+    return _COMPOUND.sub(r"\1 ##AT##-##AT## \2", line)
+
+
+def tokenized_bleu(hypotheses: Sequence[str], references: Sequence[str],
+                   language: str = "de") -> BleuScore:
+    """The paper's BLEU: Moses-tokenize and compound-split both sides, multi-bleu.
+
+    Args:
+        hypotheses: detokenized system outputs, one sentence each.
+        references: detokenized references, aligned with `hypotheses`.
+        language: the target language for the Moses tokenizer (-l).
+    """
+    _check(hypotheses, references)
+    hyp = [split_compounds(line) for line in moses_tokenize(hypotheses, language)]
+    ref = [split_compounds(line) for line in moses_tokenize(references, language)]
+    multi_bleu = sacrebleu.BLEU(tokenize="none", smooth_method="none", force=True)
+    return _score(TOKENIZED_LABEL.format(lang=language), multi_bleu, hyp, ref)
+
+
+def read_lines(path: str, what: str) -> list[str]:
+    """The lines of a UTF-8 text file (newline \\n, \\r\\n or \\r, as the sacrebleu CLI).
+
+    Raises BleuInputError for a missing or unreadable file or bytes that are
+    not UTF-8 (naming the line). `what` names the file in messages.
+    """
+    try:
+        with open(path, "rb") as f:
+            data = f.read()
+    except FileNotFoundError:
+        raise BleuInputError(f"the {what} file does not exist; pass the path of a "
+                             f"text file, one sentence a line. Received: {what}={path!r}"
+                             ) from None
+    except OSError as e:
+        raise BleuInputError(f"cannot read the {what} file ({e.strerror}). "
+                             f"Received: {what}={path!r}") from None
+    try:
+        text = data.decode("utf-8")
+    except UnicodeDecodeError as e:
+        line = data.count(b"\n", 0, e.start) + 1
+        raise BleuInputError(
+            f"the {what} file is not UTF-8 text: byte {data[e.start]:#04x} at line "
+            f"{line} cannot be decoded; convert it (e.g. iconv -t UTF-8). "
+            f"Received: {what}={path!r}") from None
+    return [line.rstrip("\n") for line in io.StringIO(text, newline=None)]
+
+
+def bleu_files(translation: str, reference: str, language: str = "de") -> list[BleuScore]:
+    """Both figures for a translation file against a reference file.
+
+    Returns [sacreBLEU (cased, 13a), tokenized BLEU as the paper].
+    """
+    hypotheses = read_lines(translation, "translation")
+    references = read_lines(reference, "reference")
+    _check(hypotheses, references)
+    return [sacre_bleu(hypotheses, references),
+            tokenized_bleu(hypotheses, references, language)]

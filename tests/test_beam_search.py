@@ -1,0 +1,305 @@
+"""Beam search and greedy search on fake step functions over toy alphabets.
+
+The fake models are Markov tables. The exact tests use a second-order table
+whose "previous token" is read from a KV-cache-like history in the cache, so
+they also prove that the cache is tiled and reordered by parent beam: a
+search that forgot to reorder it would score sequences with the wrong
+history. Expected results are computed independently in numpy by brute-force
+enumeration of every sequence.
+"""
+
+import itertools
+
+import numpy as np
+import pytest
+import tensorflow as tf
+from keras import ops
+
+from t2t_revival.decode import (DecodeHParams, DecodeHParamsError, beam_search,
+                                greedy_search, length_penalty)
+from t2t_revival.hparams import HParams
+
+EOS = 1
+
+
+def np_log_softmax(x):
+    x = x - x.max(-1, keepdims=True)
+    return x - np.log(np.exp(x).sum(-1, keepdims=True))
+
+
+def np_penalty(length, alpha):
+    return ((5.0 + length) / 6.0) ** alpha
+
+
+# ---------------------------------------------------------------------------
+# A second-order Markov model whose history lives in the cache.
+# tables[t, prev, cur] are the logits of the next token, for batch element
+# using table t, after tokens `prev` then `cur` (prev = 0 before the start).
+# ---------------------------------------------------------------------------
+
+
+def make_step(tables, max_len):
+    n_tables, vocab = tables.shape[0], tables.shape[-1]
+    flat = tf.constant(tables.reshape(n_tables * vocab * vocab, vocab), tf.float32)
+
+    def step(ids, cache, index):
+        hist = cache["hist"]                                   # [N, L] tokens fed so far
+        positions = ops.arange(max_len, dtype="int32")
+        hist = ops.where(positions[None, :] == index, ids[:, None], hist)
+        prev = ops.sum(ops.where(positions[None, :] == index - 1, hist, 0), axis=1)
+        table = cache["meta"]["table"]                         # [N]
+        logits = ops.take(flat, (table * vocab + prev) * vocab + ids, axis=0)
+        return logits, {"hist": hist, "meta": {"table": table}}
+
+    return step
+
+
+def make_cache(table_ids, max_len):
+    b = len(table_ids)
+    return {"hist": tf.zeros((b, max_len), tf.int32),
+            "meta": {"table": tf.constant(table_ids, tf.int32)}}
+
+
+def np_log_prob(table, seq):
+    """Teacher-forced log-prob of `seq` (tokens up to and including EOS)."""
+    fed = [0] + list(seq[:-1])
+    total = 0.0
+    for i, target in enumerate(seq):
+        prev = fed[i - 1] if i > 0 else 0
+        total += np_log_softmax(table[prev, fed[i]])[target]
+    return total
+
+
+def strip(seq):
+    """The tokens of a returned sequence up to the first EOS (inclusive)."""
+    seq = list(seq)
+    return seq[:seq.index(EOS) + 1] if EOS in seq else seq
+
+
+def brute_force_finished(table, max_len, alpha):
+    """Every sequence ending in EOS within max_len, best penalized score first."""
+    vocab = table.shape[-1]
+    others = [t for t in range(vocab) if t != EOS]
+    scored = []
+    for n in range(max_len):
+        for prefix in itertools.product(others, repeat=n):
+            seq = list(prefix) + [EOS]
+            scored.append((np_log_prob(table, seq) / np_penalty(len(seq), alpha), seq))
+    scored.sort(key=lambda s: -s[0])
+    return scored
+
+
+def run_beam(tables, table_ids, beam, alpha, max_len, return_beams=True, compiled=True):
+    step = make_step(tables, max_len)
+
+    def search(cache):
+        return beam_search(step, cache, len(table_ids), beam, alpha, max_len,
+                           return_beams=return_beams)
+
+    if compiled:
+        search = tf.function(search)
+    seqs, scores = search(make_cache(table_ids, max_len))
+    return seqs.numpy(), scores.numpy()
+
+
+def test_length_penalty_is_gnmt():
+    assert float(length_penalty(1, 0.6)) == pytest.approx(1.0)
+    assert float(length_penalty(7, 0.6)) == pytest.approx(2.0 ** 0.6)
+    assert float(length_penalty(30, 0.0)) == pytest.approx(1.0)
+
+
+def test_beam_finds_the_best_sequence_that_greedy_misses():
+    # First-order table (prev ignored), V = {PAD, EOS, a=2, b=3}; rows are the
+    # current token (PAD = start), columns the next.
+    # Start: a 0.5, b 0.45. After a: EOS 0.4, a/b 0.25. After b: EOS 0.9.
+    # Greedy: a EOS = 0.2; best: b EOS = 0.405.
+    probs = np.array([[0.025, 0.025, 0.5, 0.45],
+                      [0.25, 0.25, 0.25, 0.25],
+                      [0.1, 0.4, 0.25, 0.25],
+                      [0.04, 0.9, 0.03, 0.03]])
+    table = np.broadcast_to(np.log(probs)[None], (4, 4, 4))[None].copy()  # [1, prev, cur, V]
+    max_len = 5
+    best_score, best = brute_force_finished(table[0], max_len, 0.6)[0]
+    assert best == [3, EOS]
+
+    greedy_step = make_step(table, max_len)
+    g_seqs, _ = tf.function(lambda c: greedy_search(greedy_step, c, 1, max_len))(
+        make_cache([0], max_len))
+    assert strip(g_seqs.numpy()[0]) == [2, EOS]
+
+    seqs, scores = run_beam(table, [0], beam=2, alpha=0.6, max_len=max_len,
+                            return_beams=False)
+    assert seqs.shape == (1, max_len) and scores.shape == (1,)
+    assert list(seqs[0]) == [3, EOS, 0, 0, 0]
+    assert scores[0] == pytest.approx(best_score, abs=1e-5)
+
+
+def brute_force_cut(table, max_len):
+    """Every max_len sequence without EOS, best log-prob first."""
+    others = [t for t in range(table.shape[-1]) if t != EOS]
+    scored = [(np_log_prob(table, list(seq)), list(seq))
+              for seq in itertools.product(others, repeat=max_len)]
+    scored.sort(key=lambda s: -s[0])
+    return scored
+
+
+@pytest.mark.parametrize("alpha", [0.0, 0.6, 2.0])
+def test_wide_beam_equals_exhaustive_n_best_per_batch_element(alpha):
+    # V = 5 (4 non-EOS tokens), max_len 3: at most 16 live prefixes and 80
+    # extensions of them, so with beam 40 (2 * 40 >= 80 candidates kept) the
+    # search is exhaustive: it must return all 21 sequences that end in EOS,
+    # best first, then the best 19 cut at max_len without EOS.
+    rng = np.random.default_rng(1)  # a seed where the 3 tables' bests differ
+    tables = rng.normal(0.0, 2.0, size=(3, 5, 5, 5))
+    max_len, beam = 3, 40
+    table_ids = [0, 1, 2, 1]
+    seqs, scores = run_beam(tables, table_ids, beam, alpha, max_len)
+    assert seqs.shape == (4, beam, max_len) and scores.shape == (4, beam)
+    tops = set()
+    for b, t in enumerate(table_ids):
+        finished = brute_force_finished(tables[t], max_len, alpha)
+        assert len(finished) == 21
+        cut = [(lp / np_penalty(max_len, alpha), seq)
+               for lp, seq in brute_force_cut(tables[t], max_len)[:beam - 21]]
+        expected = finished + cut
+        got = [strip(s) for s in seqs[b]]
+        assert got == [s for _, s in expected]
+        np.testing.assert_allclose(scores[b], [s for s, _ in expected], atol=1e-4)
+        tops.add(tuple(got[0]))
+    assert len(tops) == 3  # the three tables have different best sequences
+    np.testing.assert_array_equal(seqs[1], seqs[3])
+
+
+def test_small_beam_is_valid_and_sorted():
+    rng = np.random.default_rng(1)
+    tables = rng.normal(0.0, 1.5, size=(2, 7, 7, 7))
+    max_len, alpha = 8, 0.6
+    seqs, scores = run_beam(tables, [0, 1], beam=3, alpha=alpha, max_len=max_len)
+    for b in range(2):
+        assert np.all(np.diff(scores[b]) <= 1e-6)            # best first
+        for seq, score in zip(seqs[b], scores[b]):
+            seq = list(seq)
+            assert seq.count(EOS) <= 1
+            if EOS in seq:                                   # PAD after EOS
+                assert all(t == 0 for t in seq[seq.index(EOS) + 1:])
+                length = seq.index(EOS) + 1
+            else:
+                length = max_len
+            assert score == pytest.approx(
+                np_log_prob(tables[b], seq[:length]) / np_penalty(length, alpha), abs=1e-4)
+
+
+def test_beam_one_equals_greedy():
+    rng = np.random.default_rng(2)
+    tables = rng.normal(0.0, 1.5, size=(3, 6, 6, 6))
+    max_len = 10
+    table_ids = [0, 1, 2]
+    seqs, scores = run_beam(tables, table_ids, beam=1, alpha=0.0, max_len=max_len,
+                            return_beams=False)
+    step = make_step(tables, max_len)
+    g_seqs, g_log_probs = tf.function(
+        lambda c: greedy_search(step, c, len(table_ids), max_len))(
+        make_cache(table_ids, max_len))
+    np.testing.assert_array_equal(seqs, g_seqs.numpy())
+    np.testing.assert_allclose(scores, g_log_probs.numpy(), atol=1e-5)  # alpha 0
+    _, penalized = run_beam(tables, table_ids, beam=1, alpha=0.6, max_len=max_len)
+    lengths = [len(strip(s)) for s in seqs]
+    np.testing.assert_allclose(penalized[:, 0], scores / np_penalty(np.array(lengths), 0.6),
+                               atol=1e-5)
+    for b, t in enumerate(table_ids):
+        got = strip(g_seqs.numpy()[b])
+        assert g_log_probs.numpy()[b] == pytest.approx(np_log_prob(tables[t], got), abs=1e-4)
+
+
+def test_finished_hypotheses_are_not_extended_and_search_stops_early():
+    # EOS is by far the most likely first token: after one step the finished
+    # set beats anything the live set can reach, so the search stops long
+    # before max_len (counted with a Python counter in eager mode).
+    probs = np.full((4, 4), 0.01)
+    probs[:, 1] = 0.97
+    table = np.broadcast_to(np.log(probs)[None], (4, 4, 4))[None].copy()
+    max_len = 40
+    inner = make_step(table, max_len)
+    calls = []
+
+    def step(ids, cache, index):
+        calls.append(int(index))
+        return inner(ids, cache, index)
+
+    seqs, scores = beam_search(step, make_cache([0, 0], max_len), 2, 2, 0.6, max_len)
+    assert len(calls) < 5, calls
+    assert list(seqs.numpy()[0, 0]) == [EOS] + [0] * (max_len - 1)
+    # Second best: one non-EOS token then EOS; never anything after the EOS.
+    assert strip(seqs.numpy()[0, 1])[-1] == EOS and len(strip(seqs.numpy()[0, 1])) == 2
+    assert np.count_nonzero(seqs.numpy()[:, :, 2:]) == 0
+
+
+def test_search_does_not_stop_while_a_longer_hypothesis_can_still_win():
+    # [EOS] (log-prob -0.69) finishes at once, but with alpha = 3 the long
+    # a...a EOS wins after its length penalty: stopping at the first step
+    # (a bound that ignored the max-length penalty) would return [EOS].
+    probs = np.array([[0.05, 0.5, 0.45],       # start / PAD: EOS 0.5, a 0.45
+                      [0.34, 0.33, 0.33],
+                      [0.05, 0.05, 0.9]])      # after a: a 0.9, EOS 0.05
+    table = np.broadcast_to(np.log(probs)[None], (3, 3, 3))[None].copy()
+    max_len, alpha = 10, 3.0
+    best_score, best = brute_force_finished(table[0], max_len, alpha)[0]
+    assert len(best) > 5
+    seqs, scores = run_beam(table, [0], beam=2, alpha=alpha, max_len=max_len,
+                            return_beams=False)
+    assert strip(seqs[0]) == best
+    assert scores[0] == pytest.approx(best_score, abs=1e-5)
+
+
+def test_without_eos_the_cut_live_hypotheses_are_returned():
+    rng = np.random.default_rng(3)
+    tables = rng.normal(0.0, 1.0, size=(1, 5, 5, 5))
+    tables[..., EOS] = -1e9                                  # EOS never chosen
+    max_len, alpha = 4, 0.6
+    seqs, scores = run_beam(tables, [0], beam=2, alpha=alpha, max_len=max_len)
+    for seq, score in zip(seqs[0], scores[0]):
+        assert EOS not in seq
+        assert score == pytest.approx(
+            np_log_prob(tables[0], list(seq)) / np_penalty(max_len, alpha), abs=1e-4)
+
+
+def test_runs_in_tf_function_with_a_dynamic_batch():
+    rng = np.random.default_rng(4)
+    tables = rng.normal(0.0, 2.0, size=(2, 5, 5, 5))
+    max_len = 6
+    step = make_step(tables, max_len)
+
+    @tf.function(input_signature=[{"hist": tf.TensorSpec([None, max_len], tf.int32),
+                                   "meta": {"table": tf.TensorSpec([None], tf.int32)}}])
+    def search(cache):
+        batch = tf.shape(cache["meta"]["table"])[0]
+        return beam_search(step, cache, batch, 3, 0.6, max_len, return_beams=False)
+
+    seqs, scores = search(make_cache([1, 0, 1], max_len))
+    eager_seqs, eager_scores = run_beam(tables, [1, 0, 1], 3, 0.6, max_len,
+                                        return_beams=False, compiled=False)
+    np.testing.assert_array_equal(seqs.numpy(), eager_seqs)
+    np.testing.assert_allclose(scores.numpy(), eager_scores, atol=1e-5)
+
+
+def test_decode_hparams_defaults_overrides_and_errors():
+    dhp = DecodeHParams.from_hparams(HParams())
+    assert (dhp.beam_size, dhp.alpha, dhp.extra_length, dhp.batch_size,
+            dhp.return_beams) == (4, 0.6, 50, 32, False)
+    parsing = HParams(beam_size=21, alpha=0.3, extra_length=300)
+    dhp = DecodeHParams.from_hparams(parsing, "batch_size=8, return_beams=true,alpha=1")
+    assert (dhp.beam_size, dhp.alpha, dhp.extra_length, dhp.batch_size,
+            dhp.return_beams) == (21, 1.0, 300, 8, True)
+    assert isinstance(dhp.alpha, float)
+    assert dhp.max_decode_length(20) == 320
+    for text, pattern in [
+        ("beam_sise=2", r"Unknown decode hparam 'beam_sise'. Did you mean 'beam_size'"),
+        ("beam_size=two", r"'beam_size' expects int.*Received: beam_size=two"),
+        ("return_beams=maybe", r"'return_beams' expects bool"),
+        ("beam_size=0", r"must be positive"),
+        ("alpha=-1", r"must not be negative"),
+        ("beam_size", r"--decode_hparams entries are key=value"),
+        ("alpha=1,alpha=2", r"set twice in --decode_hparams"),
+    ]:
+        with pytest.raises(DecodeHParamsError, match=pattern):
+            DecodeHParams.from_hparams(HParams(), text)
