@@ -45,9 +45,14 @@ grad_diff = max(float(np.max(np.abs(a.numpy() - b.numpy()))) for a, b in zip(g1,
 grad_scale = max(float(np.max(np.abs(a.numpy()))) for a in g1)
 
 
-def one_update(trainer, strategy, per_pipeline):
+def one_update(trainer, strategy, per_replica):
+    # One input pipeline on one worker: its successive elements go to the
+    # replicas in turn.
     def dataset_fn(ctx):
-        return tf.data.Dataset.from_tensors(per_pipeline[ctx.input_pipeline_id]).repeat()
+        ds = tf.data.Dataset.from_tensors(per_replica[0])
+        for batch in per_replica[1:]:
+            ds = ds.concatenate(tf.data.Dataset.from_tensors(batch))
+        return ds.repeat()
     iterator = iter(strategy.distribute_datasets_from_function(dataset_fn))
     return [float(x) for x in trainer.train_step(iterator)]
 
