@@ -10,6 +10,7 @@ import tensorflow as tf
 from t2t_revival import registry
 from t2t_revival.errors import UserError
 from t2t_revival.hparams import HParams
+from t2t_revival.train.checkpointing import make_checkpoint
 
 AVERAGED_DIR = "averaged"
 
@@ -40,7 +41,7 @@ def average_checkpoints(output_dir: str, num_last: int, model_name: str = "trans
         log(f"Only {len(paths)} checkpoints in {output_dir}; averaging all of them.")
     paths = paths[-num_last:]
     model, _ = build_model(output_dir, model_name)
-    checkpoint = tf.train.Checkpoint(model=model)
+    checkpoint = make_checkpoint(model)
     sums = [np.zeros(w.shape, np.float64) for w in model.weights]
     for path in paths:
         checkpoint.restore(path).expect_partial().assert_existing_objects_matched()

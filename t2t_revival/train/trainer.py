@@ -34,6 +34,7 @@ import tensorflow as tf
 from t2t_revival import registry
 from t2t_revival.errors import UserError
 from t2t_revival.hparams import HParams, resolve
+from t2t_revival.train.checkpointing import make_checkpoint
 from t2t_revival.train.losses import smoothed_cross_entropy_sum, token_metrics_sums
 from t2t_revival.train.noam_schedule import NoamSchedule
 from t2t_revival.train.reduced_gradients_adam import ReducedGradientsAdam
@@ -90,7 +91,7 @@ class Trainer:
                 optimizer = keras.optimizers.LossScaleOptimizer(optimizer)
             self.optimizer = optimizer
             self.optimizer.build(self.model.trainable_variables)
-        self.checkpoint = tf.train.Checkpoint(model=self.model, optimizer=self.optimizer)
+        self.checkpoint = make_checkpoint(self.model, self.optimizer)
         self.manager = tf.train.CheckpointManager(
             self.checkpoint, self._checkpoint_dir(), max_to_keep=config.keep_checkpoint_max,
             checkpoint_name=CHECKPOINT_PREFIX)
