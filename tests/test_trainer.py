@@ -128,6 +128,7 @@ def _trainer_args(data_dir, out_dir, steps, *extra):
 def test_sigkill_mid_run_resumes_from_latest_checkpoint(multi30k_data_dir, tmp_path):
     import tensorflow as tf
 
+    multi30k_data_dir, _ = multi30k_data_dir
     out_dir = tmp_path / "run"
     args = _trainer_args(multi30k_data_dir, out_dir, 100000, "--save_checkpoints_steps=3",
                          "--local_eval_frequency=0", "--log_step_count_steps=1")
@@ -181,6 +182,7 @@ def test_sigkill_mid_run_resumes_from_latest_checkpoint(multi30k_data_dir, tmp_p
 @pytest.mark.slow
 def test_readme_main_job_dev_loss_falls(multi30k_data_dir, tmp_path):
     """The README's main command (shortened): tiny on Multi30k, dev loss falls."""
+    multi30k_data_dir, _ = multi30k_data_dir
     out = _python(_trainer_args(multi30k_data_dir, tmp_path / "run", 300,
                                 "--local_eval_frequency=0", "--log_step_count_steps=50"))
     assert out.returncode == 0, out.stderr[-3000:]
