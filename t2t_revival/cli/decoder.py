@@ -1,0 +1,99 @@
+"""`t2t-decoder`: translate with a trained model (beam search), score BLEU.
+
+    t2t-decoder --output_dir=t2t_train/tiny \
+        --decode_from_file=test.en --decode_to_file=test.hyp.de \
+        --decode_reference=test.de --decode_hparams="beam_size=4,alpha=0.6"
+
+Reads hparams.json, run.json, vocab.model and the latest checkpoint (or
+--checkpoint_path) from --output_dir: no training flag is needed again.
+"""
+
+from __future__ import annotations
+
+import json
+import os
+import sys
+
+from absl import flags
+
+from t2t_revival.cli import common
+
+FLAGS = flags.FLAGS
+
+flags.DEFINE_string("output_dir", None, "The training directory (hparams.json, checkpoints).")
+flags.DEFINE_string("checkpoint_path", None,
+                    "A checkpoint prefix to decode with (default: the latest in output_dir), "
+                    "e.g. output_dir/averaged/ckpt-N from t2t-avg-checkpoints.")
+flags.DEFINE_string("decode_from_file", None, "Source sentences, one a line (.gz too).")
+flags.DEFINE_string("decode_to_file", None,
+                    "Where to write translations (default: <decode_from_file>"
+                    ".<model>.<hparams_set>.beam<N>.alpha<A>.decodes, as tensor2tensor).")
+flags.DEFINE_string("decode_reference", None,
+                    "Reference translations: report sacreBLEU and the paper's tokenized BLEU.")
+flags.DEFINE_bool("decode_interactive", False, "Translate lines typed on standard input.")
+flags.DEFINE_string("decode_hparams", "",
+                    '"beam_size=4,alpha=0.6,extra_length=50,batch_size=32,return_beams=false"')
+flags.DEFINE_string("language", "de", "Target language for the Moses tokenizer of the "
+                    "paper-style BLEU.")
+flags.DEFINE_bool("json", False, "Print the BLEU figures as one JSON object.")
+flags.mark_flag_as_required("output_dir")
+
+
+def _default_output(decoder) -> str:
+    run, dhp = decoder.run_info, decoder.decode_hparams
+    return (f"{FLAGS.decode_from_file}.{run.get('model', 'transformer')}."
+            f"{run.get('hparams_set', 'hparams')}.beam{dhp.beam_size}.alpha{dhp.alpha}.decodes")
+
+
+def main(argv: list[str]) -> int:
+    from t2t_revival.decode.decoder import (Decoder, ProgressBar, read_text_lines,
+                                            write_text_lines)
+    from t2t_revival.errors import UserError
+
+    if not FLAGS.decode_from_file and not FLAGS.decode_interactive:
+        raise UserError("pass --decode_from_file=FILE or --decode_interactive. "
+                        "Received: neither")
+    if FLAGS.decode_reference and not FLAGS.decode_from_file:
+        raise UserError("--decode_reference needs --decode_from_file. "
+                        f"Received: decode_reference={FLAGS.decode_reference!r}")
+    sources = read_text_lines(FLAGS.decode_from_file, "decode_from_file") \
+        if FLAGS.decode_from_file else []
+    references = read_text_lines(FLAGS.decode_reference, "decode_reference") \
+        if FLAGS.decode_reference else None
+    if references is not None and len(references) != len(sources):
+        raise UserError(f"--decode_reference has {len(references)} lines but "
+                        f"--decode_from_file has {len(sources)}; they must align. "
+                        f"Received: decode_reference={FLAGS.decode_reference!r}")
+    decoder = Decoder(FLAGS.output_dir, FLAGS.checkpoint_path, FLAGS.decode_hparams)
+    print(f"Decoding with {decoder.checkpoint_path} ({decoder.decode_hparams})",
+          file=sys.stderr)
+
+    if FLAGS.decode_from_file:
+        translations = decoder.translate(sources, progress=ProgressBar())
+        out_path = FLAGS.decode_to_file or _default_output(decoder)
+        write_text_lines(out_path, translations)
+        print(f"Wrote {len(translations)} translations to {out_path}", file=sys.stderr)
+        if references is not None:
+            from t2t_revival.metrics.bleu import sacre_bleu, tokenized_bleu
+            best = [t.split("\t", 1)[0] for t in translations]
+            scores = [sacre_bleu(best, references),
+                      tokenized_bleu(best, references, FLAGS.language)]
+            if FLAGS.json:
+                print(json.dumps({"sacrebleu": scores[0].to_dict(),
+                                  "tokenized_bleu": scores[1].to_dict()}, indent=2))
+            else:
+                for score in scores:
+                    print(score.format())
+    if FLAGS.decode_interactive:
+        print("Type a sentence and press Enter (Ctrl-D to quit).", file=sys.stderr)
+        for line in sys.stdin:
+            print(decoder.translate([line.rstrip("\n")])[0], flush=True)
+    return 0
+
+
+def run() -> None:
+    common.run(main, prog="t2t-decoder")
+
+
+if __name__ == "__main__":
+    run()

@@ -1,0 +1,196 @@
+"""Translating text with a trained model directory.
+
+A training `output_dir` holds everything decoding needs: `hparams.json` (the
+resolved config), `run.json` (problem and model names), `vocab.model` (the
+shared SentencePiece vocabulary) and the checkpoints, so no training flag is
+needed again.
+"""
+
+from __future__ import annotations
+
+import gzip
+import json
+import math
+import os
+import sys
+import time
+from typing import Callable, Sequence
+
+import tensorflow as tf
+
+from t2t_revival import registry
+from t2t_revival.data.subword_vocabulary import SubwordVocabulary
+from t2t_revival.decode.beam_search import EOS_ID, beam_search
+from t2t_revival.decode.decode_hparams import DecodeHParams
+from t2t_revival.errors import UserError
+from t2t_revival.hparams import HParams
+from t2t_revival.train.checkpointing import restore_model
+
+# Inputs are padded up to a multiple of this many tokens, so a file of
+# sentences of every length compiles a handful of decoding graphs, not one per
+# length.
+_LENGTH_QUANTUM = 8
+
+
+class Decoder:
+    """Beam-search translation with the model of a training directory.
+
+    Args:
+        output_dir: the training directory (hparams.json, run.json, vocab.model).
+        checkpoint_path: a checkpoint prefix (e.g. `output_dir/averaged/ckpt-5000`);
+            default the latest in output_dir.
+        decode_hparams: `"beam_size=4,alpha=0.6,extra_length=50,batch_size=32,
+            return_beams=false"` overrides of the defaults in hparams.json.
+    """
+
+    def __init__(self, output_dir: str, checkpoint_path: str | None = None,
+                 decode_hparams: str = ""):
+        self.output_dir = output_dir
+        self.hparams = HParams.load(os.path.join(output_dir, "hparams.json"))
+        self.run_info = _read_json(os.path.join(output_dir, "run.json"))
+        self.decode_hparams = DecodeHParams.from_hparams(self.hparams, decode_hparams)
+        vocab_file = os.path.join(output_dir, self.run_info.get("vocab_file", "vocab.model"))
+        if not os.path.isfile(vocab_file):
+            raise UserError(f"the vocabulary {vocab_file} is missing from the training "
+                            f"directory; rerun t2t-trainer there to restore it. "
+                            f"Received: output_dir={output_dir!r}")
+        self.vocab = SubwordVocabulary(vocab_file)
+        self.checkpoint_path = checkpoint_path or tf.train.latest_checkpoint(output_dir)
+        if not self.checkpoint_path:
+            raise UserError(f"no checkpoint in {output_dir}; train first, or pass "
+                            f"--checkpoint_path. Received: output_dir={output_dir!r}")
+        if not tf.io.gfile.exists(self.checkpoint_path + ".index"):
+            raise UserError(f"no checkpoint at {self.checkpoint_path} (its .index file "
+                            f"is missing). Received: checkpoint_path={self.checkpoint_path!r}")
+        registry.load_all()
+        self.model = registry.models.get(self.run_info.get("model", "transformer"))(self.hparams)
+        dummy = tf.zeros([1, 8], tf.int32)
+        self.model({"inputs": dummy, "targets": dummy}, training=False)
+        restore_model(self.model, self.checkpoint_path)
+        self._search = tf.function(self._search_batch, reduce_retracing=True)
+
+    @property
+    def problem_name(self) -> str:
+        return self.run_info.get("problem", "")
+
+    # ------------------------------------------------------------------
+    def _search_batch(self, inputs, max_decode_length: int):
+        """inputs int32 [B, S] -> (sequences [B, (beam,) L], scores [B, (beam)])."""
+        encoder_output, encoder_padding = self.model.encode(inputs, training=False)
+        cache = self.model.init_cache(encoder_output, encoder_padding, max_decode_length)
+        dhp = self.decode_hparams
+        return beam_search(self.model.decode_step, cache, tf.shape(inputs)[0],
+                           beam_size=dhp.beam_size, alpha=dhp.alpha,
+                           max_decode_length=max_decode_length,
+                           return_beams=dhp.return_beams)
+
+    def _encode(self, sentences: Sequence[str]) -> list[list[int]]:
+        encoded = []
+        for i, sentence in enumerate(sentences):
+            ids = self.vocab.encode(sentence) + [EOS_ID] if sentence.strip() else []
+            if len(ids) > self.hparams.max_length:
+                raise UserError(
+                    f"input line {i + 1} has {len(ids)} tokens, more than the model's "
+                    f"max_length of {self.hparams.max_length}; split the line. "
+                    f"Received: line {i + 1}={sentence[:60]!r}...")
+            encoded.append(ids)
+        return encoded
+
+    def translate(self, sentences: Sequence[str],
+                  progress: Callable[[int, int], None] | None = None) -> list[str]:
+        """Translations in input order; an empty line gives an empty line.
+
+        Inputs are sorted by length for batching (`batch_size` sentences at a
+        time). With return_beams, each output line holds the beams, best
+        first, separated by tabs.
+        """
+        encoded = self._encode(sentences)
+        outputs = [""] * len(sentences)
+        order = sorted((i for i, ids in enumerate(encoded) if ids),
+                       key=lambda i: len(encoded[i]))
+        batch = self.decode_hparams.batch_size
+        done = len(sentences) - len(order)
+        for start in range(0, len(order), batch):
+            chunk = order[start:start + batch]
+            length = max(len(encoded[i]) for i in chunk)
+            length = int(math.ceil(length / _LENGTH_QUANTUM) * _LENGTH_QUANTUM)
+            inputs = [encoded[i] + [0] * (length - len(encoded[i])) for i in chunk]
+            max_decode_length = self.decode_hparams.max_decode_length(length)
+            sequences, _ = self._search(tf.constant(inputs, tf.int32), max_decode_length)
+            sequences = sequences.numpy()
+            for row, i in enumerate(chunk):
+                if self.decode_hparams.return_beams:
+                    outputs[i] = "\t".join(self.vocab.decode(s) for s in sequences[row])
+                else:
+                    outputs[i] = self.vocab.decode(sequences[row])
+            done += len(chunk)
+            if progress:
+                progress(done, len(sentences))
+        return outputs
+
+
+def _read_json(path: str) -> dict:
+    try:
+        with open(path, encoding="utf-8") as f:
+            return json.load(f)
+    except FileNotFoundError:
+        raise UserError(f"{path} is missing; --output_dir must be a directory written "
+                        f"by t2t-trainer. Received: path={path!r}") from None
+    except json.JSONDecodeError as e:
+        raise UserError(f"{path} is corrupt ({e}); rerun t2t-trainer in that directory "
+                        f"to rewrite it. Received: path={path!r}") from None
+
+
+def read_text_lines(path: str, what: str) -> list[str]:
+    """Lines of a UTF-8 text file (.gz too); a clear UserError on bad input."""
+    try:
+        opener = gzip.open if path.endswith(".gz") else open
+        with opener(path, "rb") as f:
+            data = f.read()
+    except FileNotFoundError:
+        raise UserError(f"the {what} file does not exist. Received: {what}={path!r}") from None
+    except (OSError, EOFError) as e:
+        raise UserError(f"cannot read the {what} file ({e}). Received: {what}={path!r}") from None
+    try:
+        text = data.decode("utf-8")
+    except UnicodeDecodeError as e:
+        line = data.count(b"\n", 0, e.start) + 1
+        raise UserError(f"the {what} file is not UTF-8: byte {data[e.start]:#04x} at line "
+                        f"{line}; convert it (e.g. iconv -t UTF-8). "
+                        f"Received: {what}={path!r}") from None
+    lines = text.split("\n")
+    if lines and lines[-1] == "":
+        lines.pop()
+    return [line.rstrip("\r") for line in lines]
+
+
+def write_text_lines(path: str, lines: Sequence[str]) -> None:
+    """Write lines atomically (a temp name, then rename)."""
+    directory = os.path.dirname(os.path.abspath(path))
+    os.makedirs(directory, exist_ok=True)
+    tmp = f"{path}.tmp{os.getpid()}"
+    try:
+        with open(tmp, "w", encoding="utf-8") as f:
+            f.writelines(line + "\n" for line in lines)
+        os.replace(tmp, path)
+    finally:
+        if os.path.exists(tmp):
+            os.unlink(tmp)
+
+
+class ProgressBar:
+    """A one-line progress display on stderr: `decoded 320/1000 (12.1 sentences/s)`."""
+
+    def __init__(self, stream=sys.stderr):
+        self.stream = stream
+        self.start = time.time()
+
+    def __call__(self, done: int, total: int) -> None:
+        rate = done / max(time.time() - self.start, 1e-9)
+        width = 30
+        filled = int(width * done / max(total, 1))
+        self.stream.write(f"\rdecoding [{'#' * filled}{'.' * (width - filled)}] "
+                          f"{done}/{total} ({rate:.1f} sentences/s)")
+        if done >= total:
+            self.stream.write("\n")
+        self.stream.flush()
