@@ -30,3 +30,30 @@ def shared_data() -> pathlib.Path:
     if not SHARED_DATA.is_dir():
         pytest.fail(f"the shared data folder is missing: {SHARED_DATA}")
     return SHARED_DATA
+
+
+TINY_RUN_STEPS = 300
+
+
+@pytest.fixture(scope="session")
+def tiny_run(multi30k_data_dir, tmp_path_factory):
+    """transformer_tiny trained briefly on Multi30k with the README's command.
+
+    Shared by the slow trainer, decoder and export tests. Returns
+    (output_dir, the trainer's stdout).
+    """
+    import subprocess
+    import sys
+
+    data_dir, _ = multi30k_data_dir
+    out_dir = tmp_path_factory.mktemp("tiny_run") / "run"
+    env = dict(os.environ, PYTHONPATH=str(ROOT), TF_CPP_MIN_LOG_LEVEL="2")
+    out = subprocess.run(
+        [sys.executable, str(ROOT / "t2t_trainer.py"), "--problem=translate_ende_multi30k",
+         "--hparams_set=transformer_tiny", f"--data_dir={data_dir}",
+         f"--output_dir={out_dir}", f"--train_steps={TINY_RUN_STEPS}",
+         "--local_eval_frequency=0", "--log_step_count_steps=50",
+         "--save_checkpoints_steps=100"],
+        capture_output=True, text=True, env=env, timeout=1800)
+    assert out.returncode == 0, out.stderr[-3000:]
+    return out_dir, out.stdout

@@ -56,6 +56,11 @@ def main(argv: list[str]) -> int:
     if FLAGS.decode_reference and not FLAGS.decode_from_file:
         raise UserError("--decode_reference needs --decode_from_file. "
                         f"Received: decode_reference={FLAGS.decode_reference!r}")
+    # Cheap checks first: the decode hparams, the training directory, the files.
+    from t2t_revival.decode.decode_hparams import parse_decode_hparams
+    from t2t_revival.hparams import HParams
+    parse_decode_hparams(FLAGS.decode_hparams)
+    HParams.load(os.path.join(FLAGS.output_dir, "hparams.json"))
     sources = read_text_lines(FLAGS.decode_from_file, "decode_from_file") \
         if FLAGS.decode_from_file else []
     references = read_text_lines(FLAGS.decode_reference, "decode_reference") \
