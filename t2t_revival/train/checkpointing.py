@@ -13,6 +13,8 @@ from __future__ import annotations
 
 import tensorflow as tf
 
+from t2t_revival.errors import UserError
+
 
 def model_variables(model) -> dict[str, tf.Variable]:
     """{path inside the model: tf.Variable} for every weight of `model`."""
@@ -45,5 +47,12 @@ def make_checkpoint(model, optimizer=None) -> tf.train.Checkpoint:
 
 def restore_model(model, path: str) -> None:
     """Load the model weights of a training or averaged checkpoint into `model`."""
-    status = make_checkpoint(model).restore(path).expect_partial()
-    status.assert_existing_objects_matched()
+    try:
+        status = make_checkpoint(model).restore(path).expect_partial()
+        status.assert_existing_objects_matched()
+    except (AssertionError, ValueError, tf.errors.OpError) as e:
+        first = str(e).split("\n", 1)[0][:200]
+        raise UserError(
+            f"the checkpoint {path} does not hold this model's weights ({first}); it was "
+            f"written by another model or version. Decode with the hparams.json it was "
+            f"trained with, or retrain. Received: checkpoint_path={path!r}") from None
