@@ -30,7 +30,6 @@ so its "-src" sgm files of both languages form the dev pairs.
 
 from __future__ import annotations
 
-import os
 
 from t2t_revival.data.remote_file import RemoteFile, extract_member
 from t2t_revival.data.text2text_problem import Text2TextProblem

@@ -8,7 +8,7 @@ import json
 import os
 import tempfile
 import time
-from typing import Iterator, Sequence
+from typing import Iterator
 
 from absl import logging
 
