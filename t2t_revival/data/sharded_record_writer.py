@@ -20,7 +20,7 @@ def serialize_pair(inputs: Sequence[int], targets: Sequence[int]) -> bytes:
     return tf.train.Example(features=tf.train.Features(feature={
         "inputs": tf.train.Feature(int64_list=tf.train.Int64List(value=inputs)),
         "targets": tf.train.Feature(int64_list=tf.train.Int64List(value=targets)),
-    })).SerializeToString()
+    })).SerializeToString(deterministic=True)  # map keys sorted: same bytes in every process
 
 
 def shard_paths(prefix: str, num_shards: int) -> list[str]:
