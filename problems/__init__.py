@@ -2,3 +2,5 @@
 
 Each family of problems lives in its own module; import it here.
 """
+
+from problems import translate_multi30k, translate_wmt  # noqa: F401  (registration)

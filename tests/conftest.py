@@ -32,6 +32,22 @@ def shared_data() -> pathlib.Path:
     return SHARED_DATA
 
 
+@pytest.fixture(scope="session")
+def multi30k_data_dir(shared_data, tmp_path_factory):
+    """The full Multi30k datagen, run once per session (slow tests share it).
+
+    Returns (data_dir, seconds the datagen took).
+    """
+    import time
+
+    import problems  # noqa: F401  (registration)
+    from t2t_revival.registry import problems as registered
+
+    data_dir = tmp_path_factory.mktemp("multi30k_data")
+    start = time.time()
+    registered.get("translate_ende_multi30k")(download=False).generate_data(
+        str(data_dir), str(shared_data / "multi30k"))
+    return data_dir, time.time() - start
 TINY_RUN_STEPS = 300
 
 

@@ -1,0 +1,40 @@
+"""`t2t-datagen`: generate a problem's vocabulary and TFRecords of token ids."""
+
+from __future__ import annotations
+
+from absl import flags, logging
+
+from t2t_revival import registry
+from t2t_revival.cli import common
+from t2t_revival.errors import UserError
+
+FLAGS = flags.FLAGS
+
+flags.DEFINE_string("problem", "translate_ende_multi30k", "Registered problem name.")
+flags.DEFINE_string("data_dir", None, "Where to write the vocabulary and TFRecords.")
+flags.DEFINE_string("tmp_dir", None,
+                    "Where the raw corpora are (or are downloaded to), e.g. "
+                    "../shared/data/multi30k for translate_ende_multi30k.")
+flags.DEFINE_bool("download", True,
+                  "Download missing corpora into --tmp_dir (short timeout); "
+                  "--nodownload only reports what is missing.")
+
+
+def main(argv: list[str]) -> int:
+    for name in ("data_dir", "tmp_dir"):
+        if not getattr(FLAGS, name):
+            raise UserError(f"--{name} is required. Received: --{name}=None")
+    logging.set_verbosity(logging.INFO)
+    registry.load_all()
+    problem = registry.problems.get(FLAGS.problem)(download=FLAGS.download)
+    problem.generate_data(FLAGS.data_dir, FLAGS.tmp_dir)
+    print(f"{problem.name}: data in {FLAGS.data_dir}")
+    return 0
+
+
+def run() -> None:
+    common.run(main, prog="t2t-datagen")
+
+
+if __name__ == "__main__":
+    run()

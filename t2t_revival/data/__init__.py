@@ -1,0 +1,11 @@
+"""Problems' building blocks: vocabulary, corpus readers, TFRecord writing, input pipeline.
+
+- `problem.Problem`: the base every registered problem derives from (contract
+  in its docstring); `text2text_problem.Text2TextProblem` for sentence pairs.
+- `subword_vocabulary.SubwordVocabulary`: shared SentencePiece BPE (PAD=0,
+  EOS=1, UNK=2), same ids in Python and in-graph (tensorflow_text).
+- `text_pair_reader.TextPairReader`: aligned plain/.gz/.sgm files -> pairs.
+- `remote_file.RemoteFile`: corpus URLs, download or a clear missing-file error.
+- `sharded_record_writer.ShardedRecordWriter`: deterministic resumable shards.
+- `input_pipeline`: parse, length filter, token-bucketed fixed-shape batches.
+"""

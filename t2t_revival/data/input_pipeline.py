@@ -1,0 +1,166 @@
+"""The token-bucketed tf.data input pipeline over sharded TFRecords of ids.
+
+    files -> (per-worker file shard) -> parse -> drop pairs longer than
+    max_length -> shuffle -> batch by tokens into a FIXED set of padded shapes
+
+Each bucket `b` of `boundaries` holds pairs with `max(len(inputs),
+len(targets)) <= b` (EOS included); its batches are `[batch_size // b, b]`
+for both "inputs" and "targets" (right-padded with 0), so a batch never holds
+more than `batch_size` tokens (real plus padding) per side, and XLA compiles
+once per bucket. Training drops each bucket's remainder so every batch has
+one of the declared shapes; evaluation keeps it (the last batch of a bucket
+may have fewer rows).
+"""
+
+from __future__ import annotations
+
+from typing import Sequence
+
+import tensorflow as tf
+
+from t2t_revival.data.data_error import DataError
+
+DEFAULT_MIN_BOUNDARY = 8
+DEFAULT_SHUFFLE_BUFFER = 10_000
+
+
+def default_bucket_boundaries(max_length: int,
+                              min_length: int = DEFAULT_MIN_BOUNDARY) -> list[int]:
+    """A small geometric set of padded lengths up to `max_length`.
+
+    8, 16, 24, 32, 48, 64, 96, 128, 192, 256, ... (each step x2 or x1.5, all
+    multiples of 8), cut at `max_length`, which is always the last boundary:
+    e.g. 8 buckets for max_length=128, 10 for 256. A step within 25% of
+    max_length is left out (max_length=100 gives ..., 64, 100).
+    """
+    boundaries, x = [], min_length
+    while x < max_length:
+        boundaries.append(x)
+        # 8 -> 16, then alternate x1.5 and x(4/3): 16, 24, 32, 48, 64, 96, ...
+        x = 2 * x if x == min_length else (x * 3 // 2 if (x & (x - 1)) == 0 else x * 4 // 3)
+    # No bucket within 25% of max_length (e.g. 96 for 100): max_length covers it.
+    while boundaries and boundaries[-1] * 5 > max_length * 4:
+        boundaries.pop()
+    boundaries.append(max_length)
+    return boundaries
+
+
+def bucket_shapes(batch_size: int, max_length: int,
+                  boundaries: Sequence[int] = ()) -> list[tuple[int, int]]:
+    """The declared padded batch shapes `[(rows, length), ...]`, one per bucket.
+
+    Args:
+        batch_size: tokens per batch (per replica), padding included.
+        max_length: longest pair kept; boundaries above it are dropped and
+            max_length becomes the last boundary when no boundary reaches it.
+        boundaries: explicit padded lengths (hparams.bucket_boundaries), or
+            empty for `default_bucket_boundaries(max_length)`.
+    """
+    if boundaries:
+        kept = [b for b in boundaries if b < max_length]
+        bounds = kept + [max_length]
+    else:
+        bounds = default_bucket_boundaries(max_length)
+    if batch_size < bounds[-1]:
+        raise DataError(
+            f"batch_size (tokens per replica) must be at least the longest bucket "
+            f"({bounds[-1]} tokens) so every bucket holds one sequence; raise "
+            f"batch_size or lower max_length. Received: batch_size={batch_size}, "
+            f"max_length={max_length}")
+    return [(batch_size // b, b) for b in bounds]
+
+
+_PARSE_BATCH = 256
+
+
+def _parse(records: tf.Tensor) -> dict[str, tf.Tensor]:
+    """Serialized Examples [n] -> {"inputs": int32 [n, max_len], "inputs_length": [n], ...}.
+
+    Vectorized: parsing a batch of records at a time is much faster than one
+    at a time; `_unpad` cuts each row back to its length after unbatching.
+    """
+    features = tf.io.parse_example(records, {
+        "inputs": tf.io.RaggedFeature(tf.int64, row_splits_dtype=tf.int32),
+        "targets": tf.io.RaggedFeature(tf.int64, row_splits_dtype=tf.int32),
+    })
+    out = {}
+    for k, v in features.items():
+        out[k] = tf.cast(v.to_tensor(), tf.int32)
+        out[k + "_length"] = v.row_lengths()
+    return out
+
+
+def _unpad(example: dict[str, tf.Tensor]) -> dict[str, tf.Tensor]:
+    return {k: example[k][:example[k + "_length"]] for k in ("inputs", "targets")}
+
+
+def _length(example: dict[str, tf.Tensor]) -> tf.Tensor:
+    return tf.maximum(tf.shape(example["inputs"])[0], tf.shape(example["targets"])[0])
+
+
+def token_bucketed_dataset(files: Sequence[str], batch_size: int, max_length: int,
+                           boundaries: Sequence[int] = (), training: bool = True,
+                           shuffle: bool | None = None, input_context=None,
+                           seed: int | None = None,
+                           shuffle_buffer: int = DEFAULT_SHUFFLE_BUFFER) -> tf.data.Dataset:
+    """Batches `{"inputs": int32 [rows, b], "targets": int32 [rows, b]}` by tokens.
+
+    Args:
+        files: TFRecord shards of tf.train.Example with int64 lists
+            "inputs" and "targets" (EOS included).
+        batch_size: tokens per replica per batch, padding included.
+        max_length: pairs whose longer side exceeds it are dropped.
+        boundaries: bucket lengths (see `bucket_shapes`).
+        training: repeat forever and drop bucket remainders (fixed shapes);
+            otherwise one pass in file order, remainders kept.
+        shuffle: shuffle files and examples; defaults to `training`.
+        input_context: a `tf.distribute.InputContext`; each input pipeline
+            reads files `input_pipeline_id::num_input_pipelines` (or, with
+            fewer files than pipelines, every n-th record).
+        seed: shuffle seed (None: nondeterministic).
+        shuffle_buffer: examples in the shuffle buffer.
+    """
+    shapes = bucket_shapes(batch_size, max_length, boundaries)
+    bounds = [b for _, b in shapes]
+    rows = [r for r, _ in shapes]
+    shuffle = training if shuffle is None else shuffle
+    files = sorted(str(f) for f in files)
+    if not files:
+        raise DataError("No TFRecord files to read; run t2t-datagen first. Received: files=[]")
+
+    record_shard = None
+    if input_context is not None and input_context.num_input_pipelines > 1:
+        n, i = input_context.num_input_pipelines, input_context.input_pipeline_id
+        if len(files) >= n:
+            files = files[i::n]
+        else:
+            record_shard = (n, i)
+
+    ds = tf.data.Dataset.from_tensor_slices(files)
+    if shuffle:
+        ds = ds.shuffle(len(files), seed=seed, reshuffle_each_iteration=True)
+    if training:
+        ds = ds.repeat()
+    ds = ds.interleave(tf.data.TFRecordDataset, cycle_length=min(4, len(files)),
+                       num_parallel_calls=tf.data.AUTOTUNE, deterministic=not shuffle)
+    if record_shard is not None:
+        ds = ds.shard(*record_shard)
+    ds = ds.batch(_PARSE_BATCH).map(_parse, num_parallel_calls=tf.data.AUTOTUNE,
+                                    deterministic=not shuffle).unbatch()
+    ds = ds.map(_unpad, num_parallel_calls=tf.data.AUTOTUNE, deterministic=not shuffle)
+    limit = bounds[-1]
+    ds = ds.filter(lambda ex: tf.logical_and(_length(ex) <= limit, _length(ex) > 0))
+    if shuffle:
+        ds = ds.shuffle(shuffle_buffer, seed=seed, reshuffle_each_iteration=True)
+    # bucket_by_sequence_length's bucket k holds lengths < boundary k and pads
+    # to boundary k - 1 (with pad_to_bucket_boundary), hence the +1. Its extra
+    # last bucket (length >= max) never fills: the filter above emptied it.
+    ds = ds.bucket_by_sequence_length(
+        _length,
+        bucket_boundaries=[b + 1 for b in bounds],
+        bucket_batch_sizes=rows + [1],
+        padded_shapes={"inputs": [None], "targets": [None]},
+        pad_to_bucket_boundary=True,
+        drop_remainder=training,
+    )
+    return ds.prefetch(tf.data.AUTOTUNE)

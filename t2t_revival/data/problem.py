@@ -1,0 +1,160 @@
+"""`Problem`: a registered dataset with its vocabulary, data generation and input pipeline."""
+
+from __future__ import annotations
+
+import glob
+import json
+import os
+from typing import Any
+
+from absl import logging
+
+from t2t_revival.data import input_pipeline
+from t2t_revival.data.data_error import DataError
+from t2t_revival.data.subword_vocabulary import SubwordVocabulary
+from t2t_revival.registry import snake_case
+
+SPLITS = ("train", "dev", "test")
+MODES = {"train": "train", "eval": "dev"}
+
+
+class Problem:
+    """A dataset the trainer, decoder and exporter know by its registered name.
+
+    What the rest of the project calls (the contract):
+
+    - `generate_data(data_dir, tmp_dir)`: read (or download into) `tmp_dir`
+      the raw corpora and write into `data_dir`: the shared vocabulary
+      (`vocab_file(data_dir)`), TFRecord shards of token ids for "train" and
+      "dev" (`data_files(split, data_dir)`), their statistics, and plain-text
+      source/target files of "dev" and "test" for decoding and BLEU
+      (`source_target_files(split, data_dir)`). A rerun skips finished work
+      and completes an interrupted run, with identical results. The trainer
+      calls it when `has_data(data_dir)` is False.
+    - `vocabulary(data_dir) -> SubwordVocabulary` (ids PAD=0, EOS=1, UNK=2).
+    - `hparams_overrides(hparams) -> dict` of HParams fields the problem sets
+      (`vocab_size` at least); works before datagen.
+    - `dataset(mode, data_dir, hparams, input_context=None, shuffle=None,
+      seed=None)`: mode "train" (repeated, shuffled, fixed shapes) or "eval"
+      (the dev split, one pass) -> token-bucketed batches
+      `{"inputs": int32 [rows, length], "targets": int32 [rows, length]}` whose
+      shapes come from `batch_shapes(hparams)`.
+    - `source_target_files(split, data_dir) -> (source_path, target_path)`:
+      the plain-text source sentences and references of "dev" or "test", one
+      sentence a line, written by generate_data (the decoder translates the
+      first and scores BLEU against the second).
+
+    Subclasses set `vocab_size` and implement `generate_data`; see
+    `Text2TextProblem` for translation-style problems.
+
+    Args:
+        download: whether generate_data may download missing corpora (with a
+            short timeout); when False (or offline) a missing file is a
+            DataError listing each missing file, its URL and its path.
+    """
+
+    registered_name: str = ""
+    vocab_size: int = 0
+    """The declared size of the shared vocabulary (pieces, special ids included)."""
+    num_shards: dict[str, int] = {"train": 10, "dev": 1}
+    """TFRecord shards per split (at least the number of training workers)."""
+
+    def __init__(self, download: bool = True):
+        self.download = download
+
+    @property
+    def name(self) -> str:
+        return self.registered_name or snake_case(type(self).__name__)
+
+    # ---- files in data_dir --------------------------------------------
+    def vocab_file(self, data_dir: str) -> str:
+        return os.path.join(data_dir, f"vocab.{self.name}.model")
+
+    def data_files(self, split: str, data_dir: str) -> list[str]:
+        """The TFRecord shard paths of `split` ("train" or "dev")."""
+        n = self.num_shards[split]
+        return [os.path.join(data_dir, f"{self.name}-{split}-{i:05d}-of-{n:05d}")
+                for i in range(n)]
+
+    def stats_file(self, split: str, data_dir: str) -> str:
+        return os.path.join(data_dir, f"{self.name}-{split}.stats.json")
+
+    def source_target_files(self, split: str, data_dir: str) -> tuple[str, str]:
+        """(source, target) plain-text paths of "dev" or "test" in data_dir."""
+        if split not in ("dev", "test"):
+            raise DataError(f"Plain-text files exist for the 'dev' and 'test' splits. "
+                            f"Received: split={split!r}")
+        base = os.path.join(data_dir, f"{self.name}-{split}")
+        return base + ".source.txt", base + ".target.txt"
+
+    def has_data(self, data_dir: str) -> bool:
+        """Whether generate_data has completed in `data_dir`."""
+        needed = [self.vocab_file(data_dir)]
+        for split in self.num_shards:
+            needed += self.data_files(split, data_dir) + [self.stats_file(split, data_dir)]
+        for split in ("dev", "test"):
+            needed += list(self.source_target_files(split, data_dir))
+        return all(os.path.isfile(p) for p in needed)
+
+    # ---- what subclasses provide ---------------------------------------
+    def generate_data(self, data_dir: str, tmp_dir: str) -> None:
+        raise NotImplementedError
+
+    def vocabulary(self, data_dir: str) -> SubwordVocabulary:
+        return SubwordVocabulary(self.vocab_file(data_dir))
+
+    def hparams_overrides(self, hparams: Any) -> dict[str, Any]:
+        """HParams fields this problem sets: the vocabulary size."""
+        return {"vocab_size": self.vocab_size}
+
+    # ---- input pipeline ------------------------------------------------
+    def batch_shapes(self, hparams: Any) -> list[tuple[int, int]]:
+        """The fixed padded batch shapes `[(rows, length), ...]` of `dataset`."""
+        return input_pipeline.bucket_shapes(hparams.batch_size, hparams.max_length,
+                                            hparams.bucket_boundaries)
+
+    def stats(self, split: str, data_dir: str) -> dict[str, Any]:
+        """Counts written by generate_data: examples, dropped pairs, length histogram."""
+        path = self.stats_file(split, data_dir)
+        try:
+            with open(path, encoding="utf-8") as f:
+                return json.load(f)
+        except FileNotFoundError:
+            raise DataError(
+                f"No generated data for problem {self.name} in {data_dir}; run "
+                f"t2t-datagen --problem={self.name} --data_dir={data_dir} first. "
+                f"Received: data_dir={data_dir!r}") from None
+
+    def count_too_long(self, split: str, data_dir: str, max_length: int) -> int:
+        """Pairs of `split` whose longer side (EOS included) exceeds max_length."""
+        hist = self.stats(split, data_dir)["length_histogram"]
+        return sum(c for length, c in hist.items() if int(length) > max_length)
+
+    def dataset(self, mode: str, data_dir: str, hparams: Any, input_context=None,
+                shuffle: bool | None = None, seed: int | None = None):
+        """Token-bucketed batches of the "train" or "eval" (dev) split.
+
+        Pairs longer than `hparams.max_length` are dropped; their number is
+        logged (`count_too_long`).
+        """
+        if mode not in MODES:
+            raise DataError(f"mode must be 'train' or 'eval'. Received: mode={mode!r}")
+        split = MODES[mode]
+        files = self.data_files(split, data_dir)
+        missing = [f for f in files if not os.path.isfile(f)]
+        if missing:
+            present = sorted(glob.glob(os.path.join(data_dir, f"{self.name}-{split}-*")))
+            raise DataError(
+                f"{len(missing)} of {len(files)} {split} shards of {self.name} are "
+                f"missing in {data_dir} (found {len(present)} files); run t2t-datagen "
+                f"--problem={self.name} --data_dir={data_dir}. Received: "
+                f"first_missing={missing[0]!r}")
+        total = self.stats(split, data_dir)["examples"]
+        limit = self.batch_shapes(hparams)[-1][1]
+        too_long = self.count_too_long(split, data_dir, limit)
+        logging.info("%s %s: %d of %d pairs are longer than %d tokens and are dropped.",
+                     self.name, split, too_long, total, limit)
+        return input_pipeline.token_bucketed_dataset(
+            files, batch_size=hparams.batch_size, max_length=hparams.max_length,
+            boundaries=hparams.bucket_boundaries, training=(mode == "train"),
+            shuffle=shuffle, input_context=input_context, seed=seed)

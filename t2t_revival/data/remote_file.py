@@ -1,0 +1,106 @@
+"""`RemoteFile`: a corpus file (usually an archive) with its public URL."""
+
+from __future__ import annotations
+
+import dataclasses
+import os
+import shutil
+import tarfile
+import urllib.error
+import urllib.request
+from typing import Sequence
+
+from absl import logging
+
+from t2t_revival.data.data_error import DataError
+
+DOWNLOAD_TIMEOUT_S = 20
+
+
+@dataclasses.dataclass(frozen=True)
+class RemoteFile:
+    """A file a problem reads from `tmp_dir`, and where to download it.
+
+    Attributes:
+        url: its public address.
+        filename: its name inside tmp_dir (the URL's basename by default).
+    """
+
+    url: str
+    filename: str = ""
+
+    @property
+    def name(self) -> str:
+        return self.filename or self.url.rstrip("/").rsplit("/", 1)[-1]
+
+    def path(self, tmp_dir: str) -> str:
+        return os.path.join(tmp_dir, self.name)
+
+    def download(self, tmp_dir: str) -> bool:
+        """Download to `tmp_dir` (temp name, then rename); False when it fails."""
+        target = self.path(tmp_dir)
+        os.makedirs(tmp_dir, exist_ok=True)
+        tmp = target + ".incomplete"
+        logging.info("Downloading %s to %s", self.url, target)
+        try:
+            with urllib.request.urlopen(self.url, timeout=DOWNLOAD_TIMEOUT_S) as r, \
+                    open(tmp, "wb") as f:
+                shutil.copyfileobj(r, f, length=1 << 20)
+            os.replace(tmp, target)
+            return True
+        except (urllib.error.URLError, OSError, ValueError) as e:
+            logging.warning("Could not download %s: %s", self.url, e)
+            if os.path.exists(tmp):
+                os.unlink(tmp)
+            return False
+
+
+def fetch_all(files: Sequence[RemoteFile], tmp_dir: str, download: bool = True) -> None:
+    """Make sure every file is in `tmp_dir`, downloading the missing ones.
+
+    Raises:
+        DataError: listing every file still missing, with its URL and the
+            path to put it at (when offline or `download` is False).
+    """
+    missing = [f for f in files if not os.path.isfile(f.path(tmp_dir))]
+    if download:
+        missing = [f for f in missing if not f.download(tmp_dir)]
+    if missing:
+        listing = "; ".join(f"{f.url} -> {f.path(tmp_dir)}" for f in missing)
+        raise DataError(
+            f"{len(missing)} corpus file(s) missing and not downloadable here; "
+            f"download each from its URL and put it at the path shown, then rerun: "
+            f"{listing}. Received: tmp_dir={tmp_dir!r}")
+
+
+def extract_member(archive: str, member: str, out_dir: str) -> str:
+    """Extract one member of a tar/tgz archive to `out_dir` (once; temp then rename).
+
+    Returns the extracted file's path. A member missing from the archive is a
+    DataError naming both.
+    """
+    target = os.path.join(out_dir, os.path.basename(archive) + ".d", member)
+    if os.path.isfile(target):
+        return target
+    os.makedirs(os.path.dirname(target), exist_ok=True)
+    tmp = target + ".incomplete"
+    try:
+        with tarfile.open(archive, "r:*") as tar:
+            try:
+                info = tar.getmember(member)
+            except KeyError:
+                raise DataError(
+                    f"The archive {archive} has no member {member}; it is damaged or "
+                    f"not the expected release, download it again. Received: "
+                    f"member={member!r}") from None
+            src = tar.extractfile(info)
+            with src, open(tmp, "wb") as f:
+                shutil.copyfileobj(src, f, length=1 << 20)
+    except (tarfile.TarError, EOFError, OSError) as e:
+        if os.path.exists(tmp):
+            os.unlink(tmp)
+        raise DataError(
+            f"Cannot read the archive {archive} ({e}); it is damaged or incomplete, "
+            f"download it again. Received: archive={archive!r}") from None
+    os.replace(tmp, target)
+    return target

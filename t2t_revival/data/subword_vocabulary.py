@@ -1,0 +1,163 @@
+"""`SubwordVocabulary`: one SentencePiece BPE model shared by source and target."""
+
+from __future__ import annotations
+
+import io
+import os
+import random
+import tempfile
+from typing import Iterable, Sequence
+
+import sentencepiece as spm
+
+from t2t_revival.data.data_error import DataError
+
+PAD_ID = 0
+EOS_ID = 1
+UNK_ID = 2
+
+
+class SubwordVocabulary:
+    """A shared source/target subword vocabulary backed by a SentencePiece model.
+
+    Ids follow the project contract: PAD = 0, EOS = 1, UNK = 2, no BOS. The
+    model is BPE with `byte_fallback` (a character outside the pieces becomes
+    its UTF-8 bytes, never UNK) and the "identity" normalization with extra
+    whitespace kept, so `decode(encode(s)) == s` for any text without a
+    leading/trailing space or newline (which the corpus readers strip).
+
+    The same ids come from Python (`encode`) and from the TensorFlow graph
+    (`tf_tokenizer()`, a `tensorflow_text.SentencepieceTokenizer`), so an
+    exported SavedModel can tokenize strings itself.
+
+    Args:
+        model_file: path of the SentencePiece `.model` file.
+    """
+
+    def __init__(self, model_file: str):
+        self.model_file = str(model_file)
+        if not os.path.isfile(self.model_file):
+            raise DataError(
+                f"No vocabulary at {self.model_file}; run t2t-datagen for this "
+                f"problem and data_dir first. Received: model_file={self.model_file!r}")
+        self._sp = spm.SentencePieceProcessor(model_file=self.model_file)
+        if (self._sp.pad_id(), self._sp.eos_id(), self._sp.unk_id(), self._sp.bos_id()) \
+                != (PAD_ID, EOS_ID, UNK_ID, -1):
+            raise DataError(
+                f"The vocabulary {self.model_file} does not use pad=0, eos=1, unk=2 "
+                f"and no BOS; regenerate it with t2t-datagen. Received: "
+                f"pad={self._sp.pad_id()}, eos={self._sp.eos_id()}, "
+                f"unk={self._sp.unk_id()}, bos={self._sp.bos_id()}")
+
+    # ---- encoding ------------------------------------------------------
+    @property
+    def vocab_size(self) -> int:
+        """Number of ids (pieces), PAD/EOS/UNK and the 256 byte pieces included."""
+        return self._sp.get_piece_size()
+
+    def encode(self, text: str) -> list[int]:
+        """Token ids of `text`, without EOS."""
+        return self._sp.encode(text, out_type=int)
+
+    def encode_batch(self, texts: Sequence[str]) -> list[list[int]]:
+        """`encode` for many strings at once (one C++ call; faster)."""
+        return self._sp.encode(list(texts), out_type=int)
+
+    def decode(self, ids: Iterable[int]) -> str:
+        """Text of `ids`: stops at the first EOS and drops PAD."""
+        kept = []
+        for i in ids:
+            i = int(i)
+            if i == EOS_ID:
+                break
+            if i != PAD_ID:
+                kept.append(i)
+        return self._sp.decode(kept)
+
+    def id_to_piece(self, i: int) -> str:
+        return self._sp.id_to_piece(int(i))
+
+    def tf_tokenizer(self):
+        """A `tensorflow_text.SentencepieceTokenizer` giving the same ids in-graph.
+
+        `tokenize(strings [B]) -> RaggedTensor int32 [B, (len)]` without EOS;
+        `detokenize(ids) -> strings` (strip EOS/PAD first).
+        """
+        import tensorflow as tf
+        import tensorflow_text as tf_text
+
+        with open(self.model_file, "rb") as f:
+            model = f.read()
+        return tf_text.SentencepieceTokenizer(model=model, out_type=tf.int32,
+                                              add_bos=False, add_eos=False)
+
+    # ---- training ------------------------------------------------------
+    @classmethod
+    def train(cls, sentences: Iterable[str], model_file: str, vocab_size: int,
+              max_sentences: int = 1_000_000, seed: int = 1234,
+              num_threads: int = 1) -> "SubwordVocabulary":
+        """Train a BPE model on a bounded sample of `sentences`; save it atomically.
+
+        The sample is a seeded reservoir sample of at most `max_sentences`
+        non-empty lines, so training is deterministic: the same sentences give
+        a byte-identical model file.
+
+        Args:
+            sentences: training text, one sentence per item (both languages).
+            model_file: where to write the `.model` (temp name, then rename).
+            vocab_size: number of pieces, special and byte pieces included.
+            max_sentences: size of the reservoir sample.
+            seed: seed of the sample and of SentencePiece.
+            num_threads: SentencePiece trainer threads (small: deterministic, and
+                the dev machines have 2 cores).
+        """
+        rng = random.Random(seed)
+        sample: list[str] = []
+        seen = 0
+        for s in sentences:
+            if not s:
+                continue
+            if len(sample) < max_sentences:
+                sample.append(s)
+            else:
+                j = rng.randint(0, seen)
+                if j < max_sentences:
+                    sample[j] = s
+            seen += 1
+        if not sample:
+            raise DataError(
+                f"No training text to build the vocabulary {model_file} from; check "
+                f"the corpus files. Received: sentences=0")
+        spm.set_random_generator_seed(seed)
+        buffer = io.BytesIO()
+        spm.SentencePieceTrainer.train(
+            sentence_iterator=iter(sample),
+            model_writer=buffer,
+            model_type="bpe",
+            vocab_size=vocab_size,
+            pad_id=PAD_ID, eos_id=EOS_ID, unk_id=UNK_ID, bos_id=-1,
+            pad_piece="<pad>", eos_piece="</s>", unk_piece="<unk>",
+            byte_fallback=True,
+            character_coverage=0.9995,
+            normalization_rule_name="identity",
+            remove_extra_whitespaces=False,
+            split_digits=False,
+            input_sentence_size=0,
+            shuffle_input_sentence=False,
+            max_sentence_length=1 << 14,
+            num_threads=num_threads,
+            minloglevel=2,
+        )
+        directory = os.path.dirname(os.path.abspath(model_file))
+        os.makedirs(directory, exist_ok=True)
+        fd, tmp = tempfile.mkstemp(prefix=".vocab.", suffix=".incomplete", dir=directory)
+        try:
+            with os.fdopen(fd, "wb") as f:
+                f.write(buffer.getvalue())
+            os.chmod(tmp, 0o644)
+            os.replace(tmp, model_file)
+        except BaseException:
+            if os.path.exists(tmp):
+                os.unlink(tmp)
+            raise
+        return cls(model_file)

@@ -1,0 +1,115 @@
+"""`TextPairReader`: aligned source/target sentence files -> (source, target) pairs."""
+
+from __future__ import annotations
+
+import gzip
+import re
+from typing import IO, Iterator
+
+from absl import logging
+
+from t2t_revival.data.data_error import DataError
+
+_SEG = re.compile(r"<seg[^>]*>(.*)</seg>")
+_MAX_WARNINGS = 10
+
+
+def _open(path: str) -> IO[bytes]:
+    if str(path).endswith(".gz"):
+        return gzip.open(path, "rb")
+    return open(path, "rb")
+
+
+def _count_rest(f: IO[bytes], fmt: str) -> int:
+    if fmt == "sgm":
+        return sum(1 for raw in f if raw.lstrip().startswith(b"<seg"))
+    return sum(1 for _ in f)
+
+
+class TextPairReader:
+    """Reads two line-aligned files (plain text, `.gz`, or WMT `.sgm`) as pairs.
+
+    Policy for bad input (counted in the attributes below):
+    - A pair where either side is empty (after stripping whitespace) is dropped
+      and counted in `empty_dropped`.
+    - A line that is not valid UTF-8 is skipped together with its partner and
+      counted in `undecodable_skipped`; a warning names the file and line
+      number (the first 10 are logged one by one, then a summary). Web-crawled
+      corpora (Common Crawl) hold a few such lines, so this is not fatal.
+    - Files with different numbers of lines (or `<seg>` lines) are misaligned:
+      a `DataError` names both files and both counts.
+
+    In `.sgm` files only `<seg ...>text</seg>` lines count; the text between
+    the tags is taken as is (like sacrebleu: no entity unescaping).
+
+    Args:
+        source_path, target_path: the aligned files.
+        fmt: "text" (also `.gz`) or "sgm".
+    """
+
+    def __init__(self, source_path: str, target_path: str, fmt: str = "text"):
+        if fmt not in ("text", "sgm"):
+            raise ValueError(f"fmt must be 'text' or 'sgm', got {fmt!r}")
+        self.source_path = str(source_path)
+        self.target_path = str(target_path)
+        self.fmt = fmt
+        self.pairs = 0
+        self.empty_dropped = 0
+        self.undecodable_skipped = 0
+
+    def _lines(self, f: IO[bytes]) -> Iterator[tuple[int, bytes]]:
+        for number, raw in enumerate(f, start=1):
+            if self.fmt == "sgm":
+                if not raw.lstrip().startswith(b"<seg"):
+                    continue
+            yield number, raw
+
+    def _decode(self, raw: bytes, path: str, number: int) -> str | None:
+        try:
+            text = raw.decode("utf-8")
+        except UnicodeDecodeError as e:
+            self.undecodable_skipped += 1
+            if self.undecodable_skipped <= _MAX_WARNINGS:
+                logging.warning("%s:%d is not valid UTF-8 (%s); skipping this pair.",
+                                path, number, e.reason)
+            return None
+        if self.fmt == "sgm":
+            m = _SEG.search(text)
+            text = m.group(1) if m else ""
+        return text.strip()
+
+    def __iter__(self) -> Iterator[tuple[str, str]]:
+        with _open(self.source_path) as fs, _open(self.target_path) as ft:
+            src_lines, tgt_lines = self._lines(fs), self._lines(ft)
+            count = 0
+            while True:
+                s = next(src_lines, None)
+                t = next(tgt_lines, None)
+                if s is None or t is None:
+                    if s is None and t is None:
+                        break
+                    n_src = count + (0 if s is None else 1 + _count_rest(fs, self.fmt))
+                    n_tgt = count + (0 if t is None else 1 + _count_rest(ft, self.fmt))
+                    unit = "<seg> lines" if self.fmt == "sgm" else "lines"
+                    raise DataError(
+                        f"Source and target files are misaligned: {self.source_path} "
+                        f"has {n_src} {unit} and {self.target_path} has {n_tgt}; "
+                        f"they must be line-aligned translations (replace the "
+                        f"damaged file). Received: source_lines={n_src}, "
+                        f"target_lines={n_tgt}")
+                count += 1
+                src = self._decode(s[1], self.source_path, s[0])
+                tgt = self._decode(t[1], self.target_path, t[0])
+                if src is None or tgt is None:
+                    continue
+                if not src or not tgt:
+                    self.empty_dropped += 1
+                    continue
+                self.pairs += 1
+                yield src, tgt
+        if self.undecodable_skipped > _MAX_WARNINGS:
+            logging.warning("%d pairs of %s / %s were not valid UTF-8 and were skipped.",
+                            self.undecodable_skipped, self.source_path, self.target_path)
+        if self.empty_dropped:
+            logging.info("Dropped %d pairs with an empty side from %s / %s.",
+                         self.empty_dropped, self.source_path, self.target_path)
