@@ -1,0 +1,157 @@
+"""One decoder layer: masked self-attention, encoder-decoder attention, FFN (3.1)."""
+
+import keras
+from keras import ops
+
+from t2t_revival.layers.feed_forward_network import FeedForwardNetwork
+from t2t_revival.layers.multi_head_attention import MultiHeadAttention
+
+
+@keras.saving.register_keras_serializable(package="t2t_revival")
+class DecoderLayer(keras.layers.Layer):
+    """Causal self-attention, attention over the encoder output, then an FFN (3.1).
+
+    Each sub-layer is wrapped in a residual with dropout, post-LN (the paper)
+    or pre-LN (`norm_type="pre"`), as in `EncoderLayer`.
+
+    Args:
+        num_heads, key_size, value_size: attention shape (h, d_k, d_v).
+        d_ff: inner width of the feed-forward network.
+        dropout: residual dropout on each sub-layer output (P_drop).
+        attention_dropout: dropout on the attention weights.
+        relu_dropout: dropout inside the feed-forward network.
+        norm_type: "post" or "pre".
+        layer_norm_epsilon: LayerNorm epsilon.
+
+    Call arguments:
+        x: `[batch, length, d_model]` target-side inputs.
+        encoder_output: `[batch, source_length, d_model]` (not needed when
+            `cache` holds the encoder-decoder keys/values).
+        cross_attention_mask: bool broadcastable to
+            `[batch, heads, length, source_length]` (True = may attend), e.g.
+            `[batch, 1, 1, source_length]` for source padding.
+        cache: optional dict for incremental decoding (see `init_cache`):
+            `{"self": {"key": [batch, L, h, d_k], "value": [batch, L, h, d_v]},
+              "cross": {"key": [batch, S, h, d_k], "value": [batch, S, h, d_v]}}`.
+        cache_index: int32 scalar, position of `x[:, 0]` (with `cache`).
+        training: enables dropout.
+
+    Without a cache the self-attention is causal over `x`; with one, `x` is
+    written into the self-attention buffer at `cache_index` and attends to
+    buffer positions up to its own.
+
+    Returns:
+        `[batch, length, d_model]`, or `(output, new_cache)` when `cache` is given.
+    """
+
+    def __init__(self, num_heads, key_size, value_size, d_ff, dropout=0.0,
+                 attention_dropout=0.0, relu_dropout=0.0, norm_type="post",
+                 layer_norm_epsilon=1e-6, **kwargs):
+        super().__init__(**kwargs)
+        self.num_heads = num_heads
+        self.key_size = key_size
+        self.value_size = value_size
+        self.d_ff = d_ff
+        self.dropout = dropout
+        self.attention_dropout = attention_dropout
+        self.relu_dropout = relu_dropout
+        self.norm_type = norm_type
+        self.layer_norm_epsilon = layer_norm_epsilon
+
+    def build(self, input_shape):
+        policy = self.dtype_policy
+
+        def norm(name):
+            layer = keras.layers.LayerNormalization(
+                epsilon=self.layer_norm_epsilon, name=name, dtype=policy)
+            layer.build(input_shape)
+            return layer
+
+        self.self_attention = MultiHeadAttention(
+            self.num_heads, self.key_size, self.value_size, self.attention_dropout,
+            self_attention=True, name="self_attention", dtype=policy)
+        self.self_attention.build(input_shape)
+        self.self_attention_norm = norm("self_attention_norm")
+        self.cross_attention = MultiHeadAttention(
+            self.num_heads, self.key_size, self.value_size, self.attention_dropout,
+            self_attention=False, name="cross_attention", dtype=policy)
+        self.cross_attention.build(input_shape)
+        self.cross_attention_norm = norm("cross_attention_norm")
+        self.ffn = FeedForwardNetwork(self.d_ff, self.relu_dropout, name="ffn", dtype=policy)
+        self.ffn.build(input_shape)
+        self.ffn_norm = norm("ffn_norm")
+        self.residual_dropout = keras.layers.Dropout(self.dropout, dtype=policy)
+        self.built = True
+
+    def _sublayer(self, x, norm, fn, training):
+        """The residual story of one sub-layer, post-LN or pre-LN."""
+        if self.norm_type == "pre":
+            return x + self.residual_dropout(fn(norm(x)), training=training)
+        return norm(x + self.residual_dropout(fn(x), training=training))
+
+    def init_cache(self, encoder_output, max_decode_length):
+        """An empty self-attention buffer and the cross-attention keys/values.
+
+        Args:
+            encoder_output: `[batch, source_length, d_model]`.
+            max_decode_length: static int, positions in the self-attention buffer.
+        """
+        batch = ops.shape(encoder_output)[0]
+        h, dtype = self.num_heads, self.compute_dtype
+        key, value = self.cross_attention.compute_key_value(
+            ops.cast(encoder_output, dtype))
+        return {
+            "self": {
+                "key": ops.zeros((batch, max_decode_length, h, self.key_size), dtype),
+                "value": ops.zeros((batch, max_decode_length, h, self.value_size), dtype),
+            },
+            "cross": {"key": key, "value": value},  # (B, S, H, dk), (B, S, H, dv)
+        }
+
+    def call(self, x, encoder_output=None, cross_attention_mask=None, cache=None,
+             cache_index=None, training=None):
+        new_self_cache = None
+        if cache is None:
+            length = ops.shape(x)[1]
+            pos = ops.arange(length, dtype="int32")
+            causal = (pos[None, :] <= pos[:, None])[None, None]  # (1, 1, T, T)
+
+            def self_attend(h):
+                return self.self_attention(h, attention_mask=causal, training=training)
+        else:
+            def self_attend(h):
+                nonlocal new_self_cache
+                out, new_self_cache = self.self_attention(
+                    h, cache=cache["self"], cache_index=cache_index, training=training)
+                return out
+
+        def cross_attend(h):
+            if cache is None:
+                return self.cross_attention(h, memory=encoder_output,
+                                            attention_mask=cross_attention_mask,
+                                            training=training)
+            out, _ = self.cross_attention(h, attention_mask=cross_attention_mask,
+                                          cache=cache["cross"], training=training)
+            return out
+
+        x = self._sublayer(x, self.self_attention_norm, self_attend, training)
+        x = self._sublayer(x, self.cross_attention_norm, cross_attend, training)
+        x = self._sublayer(x, self.ffn_norm,
+                           lambda h: self.ffn(h, training=training), training)
+        if cache is None:
+            return x  # (B, T, D)
+        return x, {"self": new_self_cache, "cross": cache["cross"]}
+
+    def compute_output_shape(self, input_shape):
+        return input_shape
+
+    def get_config(self):
+        config = super().get_config()
+        config.update({
+            "num_heads": self.num_heads, "key_size": self.key_size,
+            "value_size": self.value_size, "d_ff": self.d_ff,
+            "dropout": self.dropout, "attention_dropout": self.attention_dropout,
+            "relu_dropout": self.relu_dropout, "norm_type": self.norm_type,
+            "layer_norm_epsilon": self.layer_norm_epsilon,
+        })
+        return config

@@ -1,0 +1,151 @@
+"""Multi-head scaled dot-product attention with a key/value cache (section 3.2)."""
+
+import keras
+from keras import ops
+
+# Added to masked-out attention logits. The logits are cast to float32 before
+# masking, so this is safe under mixed_float16 (float16 would overflow to -inf).
+_MASK_VALUE = -1e9
+
+
+@keras.saving.register_keras_serializable(package="t2t_revival")
+class MultiHeadAttention(keras.layers.Layer):
+    """Multi-head scaled dot-product attention (Vaswani et al. 2017, 3.2.2).
+
+    `softmax(Q K^T / sqrt(d_k)) V` over `num_heads` heads, with separate per-head
+    query/key size `key_size` (d_k) and value size `value_size` (d_v), as Table 3
+    rows A and B vary them. No biases in the projections (tensor2tensor's choice).
+
+    Self-attention (`self_attention=True`) projects queries, keys and values with
+    one fused `[d_model, h*(2*d_k + d_v)]` matrix. Encoder-decoder attention
+    projects the queries from `query` and keys/values from `memory` with a fused
+    `[d_model, h*(d_k + d_v)]` matrix; `compute_key_value(memory)` exposes that
+    projection so a decoder computes it once per source.
+
+    Softmax runs in float32 whatever the dtype policy.
+
+    Args:
+        num_heads: h.
+        key_size: d_k, per-head query/key size.
+        value_size: d_v, per-head value size.
+        dropout: dropout rate on the attention weights (after softmax).
+        self_attention: True for self-attention (fused QKV), False for
+            attention over a `memory` (encoder-decoder attention).
+        kernel_initializer: initializer of the projection matrices.
+
+    Call arguments:
+        query: `[batch, query_length, d_model]`.
+        memory: `[batch, memory_length, d_model]` for encoder-decoder attention
+            (ignored for self-attention, and when `cache` holds the keys/values).
+            Must have the query's width d_model.
+        attention_mask: bool, broadcastable to
+            `[batch, num_heads, query_length, key_length]`; True = may attend.
+        cache: optional dict `{"key": [batch, L, h, d_k], "value": [batch, L, h, d_v]}`.
+            Self-attention: a preallocated buffer; this call's keys/values are
+            written at positions `cache_index ... cache_index + query_length - 1`
+            and the queries attend to buffer positions `<=` their own position.
+            Encoder-decoder attention: the precomputed keys/values of `memory`.
+        cache_index: int32 scalar, position of the first query (with a
+            self-attention cache).
+        training: enables attention dropout.
+
+    Returns:
+        `[batch, query_length, d_model]`, and the updated cache when `cache` is
+        given (as a tuple `(output, cache)`).
+    """
+
+    def __init__(self, num_heads, key_size, value_size, dropout=0.0,
+                 self_attention=True, kernel_initializer="glorot_uniform", **kwargs):
+        super().__init__(**kwargs)
+        self.num_heads = num_heads
+        self.key_size = key_size
+        self.value_size = value_size
+        self.dropout = dropout
+        self.self_attention = self_attention
+        self.kernel_initializer = keras.initializers.get(kernel_initializer)
+
+    def build(self, input_shape):
+        d_model = input_shape[-1]
+        h, dk, dv = self.num_heads, self.key_size, self.value_size
+        dense = dict(use_bias=False, dtype=self.dtype_policy,
+                     kernel_initializer=self.kernel_initializer)
+        if self.self_attention:
+            self.qkv_dense = keras.layers.Dense(h * (2 * dk + dv), name="qkv", **dense)
+            self.qkv_dense.build(input_shape)
+        else:
+            self.query_dense = keras.layers.Dense(h * dk, name="query", **dense)
+            self.query_dense.build(input_shape)
+            self.key_value_dense = keras.layers.Dense(h * (dk + dv), name="key_value", **dense)
+            self.key_value_dense.build(input_shape)
+        self.output_dense = keras.layers.Dense(d_model, name="output", **dense)
+        self.output_dense.build(tuple(input_shape[:-1]) + (h * dv,))
+        self.dropout_layer = keras.layers.Dropout(self.dropout, dtype=self.dtype_policy)
+        self.built = True
+
+    def _split_heads(self, x, size):
+        batch, length = ops.shape(x)[0], ops.shape(x)[1]
+        return ops.reshape(x, (batch, length, self.num_heads, size))  # (B, T, H, d)
+
+    def compute_key_value(self, memory):
+        """Keys `[batch, S, h, d_k]` and values `[batch, S, h, d_v]` of `memory [batch, S, d_model]`."""
+        kv = self.key_value_dense(memory)  # (B, S, H*(dk+dv))
+        split = self.num_heads * self.key_size
+        return (self._split_heads(kv[..., :split], self.key_size),
+                self._split_heads(kv[..., split:], self.value_size))
+
+    def call(self, query, memory=None, attention_mask=None, cache=None,
+             cache_index=None, training=None):
+        h, dk, dv = self.num_heads, self.key_size, self.value_size
+        if self.self_attention:
+            qkv = self.qkv_dense(query)  # (B, T, H*(2dk+dv))
+            q = self._split_heads(qkv[..., : h * dk], dk)  # (B, T, H, dk)
+            k = self._split_heads(qkv[..., h * dk: 2 * h * dk], dk)  # (B, T, H, dk)
+            v = self._split_heads(qkv[..., 2 * h * dk:], dv)  # (B, T, H, dv)
+            if cache is not None:
+                # Write this call's keys/values into the static buffer at cache_index.
+                start = [0, cache_index, 0, 0]
+                k = ops.slice_update(cache["key"], start, ops.cast(k, cache["key"].dtype))
+                v = ops.slice_update(cache["value"], start, ops.cast(v, cache["value"].dtype))
+                cache = {"key": k, "value": v}
+                # Query t (at position cache_index + t) sees buffer positions <= it.
+                query_pos = cache_index + ops.arange(ops.shape(q)[1], dtype="int32")
+                key_pos = ops.arange(ops.shape(k)[1], dtype="int32")
+                causal = ops.expand_dims(key_pos, 0) <= ops.expand_dims(query_pos, 1)
+                causal = causal[None, None, :, :]  # (1, 1, T, L)
+                attention_mask = causal if attention_mask is None else \
+                    ops.logical_and(attention_mask, causal)
+        else:
+            q = self._split_heads(self.query_dense(query), dk)  # (B, T, H, dk)
+            if cache is not None:
+                k, v = cache["key"], cache["value"]
+            else:
+                k, v = self.compute_key_value(memory)  # (B, S, H, dk), (B, S, H, dv)
+        q = q * ops.cast(dk ** -0.5, q.dtype)
+        logits = ops.einsum("bthd,bshd->bhts", q, k)  # (B, H, T, S)
+        logits = ops.cast(logits, "float32")
+        if attention_mask is not None:
+            logits = ops.where(attention_mask, logits, _MASK_VALUE)
+        weights = ops.softmax(logits, axis=-1)  # float32 (B, H, T, S)
+        weights = ops.cast(weights, self.compute_dtype)
+        weights = self.dropout_layer(weights, training=training)
+        out = ops.einsum("bhts,bshd->bthd", weights, v)  # (B, T, H, dv)
+        out = ops.reshape(out, (ops.shape(out)[0], ops.shape(out)[1], h * dv))
+        out = self.output_dense(out)  # (B, T, d_model)
+        if cache is not None:
+            return out, cache
+        return out
+
+    def compute_output_shape(self, input_shape):
+        return input_shape
+
+    def get_config(self):
+        config = super().get_config()
+        config.update({
+            "num_heads": self.num_heads,
+            "key_size": self.key_size,
+            "value_size": self.value_size,
+            "dropout": self.dropout,
+            "self_attention": self.self_attention,
+            "kernel_initializer": keras.initializers.serialize(self.kernel_initializer),
+        })
+        return config

@@ -1,0 +1,53 @@
+"""The fixed sinusoidal positional encoding (section 3.5)."""
+
+import math
+
+import keras
+from keras import ops
+
+
+@keras.saving.register_keras_serializable(package="t2t_revival")
+class SinusoidalPositionEncoding(keras.layers.Layer):
+    """`PE(pos, 2i) = sin(pos / 10000^(2i/d))`, `PE(pos, 2i+1) = cos(...)` (3.5).
+
+    Sines and cosines are interleaved as in the paper's formula. No weights.
+
+    Args:
+        max_wavelength: the 10000 of the formula.
+
+    Call arguments:
+        inputs: `[batch, length, d_model]` (only its shape is read).
+        start_index: int32 scalar, position of the first row (for incremental
+            decoding).
+
+    Returns:
+        `[length, d_model]` encodings of positions `start_index ...`, in the
+        compute dtype, to add to `inputs`.
+    """
+
+    def __init__(self, max_wavelength=10000.0, **kwargs):
+        super().__init__(**kwargs)
+        self.max_wavelength = max_wavelength
+
+    def call(self, inputs, start_index=0):
+        length, d_model = ops.shape(inputs)[1], inputs.shape[-1]
+        if d_model % 2:
+            raise ValueError(
+                "SinusoidalPositionEncoding needs an even d_model (sin/cos pairs). "
+                f"Received: d_model={d_model}")
+        position = ops.cast(ops.arange(length, dtype="int32") + start_index, "float32")
+        # 1 / 10000^(2i/d) for i = 0 .. d/2-1
+        inv_freq = ops.exp(ops.arange(0, d_model, 2, dtype="float32")
+                           * (-math.log(self.max_wavelength) / d_model))
+        angle = position[:, None] * inv_freq[None, :]  # (T, D/2)
+        pe = ops.stack([ops.sin(angle), ops.cos(angle)], axis=-1)  # (T, D/2, 2)
+        pe = ops.reshape(pe, (length, d_model))  # (T, D) interleaved sin, cos
+        return ops.cast(pe, self.compute_dtype)
+
+    def compute_output_shape(self, input_shape):
+        return tuple(input_shape[1:])
+
+    def get_config(self):
+        config = super().get_config()
+        config.update({"max_wavelength": self.max_wavelength})
+        return config

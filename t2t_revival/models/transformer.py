@@ -1,0 +1,272 @@
+"""The Transformer of "Attention Is All You Need" (Vaswani et al. 2017)."""
+
+from __future__ import annotations
+
+import keras
+from keras import ops
+
+from t2t_revival.hparams import HParams
+from t2t_revival.layers.decoder_layer import DecoderLayer
+from t2t_revival.layers.encoder_layer import EncoderLayer
+from t2t_revival.layers.position_embedding import PositionEmbedding
+from t2t_revival.layers.sinusoidal_position_encoding import SinusoidalPositionEncoding
+from t2t_revival.layers.token_embedding import TokenEmbedding
+from t2t_revival.registry import register_model
+
+PAD_ID = 0
+
+
+@register_model("transformer")
+@keras.saving.register_keras_serializable(package="t2t_revival")
+class Transformer(keras.Model):
+    """The paper's encoder-decoder Transformer, built from an `HParams`.
+
+    Encoder and decoder stacks of `num_hidden_layers` layers (3.1); multi-head
+    attention with per-head sizes `hparams.key_size` / `value_size` (3.2);
+    position-wise FFN (3.3); one embedding matrix shared by source, target and
+    the pre-softmax projection, scaled by sqrt(d_model) on the way in (3.4;
+    `shared_embedding=False` gives a source embedding, a target embedding and
+    an output projection of their own); sinusoidal or learned positions (3.5,
+    Table 3 row E); residual dropout on every sub-layer output and on the sums
+    of embeddings and positions (5.4); post-LN as the paper or pre-LN with a
+    final LayerNorm (`norm_type`).
+
+    Token ids: PAD = 0, EOS = 1. `encoder_padding` is float32 `[batch, S]`
+    with 1.0 at PAD positions of the source and 0.0 elsewhere
+    (tensor2tensor's "padding" convention).
+
+    Mixed precision: the model's dtype policy is the `dtype` kwarg when given,
+    else `hparams.mixed_precision` ("float32", "mixed_bfloat16" or
+    "mixed_float16"); the global Keras policy is NOT consulted. Attention
+    softmax and the output logits are float32 under every policy. (Loss scaling
+    for mixed_float16 is the trainer's job: wrap the optimizer in
+    `keras.optimizers.LossScaleOptimizer`.)
+
+    Parameter counts, with a 37,000-token shared vocabulary (tests print them):
+    transformer_base has 63,045,632 parameters (paper: 65M, -3.0%) and
+    transformer_big 214,171,648 (paper: 213M, +0.5%) (Table 3). Of these,
+    37000 x d_model are the one shared embedding (18,944,000 base, 37,888,000
+    big); the rest is 6 encoder layers (4 d_model^2 attention + 2 d_model d_ff
+    + d_ff + d_model FFN + 2 LayerNorms) and 6 decoder layers (two
+    attentions, FFN, 3 LayerNorms). The differences from the paper: the
+    attention projections have no biases (tensor2tensor's choice; biases
+    would add 4 d_model per attention, about 0.1M); the paper's En-De vocabulary
+    is "about 37000" BPE tokens, and its exact size (so the embedding's share)
+    is not given; and the paper does not say how it counted (e.g. whether the
+    shared matrix is counted once or three times; we count it once).
+
+    Args:
+        hparams: the resolved `HParams` (or its dict form, as `from_config` sees).
+        **kwargs: `keras.Model` arguments (`name`, `dtype`, ...).
+
+    Call arguments:
+        inputs: dict `{"inputs": int32 [batch, S], "targets": int32 [batch, T]}`;
+            targets end with EOS, right-padded with PAD. They are shifted right
+            inside (PAD as the start symbol), so `logits[:, i]` predicts
+            `targets[:, i]`.
+        training: enables dropout.
+
+    Returns:
+        float32 logits `[batch, T, vocab_size]`.
+    """
+
+    def __init__(self, hparams: HParams, **kwargs):
+        if isinstance(hparams, dict):
+            hparams = HParams.from_dict(hparams)
+        if hparams.vocab_size <= 0:
+            raise ValueError(
+                "The Transformer needs hparams.vocab_size > 0 (the problem sets it; "
+                "or pass --hparams vocab_size=N). "
+                f"Received: vocab_size={hparams.vocab_size}")
+        if kwargs.get("dtype") is None:
+            kwargs["dtype"] = hparams.mixed_precision
+        super().__init__(**kwargs)
+        self.hparams = hparams
+        hp, policy = hparams, self.dtype_policy
+
+        if hp.shared_embedding:
+            self.shared_embedding = TokenEmbedding(
+                hp.vocab_size, hp.d_model, name="shared_embedding", dtype=policy)
+            self.source_embedding = self.target_embedding = self.shared_embedding
+            self.output_projection = None
+        else:
+            self.source_embedding = TokenEmbedding(
+                hp.vocab_size, hp.d_model, name="source_embedding", dtype=policy)
+            self.target_embedding = TokenEmbedding(
+                hp.vocab_size, hp.d_model, name="target_embedding", dtype=policy)
+            self.output_projection = keras.layers.Dense(
+                hp.vocab_size, use_bias=False, name="output_projection", dtype=policy)
+
+        if hp.position_encoding == "learned":
+            self.encoder_position = PositionEmbedding(
+                hp.max_length, name="encoder_position", dtype=policy)
+            self.decoder_position = PositionEmbedding(
+                hp.max_length, name="decoder_position", dtype=policy)
+        else:
+            self.encoder_position = self.decoder_position = SinusoidalPositionEncoding(
+                name="position_encoding", dtype=policy)
+
+        layer_args = dict(
+            num_heads=hp.num_heads, key_size=hp.key_size, value_size=hp.value_size,
+            d_ff=hp.d_ff, dropout=hp.dropout, attention_dropout=hp.attention_dropout,
+            relu_dropout=hp.relu_dropout, norm_type=hp.norm_type,
+            layer_norm_epsilon=hp.layer_norm_epsilon, dtype=policy)
+        self.encoder_layers = [EncoderLayer(name=f"encoder_layer_{i}", **layer_args)
+                               for i in range(hp.num_hidden_layers)]
+        self.decoder_layers = [DecoderLayer(name=f"decoder_layer_{i}", **layer_args)
+                               for i in range(hp.num_hidden_layers)]
+        if hp.norm_type == "pre":
+            self.encoder_final_norm = keras.layers.LayerNormalization(
+                epsilon=hp.layer_norm_epsilon, name="encoder_final_norm", dtype=policy)
+            self.decoder_final_norm = keras.layers.LayerNormalization(
+                epsilon=hp.layer_norm_epsilon, name="decoder_final_norm", dtype=policy)
+        else:
+            self.encoder_final_norm = self.decoder_final_norm = None
+        self.embedding_dropout = keras.layers.Dropout(hp.dropout, dtype=policy)
+
+    # ---- building and serialization ---------------------------------------
+    def build(self, input_shape=None):
+        """Create every weight by running the model once on a `[1, 2]` batch."""
+        if self.built:
+            return
+        ids = ops.ones((1, 2), dtype="int32")
+        encoder_output, padding = self.encode(ids)
+        self.decode(ids, encoder_output, padding)
+        self.built = True
+
+    def get_build_config(self):
+        # Non-empty, so that loading a .keras file calls build_from_config
+        # (the weights' shapes all follow from hparams).
+        return {"built": self.built}
+
+    def build_from_config(self, config):
+        if config.get("built"):
+            self.build()
+
+    def get_config(self):
+        return {
+            "name": self.name,
+            "trainable": self.trainable,
+            "dtype": keras.dtype_policies.serialize(self.dtype_policy),
+            "hparams": self.hparams.to_dict(),
+        }
+
+    @classmethod
+    def from_config(cls, config):
+        config = dict(config)
+        hparams = HParams.from_dict(config.pop("hparams"))
+        if isinstance(config.get("dtype"), dict):
+            config["dtype"] = keras.dtype_policies.deserialize(config["dtype"])
+        return cls(hparams, **config)
+
+    # ---- the three stages -------------------------------------------------
+    def _embed(self, embedding, position, ids, start_index=0, training=False):
+        x = embedding(ids)  # (B, T, D)
+        x = x + position(x, start_index=start_index)
+        return self.embedding_dropout(x, training=training)
+
+    def _logits(self, x):
+        """`[batch, T, d_model]` -> float32 logits `[batch, T, vocab_size]`."""
+        if self.output_projection is None:
+            return self.shared_embedding.project(x)
+        return ops.cast(self.output_projection(x), "float32")
+
+    @staticmethod
+    def _cross_mask(encoder_padding):
+        """float `[batch, S]` (1.0 at PAD) -> bool `[batch, 1, 1, S]`, True = attend."""
+        return (encoder_padding < 0.5)[:, None, None, :]
+
+    def encode(self, inputs, training=False):
+        """Encode the source.
+
+        Args:
+            inputs: int32 `[batch, S]` source ids, PAD = 0.
+        Returns:
+            `(encoder_output [batch, S, d_model], encoder_padding float32 [batch, S])`
+            with `encoder_padding` 1.0 at PAD positions.
+        """
+        inputs = ops.cast(inputs, "int32")
+        encoder_padding = ops.cast(ops.equal(inputs, PAD_ID), "float32")  # (B, S)
+        mask = self._cross_mask(encoder_padding)  # (B, 1, 1, S)
+        x = self._embed(self.source_embedding, self.encoder_position, inputs,
+                        training=training)
+        for layer in self.encoder_layers:
+            x = layer(x, attention_mask=mask, training=training)
+        if self.encoder_final_norm is not None:
+            x = self.encoder_final_norm(x)
+        return x, encoder_padding
+
+    def decode(self, targets, encoder_output, encoder_padding, training=False):
+        """Teacher-forced decoding.
+
+        Args:
+            targets: int32 `[batch, T]` (shifted right inside, PAD as start).
+            encoder_output: `[batch, S, d_model]`.
+            encoder_padding: float `[batch, S]`, 1.0 at source PAD positions.
+        Returns:
+            float32 logits `[batch, T, vocab_size]`; `logits[:, i]` predicts `targets[:, i]`.
+        """
+        targets = ops.cast(targets, "int32")
+        decoder_input = ops.pad(targets[:, :-1], [[0, 0], [1, 0]],
+                                constant_values=PAD_ID)  # (B, T)
+        mask = self._cross_mask(encoder_padding)
+        x = self._embed(self.target_embedding, self.decoder_position, decoder_input,
+                        training=training)
+        for layer in self.decoder_layers:
+            x = layer(x, encoder_output=encoder_output, cross_attention_mask=mask,
+                      training=training)
+        if self.decoder_final_norm is not None:
+            x = self.decoder_final_norm(x)
+        return self._logits(x)
+
+    def call(self, inputs, training=False):
+        encoder_output, encoder_padding = self.encode(inputs["inputs"], training=training)
+        return self.decode(inputs["targets"], encoder_output, encoder_padding,
+                           training=training)
+
+    # ---- incremental decoding ----------------------------------------------
+    def init_cache(self, encoder_output, encoder_padding, max_decode_length):
+        """The decoding state for `decode_step`; every leaf is batch-first, static-shape.
+
+        Args:
+            encoder_output: `[batch, S, d_model]` from `encode`.
+            encoder_padding: float `[batch, S]` from `encode`.
+            max_decode_length: static int, the most positions `decode_step` will
+                be called for (with learned positions, at most hparams.max_length).
+        Returns:
+            `{"encoder_padding": [batch, S],
+              "layer_i": {"self": {"key": [batch, L, h, d_k], "value": [batch, L, h, d_v]},
+                          "cross": {"key": [batch, S, h, d_k], "value": [batch, S, h, d_v]}}}`
+            for i in 0 .. num_hidden_layers-1 (L = max_decode_length; the
+            self-attention buffers start as zeros, the cross-attention keys and
+            values are computed here, once per source).
+        """
+        cache = {"encoder_padding": ops.cast(encoder_padding, "float32")}
+        for i, layer in enumerate(self.decoder_layers):
+            cache[f"layer_{i}"] = layer.init_cache(encoder_output, max_decode_length)
+        return cache
+
+    def decode_step(self, ids, cache, index):
+        """One step of incremental decoding.
+
+        Args:
+            ids: int32 `[batch]`, the decoder input at position `index` (0 = PAD
+                as the start symbol at index 0, else the token chosen for
+                position `index - 1`).
+            cache: from `init_cache` or the previous step.
+            index: int32 scalar, the position being predicted.
+        Returns:
+            `(logits float32 [batch, vocab_size] for position index, new cache)`.
+        """
+        ids = ops.cast(ids, "int32")[:, None]  # (B, 1)
+        mask = self._cross_mask(cache["encoder_padding"])  # (B, 1, 1, S)
+        x = self._embed(self.target_embedding, self.decoder_position, ids,
+                        start_index=index)  # (B, 1, D)
+        new_cache = {"encoder_padding": cache["encoder_padding"]}
+        for i, layer in enumerate(self.decoder_layers):
+            x, new_cache[f"layer_{i}"] = layer(
+                x, cross_attention_mask=mask, cache=cache[f"layer_{i}"],
+                cache_index=index)
+        if self.decoder_final_norm is not None:
+            x = self.decoder_final_norm(x)
+        return self._logits(x)[:, 0], new_cache  # (B, V)

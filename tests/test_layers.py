@@ -1,0 +1,138 @@
+"""The Transformer layers: shapes, masks, serialization, compiled calls, gradients."""
+
+import numpy as np
+import pytest
+
+from layer_testing import run_layer_test
+from t2t_revival.layers import (DecoderLayer, EncoderLayer, FeedForwardNetwork,
+                                MultiHeadAttention, PositionEmbedding,
+                                SinusoidalPositionEncoding, TokenEmbedding)
+
+B, T, S, D = 2, 5, 7, 16
+RNG = np.random.default_rng(0)
+X = RNG.normal(size=(B, T, D)).astype("float32")
+MEMORY = RNG.normal(size=(B, S, D)).astype("float32")
+SOURCE_MASK = np.ones((B, 1, 1, S), bool)
+SOURCE_MASK[0, ..., 4:] = False  # the first source has 3 padded positions
+
+
+@pytest.mark.parametrize("key_size,value_size", [(8, 8), (4, 12)])
+def test_self_attention(key_size, value_size):
+    layer, _ = run_layer_test(
+        MultiHeadAttention,
+        dict(num_heads=2, key_size=key_size, value_size=value_size, dropout=0.1),
+        X, expected_output_shape=(B, T, D))
+    # One fused QKV matrix with the separate key and value sizes.
+    assert tuple(layer.qkv_dense.kernel.shape) == (D, 2 * (2 * key_size + value_size))
+    assert tuple(layer.output_dense.kernel.shape) == (2 * value_size, D)
+
+
+def test_cross_attention_ignores_masked_memory_positions():
+    layer, out = run_layer_test(
+        MultiHeadAttention,
+        dict(num_heads=4, key_size=4, value_size=6, self_attention=False),
+        X, call_kwargs=dict(memory=MEMORY, attention_mask=SOURCE_MASK),
+        expected_output_shape=(B, T, D))
+    changed = MEMORY.copy()
+    changed[0, 4:] = 100.0  # only masked positions of the first example
+    out2 = layer(X, memory=changed, attention_mask=SOURCE_MASK)
+    np.testing.assert_allclose(np.asarray(out), np.asarray(out2), atol=1e-6)
+    # An unmasked position does change the output (so the check above can fail).
+    changed[0, 0] = 100.0
+    assert not np.allclose(np.asarray(out), np.asarray(
+        layer(X, memory=changed, attention_mask=SOURCE_MASK)), atol=1e-3)
+
+
+def test_self_attention_cache_matches_causal_attention():
+    layer = MultiHeadAttention(num_heads=2, key_size=8, value_size=4)
+    pos = np.arange(T)
+    causal = (pos[None, :] <= pos[:, None])[None, None]
+    full = np.asarray(layer(X, attention_mask=causal))
+    cache = {"key": np.zeros((B, T + 2, 2, 8), "float32"),
+             "value": np.zeros((B, T + 2, 2, 4), "float32")}
+    for i in range(T):
+        out, cache = layer(X[:, i:i + 1], cache=cache, cache_index=np.int32(i))
+        np.testing.assert_allclose(np.asarray(out)[:, 0], full[:, i], atol=1e-5)
+    assert np.asarray(cache["key"])[:, T:].max() == 0  # unwritten positions stay empty
+
+
+def test_feed_forward_network():
+    layer, _ = run_layer_test(FeedForwardNetwork, dict(d_ff=32, dropout=0.1), X,
+                              expected_output_shape=(B, T, D))
+    assert tuple(layer.inner_dense.kernel.shape) == (D, 32)
+    # ReLU: negative pre-activations contribute nothing.
+    assert layer.get_config()["activation"] == "relu"
+
+
+def test_token_embedding_scales_by_sqrt_d_model_and_projects():
+    ids = np.array([[3, 1, 0], [4, 2, 2]], "int32")
+    layer, out = run_layer_test(TokenEmbedding, dict(vocab_size=11, d_model=D), ids,
+                                expected_output_shape=(2, 3, D))
+    table = np.asarray(layer.embeddings)
+    np.testing.assert_allclose(np.asarray(out), table[ids] * np.sqrt(D), rtol=1e-6)
+    logits = np.asarray(layer.project(X))
+    assert logits.dtype == np.float32 and logits.shape == (B, T, 11)
+    np.testing.assert_allclose(logits, X @ table.T, rtol=1e-4, atol=1e-4)
+
+
+def test_sinusoidal_position_encoding_is_the_papers_formula():
+    _, pe = run_layer_test(SinusoidalPositionEncoding, {}, X,
+                           expected_output_shape=(T, D), expect_weights=False)
+    pe = np.asarray(pe)
+    pos, i = 3, 2  # PE(pos, 2i) = sin(pos / 10000^(2i/d)), PE(pos, 2i+1) = cos(...)
+    np.testing.assert_allclose(pe[pos, 2 * i], np.sin(pos / 10000 ** (2 * i / D)), atol=1e-6)
+    np.testing.assert_allclose(pe[pos, 2 * i + 1], np.cos(pos / 10000 ** (2 * i / D)), atol=1e-6)
+    shifted = np.asarray(SinusoidalPositionEncoding()(X[:, :1], start_index=np.int32(3)))
+    np.testing.assert_allclose(shifted[0], pe[3], atol=1e-6)
+
+
+def test_learned_position_embedding():
+    layer, out = run_layer_test(PositionEmbedding, dict(max_length=12), X,
+                                expected_output_shape=(T, D))
+    table = np.asarray(layer.position_embeddings)
+    np.testing.assert_allclose(np.asarray(out), table[:T])
+    shifted = layer(X[:, :1], start_index=np.int32(4))
+    np.testing.assert_allclose(np.asarray(shifted)[0], table[4])
+
+
+LAYER_ARGS = dict(num_heads=2, key_size=8, value_size=8, d_ff=32, dropout=0.1,
+                  attention_dropout=0.1, relu_dropout=0.1)
+
+
+@pytest.mark.parametrize("norm_type", ["post", "pre"])
+def test_encoder_layer(norm_type):
+    layer, out = run_layer_test(
+        EncoderLayer, dict(LAYER_ARGS, norm_type=norm_type), MEMORY,
+        call_kwargs=dict(attention_mask=SOURCE_MASK), expected_output_shape=(B, S, D))
+    out = np.asarray(out)
+    if norm_type == "post":  # ends in a LayerNorm: zero mean per position
+        np.testing.assert_allclose(out.mean(-1), 0.0, atol=1e-4)
+    # Padded positions (masked as keys) do not affect the real ones.
+    changed = MEMORY.copy()
+    changed[0, 4:] = -50.0
+    out2 = np.asarray(layer(changed, attention_mask=SOURCE_MASK))
+    np.testing.assert_allclose(out[0, :4], out2[0, :4], atol=1e-5)
+    np.testing.assert_allclose(out[1], out2[1], atol=1e-5)
+
+
+@pytest.mark.parametrize("norm_type", ["post", "pre"])
+def test_decoder_layer(norm_type):
+    layer, out = run_layer_test(
+        DecoderLayer, dict(LAYER_ARGS, norm_type=norm_type), X,
+        call_kwargs=dict(encoder_output=MEMORY, cross_attention_mask=SOURCE_MASK),
+        expected_output_shape=(B, T, D))
+    out = np.asarray(out)
+    # Causal: changing position 3 changes no earlier position.
+    changed = X.copy()
+    changed[:, 3:] += 5.0
+    out2 = np.asarray(layer(changed, encoder_output=MEMORY, cross_attention_mask=SOURCE_MASK))
+    np.testing.assert_allclose(out[:, :3], out2[:, :3], atol=1e-5)
+    assert not np.allclose(out[:, 3:], out2[:, 3:], atol=1e-3)
+    # Incremental decoding through the cache gives the same outputs.
+    cache = layer.init_cache(MEMORY, max_decode_length=T)
+    assert tuple(cache["self"]["key"].shape) == (B, T, 2, 8)
+    assert tuple(cache["cross"]["value"].shape) == (B, S, 2, 8)
+    for i in range(T):
+        step, cache = layer(X[:, i:i + 1], cross_attention_mask=SOURCE_MASK,
+                            cache=cache, cache_index=np.int32(i))
+        np.testing.assert_allclose(np.asarray(step)[:, 0], out[:, i], atol=1e-5)
