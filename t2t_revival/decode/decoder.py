@@ -116,6 +116,9 @@ class Decoder:
             length = int(math.ceil(length / _LENGTH_QUANTUM) * _LENGTH_QUANTUM)
             inputs = [encoded[i] + [0] * (length - len(encoded[i])) for i in chunk]
             max_decode_length = self.decode_hparams.max_decode_length(length)
+            if self.hparams.position_encoding == "learned":
+                # Learned positions have max_length rows; no output can be longer.
+                max_decode_length = min(max_decode_length, self.hparams.max_length)
             sequences, _ = self._search(tf.constant(inputs, tf.int32), max_decode_length)
             sequences = sequences.numpy()
             for row, i in enumerate(chunk):

@@ -44,11 +44,12 @@ class Transformer(keras.Model):
 
     Parameter counts, with a 37,000-token shared vocabulary (tests print them):
     transformer_base has 63,045,632 parameters (paper: 65M, -3.0%) and
-    transformer_big 214,171,648 (paper: 213M, +0.5%) (Table 3). Of these,
+    transformer_big 214,171,648 (paper: 213M, +0.6%) (Table 3). Of these,
     37000 x d_model are the one shared embedding (18,944,000 base, 37,888,000
     big); the rest is 6 encoder layers (4 d_model^2 attention + 2 d_model d_ff
-    + d_ff + d_model FFN + 2 LayerNorms) and 6 decoder layers (two
-    attentions, FFN, 3 LayerNorms). The differences from the paper: the
+    + d_ff + d_model FFN + 2 LayerNorms: 3,150,336 base, 12,592,128 big) and
+    6 decoder layers (two attentions, FFN, 3 LayerNorms: 4,199,936 base,
+    16,788,480 big). The differences from the paper: the
     attention projections have no biases (tensor2tensor's choice; biases
     would add 4 d_model per attention, about 0.1M); the paper's En-De vocabulary
     is "about 37000" BPE tokens, and its exact size (so the embedding's share)
