@@ -7,12 +7,10 @@ multi-bleu, as tensor2tensor's get_ende_bleu.sh computed the 28.4).
 
 from __future__ import annotations
 
-import json
-
 from absl import flags
 
 from t2t_revival.cli import common
-from t2t_revival.metrics.bleu import BleuInputError, bleu_files
+from t2t_revival.metrics.bleu import BleuInputError, bleu_files, format_scores
 
 FLAGS = flags.FLAGS
 
@@ -27,12 +25,7 @@ def main(argv: list[str]) -> int:
         if not getattr(FLAGS, name):
             raise BleuInputError(f"--{name}=FILE is required. Received: {name}=None")
     scores = bleu_files(FLAGS.translation, FLAGS.reference, FLAGS.language)
-    if FLAGS.json:
-        print(json.dumps({"sacrebleu": scores[0].to_dict(),
-                          "tokenized_bleu": scores[1].to_dict()}, indent=2))
-    else:
-        for score in scores:
-            print(score.format())
+    print(format_scores(scores, FLAGS.json))
     return 0
 
 

@@ -10,7 +10,6 @@ Reads hparams.json, run.json, vocab.model and the latest checkpoint (or
 
 from __future__ import annotations
 
-import json
 import os
 import sys
 
@@ -79,16 +78,11 @@ def main(argv: list[str]) -> int:
         write_text_lines(out_path, translations)
         print(f"Wrote {len(translations)} translations to {out_path}", file=sys.stderr)
         if references is not None:
-            from t2t_revival.metrics.bleu import sacre_bleu, tokenized_bleu
+            from t2t_revival.metrics.bleu import format_scores, sacre_bleu, tokenized_bleu
             best = [t.split("\t", 1)[0] for t in translations]
             scores = [sacre_bleu(best, references),
                       tokenized_bleu(best, references, FLAGS.language)]
-            if FLAGS.json:
-                print(json.dumps({"sacrebleu": scores[0].to_dict(),
-                                  "tokenized_bleu": scores[1].to_dict()}, indent=2))
-            else:
-                for score in scores:
-                    print(score.format())
+            print(format_scores(scores, FLAGS.json))
     if FLAGS.decode_interactive:
         print("Type a sentence and press Enter (Ctrl-D to quit).", file=sys.stderr)
         for line in sys.stdin:

@@ -142,3 +142,13 @@ def bleu_files(translation: str, reference: str, language: str = "de") -> list[B
     _check(hypotheses, references)
     return [sacre_bleu(hypotheses, references),
             tokenized_bleu(hypotheses, references, language)]
+
+
+def format_scores(scores: Sequence[BleuScore], as_json: bool = False) -> str:
+    """[sacreBLEU, tokenized BLEU] as labelled lines, or one JSON object."""
+    if as_json:
+        import json
+
+        return json.dumps({"sacrebleu": scores[0].to_dict(),
+                           "tokenized_bleu": scores[1].to_dict()}, indent=2)
+    return "\n".join(score.format() for score in scores)
