@@ -67,7 +67,11 @@ class Decoder:
         dummy = tf.zeros([1, 8], tf.int32)
         self.model({"inputs": dummy, "targets": dummy}, training=False)
         restore_model(self.model, self.checkpoint_path)
-        self._search = tf.function(self._search_batch, reduce_retracing=True)
+        # autograph=False: the model and beam search use no Python control flow
+        # on tensors (beam search loops with ops.while_loop), and autograph's
+        # conversion cache can hand back a stale function in long processes.
+        self._search = tf.function(self._search_batch, reduce_retracing=True,
+                                   autograph=False)
 
     @property
     def problem_name(self) -> str:

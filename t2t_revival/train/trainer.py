@@ -95,11 +95,13 @@ class Trainer:
         self.manager = tf.train.CheckpointManager(
             self.checkpoint, self._checkpoint_dir(), max_to_keep=config.keep_checkpoint_max,
             checkpoint_name=CHECKPOINT_PREFIX)
+        # autograph=False throughout: no Python control flow on tensors here,
+        # and autograph's conversion cache can go stale in long processes.
         self.grad_fn = tf.function(self._replica_grads, jit_compile=config.xla,
-                                   reduce_retracing=True)
+                                   reduce_retracing=True, autograph=False)
         self.eval_fn = tf.function(self._eval_sums, jit_compile=config.xla,
-                                   reduce_retracing=True)
-        self.train_step = tf.function(self._train_step)
+                                   reduce_retracing=True, autograph=False)
+        self.train_step = tf.function(self._train_step, autograph=False)
 
     # ------------------------------------------------------------------ setup
     def _checkpoint_dir(self) -> str:
@@ -203,7 +205,7 @@ class Trainer:
         `strategy.experimental_distribute_values_from_function`). For tests and
         diagnostics: the same computation as one update's, without the update.
         """
-        @tf.function
+        @tf.function(autograph=False)
         def compute(batch):
             def replica(b):
                 grads, loss, tokens, _ = self._reduce(*self._first_micro(b))
