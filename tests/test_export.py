@@ -121,6 +121,10 @@ export, sentences, ids = sys.argv[1], json.loads(sys.argv[2]), json.loads(sys.ar
 model = tf.saved_model.load(export)
 strings = model.signatures["serving_default"](sentences=tf.constant(sentences, tf.string))
 by_ids = model.signatures["translate_ids"](ids=tf.constant(ids, tf.int32))
+none = model.signatures["serving_default"](sentences=tf.constant([], tf.string))
+assert none["outputs"].shape == [0] and none["scores"].shape == [0]
+blank = model.signatures["serving_default"](sentences=tf.constant(["", " "]))
+assert blank["outputs"].numpy().tolist() == [b"", b""], blank
 assert not [m for m in sys.modules if m.startswith(("t2t_revival", "problems", "hparams"))]
 print(json.dumps({
     "outputs": [s.decode("utf-8") for s in strings["outputs"].numpy()],
@@ -227,6 +231,28 @@ def test_exporter_cli_no_checkpoint_is_one_line(tiny_run, tmp_path):
     out = _cli("t2t_revival.cli.exporter", f"--output_dir={tmp_path}")
     _one_line_error(out, "t2t-exporter", "no checkpoint", "Received: output_dir=")
     assert not (tmp_path / "export").exists() or not os.listdir(tmp_path / "export")
+
+
+@pytest.mark.slow
+def test_trainer_export_saved_model_flag(tiny_run, multi30k_data_dir, tmp_path):
+    from conftest import TINY_RUN_STEPS
+
+    out_dir, _ = tiny_run
+    data_dir, _ = multi30k_data_dir
+    run_dir = tmp_path / "run"
+    shutil.copytree(out_dir, run_dir, ignore=shutil.ignore_patterns("export"))
+    # Already at train_steps: the trainer resumes, trains nothing, and exports.
+    out = subprocess.run(
+        [sys.executable, str(ROOT / "t2t_trainer.py"), "--problem=translate_ende_multi30k",
+         "--hparams_set=transformer_tiny", f"--data_dir={data_dir}",
+         f"--output_dir={run_dir}", f"--train_steps={TINY_RUN_STEPS}",
+         "--local_eval_frequency=0", "--export_saved_model"],
+        capture_output=True, text=True, env=ENV, timeout=900)
+    assert out.returncode == 0, out.stderr[-3000:]
+    version = run_dir / "export" / str(TINY_RUN_STEPS)
+    assert (version / "saved_model.pb").is_file(), out.stdout
+    assert (version / "assets.extra" / "tf_serving_warmup_requests").is_file()
+    assert f"Exported the SavedModel to {version}" in out.stdout
 
 
 # ---- t2t-query against a fake TF Serving REST server ---------------------------

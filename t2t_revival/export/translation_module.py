@@ -79,13 +79,17 @@ class TranslationModule(tf.Module):
         ids = tf.where(empty[:, None], first[None, :], ids)
         # Cut to the longest non-PAD row, then to max_length (EOS last).
         lengths = tf.reduce_sum(tf.cast(tf.not_equal(ids, PAD_ID), tf.int32), axis=1)  # [B]
-        length = tf.minimum(tf.reduce_max(lengths), self._max_length)
+        # (At least 1: reduce_max of an empty batch is the smallest int32.)
+        length = tf.minimum(tf.maximum(tf.reduce_max(lengths), 1), self._max_length)
         ids = ids[:, :length]
         too_long = lengths > length
         last = tf.one_hot(length - 1, length, on_value=True, off_value=False)  # [S]
         ids = tf.where(tf.logical_and(too_long[:, None], last[None, :]), EOS_ID, ids)
         # Pad to a multiple of LENGTH_QUANTUM, as Decoder does.
         padded = (length + LENGTH_QUANTUM - 1) // LENGTH_QUANTUM * LENGTH_QUANTUM
+        if self._learned_positions:
+            # Learned positions have max_length rows: never pad past them.
+            padded = tf.maximum(length, tf.minimum(padded, self._max_length))
         ids = tf.pad(ids, [[0, 0], [0, padded - length]])
         max_decode_length = padded + self._extra_length
         if self._learned_positions:
