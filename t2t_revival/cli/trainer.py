@@ -51,6 +51,9 @@ flags.DEFINE_integer("worker_gpu", 0, "Use the first N visible GPUs (0 = all).",
 flags.DEFINE_integer("cpu_devices", 0,
                      "Split the CPU into N logical devices and mirror over them "
                      "(tests the multi-replica path without GPUs).", lower_bound=0)
+flags.DEFINE_bool("export_saved_model", False,
+                  "After training, export a TF Serving SavedModel to output_dir/export/<step> "
+                  "(as t2t-exporter does, with the decode settings of hparams.json).")
 
 
 def main(argv: list[str]) -> int:
@@ -73,6 +76,11 @@ def main(argv: list[str]) -> int:
         seed=FLAGS.seed, xla=FLAGS.xla, num_cpu_devices=FLAGS.cpu_devices,
         worker_gpu=FLAGS.worker_gpu)
     train(config)
+    if FLAGS.export_saved_model:
+        from t2t_revival.export.saved_model_export import export_saved_model
+
+        path = export_saved_model(config.output_dir)
+        print(f"Exported the SavedModel to {path}")
     return 0
 
 

@@ -1,0 +1,1 @@
+"""Serving export: a self-contained SavedModel (strings in, strings out) for TF Serving."""

@@ -1,0 +1,85 @@
+"""Export a training directory as a TF Serving SavedModel.
+
+    export_saved_model("t2t_train/tiny")  ->  "t2t_train/tiny/export/<version>"
+
+The layout is TF Serving's `--model_base_path`: `export/` holds one folder per
+version (an integer: the checkpoint's step, or the Unix time when the
+checkpoint name has no step), each a complete SavedModel with
+`assets.extra/tf_serving_warmup_requests`. A version is written under a
+temporary name and renamed when complete, so a server polling `export/` never
+loads half a model.
+"""
+
+from __future__ import annotations
+
+import os
+import re
+import shutil
+import time
+
+from t2t_revival.errors import UserError
+
+
+def _version_of(checkpoint_path: str) -> int:
+    match = re.search(r"-(\d+)$", checkpoint_path)
+    return int(match.group(1)) if match else int(time.time())
+
+
+def export_saved_model(output_dir: str, checkpoint_path: str | None = None,
+                       decode_hparams: str = "", export_dir: str | None = None,
+                       version: int | None = None) -> str:
+    """Write a SavedModel for TF Serving; return the version directory.
+
+    Args:
+        output_dir: the training directory (hparams.json, run.json, vocab.model,
+            checkpoints).
+        checkpoint_path: a checkpoint prefix; default the latest in output_dir.
+        decode_hparams: overrides of the beam settings of hparams.json
+            (`"beam_size=4,alpha=0.6,extra_length=50"`), fixed in the export.
+        export_dir: the model base path; default `output_dir/export`.
+        version: the version number; default the checkpoint's step.
+    """
+    import tensorflow as tf
+
+    from t2t_revival.decode.decoder import Decoder
+    from t2t_revival.export.translation_module import TranslationModule
+    from t2t_revival.export.warmup_requests import WARMUP_FILE, write_warmup_requests
+
+    if not os.path.isdir(output_dir):
+        raise UserError(f"the training directory {output_dir} does not exist; pass the "
+                        f"--output_dir of t2t-trainer. Received: output_dir={output_dir!r}")
+    decoder = Decoder(output_dir, checkpoint_path, decode_hparams)
+    if decoder.decode_hparams.return_beams:
+        raise UserError("the export returns the best translation only; drop "
+                        "return_beams from --decode_hparams. "
+                        f"Received: decode_hparams={decode_hparams!r}")
+    with open(decoder.vocab.model_file, "rb") as f:
+        vocab_model = f.read()
+    module = TranslationModule(decoder.model, decoder.hparams, decoder.decode_hparams,
+                               vocab_model)
+    export_dir = export_dir or os.path.join(output_dir, "export")
+    version = _version_of(decoder.checkpoint_path) if version is None else int(version)
+    final = os.path.join(export_dir, str(version))
+    os.makedirs(export_dir, exist_ok=True)
+    tmp = os.path.join(export_dir, f".{version}.incomplete{os.getpid()}")
+    shutil.rmtree(tmp, ignore_errors=True)
+    try:
+        signatures = {
+            "serving_default": module.serve.get_concrete_function(),
+            "translate_ids": module.translate_ids.get_concrete_function(),
+        }
+        tf.saved_model.save(module, tmp, signatures=signatures)
+        extra = os.path.join(tmp, "assets.extra")
+        os.makedirs(extra, exist_ok=True)
+        write_warmup_requests(os.path.join(extra, WARMUP_FILE))
+        if os.path.exists(final):
+            # Re-exporting the same checkpoint replaces that version.
+            old = os.path.join(export_dir, f".{version}.old{os.getpid()}")
+            os.replace(final, old)
+            os.replace(tmp, final)
+            shutil.rmtree(old, ignore_errors=True)
+        else:
+            os.replace(tmp, final)
+    finally:
+        shutil.rmtree(tmp, ignore_errors=True)
+    return final

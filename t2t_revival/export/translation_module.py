@@ -1,0 +1,126 @@
+"""`TranslationModule`: the `tf.Module` saved as the serving SavedModel.
+
+Everything a TF Serving request needs runs in the graph: SentencePiece
+tokenization (tensorflow-text), the encoder, beam search with the KV cache,
+and detokenization. Nothing of this project (and no `py_function`, no XLA) is
+needed to load or run it: TensorFlow plus tensorflow-text's ops, which TF
+Serving links in.
+
+Signatures:
+    serving_default(sentences: tf.string [None])
+        -> {"outputs": tf.string [None], "scores": float32 [None]}
+    translate_ids(ids: int32 [None, None])   EOS-terminated, 0-padded
+        -> {"outputs": int32 [None, None], "scores": float32 [None]}
+           (output ids end with EOS, PAD after it)
+
+Max decode length: the batch is padded to a multiple of 8 tokens (as
+`Decoder` does), and beam search decodes at most that padded length +
+`extra_length` positions (capped at `max_length` for learned positions): the
+same limit as `t2t-decoder` for the same batch. It is a tensor in the graph;
+the beam search and the cache preallocate their buffers with it.
+
+Input rows with no tokens (an empty or whitespace-only string, or an id row
+starting with PAD or EOS) give an empty output (`""` / all PAD) with score 0.
+Inputs longer than `max_length` tokens (EOS included) are cut to
+`max_length` (the last kept token replaced by EOS), where `t2t-decoder`
+refuses them: a server should not fail a whole batch for one long line.
+"""
+
+from __future__ import annotations
+
+import tensorflow as tf
+
+from t2t_revival.decode.beam_search import EOS_ID, PAD_ID, beam_search
+from t2t_revival.train.checkpointing import model_variables
+
+# Inputs are padded to a multiple of this many tokens, as `Decoder` does.
+LENGTH_QUANTUM = 8
+
+
+class TranslationModule(tf.Module):
+    """A trained model, its SentencePiece vocabulary and its decode settings.
+
+    Args:
+        model: the restored `Transformer` (built, weights loaded).
+        hparams: its `HParams` (max_length, position_encoding).
+        decode_hparams: `DecodeHParams` (beam_size, alpha, extra_length).
+        vocab_model: the bytes of the SentencePiece `.model` file.
+    """
+
+    def __init__(self, model, hparams, decode_hparams, vocab_model: bytes):
+        super().__init__(name="t2t_translation")
+        import tensorflow_text as tf_text
+
+        self._model = model
+        # Keras 3 does not expose layers kept in Python lists to tf.train's
+        # object graph; track every weight explicitly so the SavedModel holds them.
+        self._weights = model_variables(model)
+        self._tokenizer = tf_text.SentencepieceTokenizer(
+            model=vocab_model, out_type=tf.int32, add_bos=False, add_eos=False)
+        self._max_length = int(hparams.max_length)
+        self._learned_positions = hparams.position_encoding == "learned"
+        self._beam_size = int(decode_hparams.beam_size)
+        self._alpha = float(decode_hparams.alpha)
+        self._extra_length = int(decode_hparams.extra_length)
+
+    # ------------------------------------------------------------------
+    def _search(self, ids):
+        """ids int32 [B, S] (EOS-terminated, 0-padded) -> (ids [B, L], scores [B])."""
+        ids = tf.cast(ids, tf.int32)
+        batch = tf.shape(ids)[0]
+        length = tf.shape(ids)[1]
+        empty = tf.cond(tf.equal(length, 0), lambda: tf.ones([batch], tf.bool),
+                        lambda: tf.logical_or(tf.equal(ids[:, 0], PAD_ID),
+                                              tf.equal(ids[:, 0], EOS_ID)))
+        # Rows with no tokens decode a lone EOS (well-defined), masked below.
+        ids = tf.pad(ids, [[0, 0], [0, 1]])
+        first = tf.one_hot(0, tf.shape(ids)[1], on_value=EOS_ID, off_value=PAD_ID,
+                           dtype=tf.int32)                                     # [S+1]
+        ids = tf.where(empty[:, None], first[None, :], ids)
+        # Cut to the longest non-PAD row, then to max_length (EOS last).
+        lengths = tf.reduce_sum(tf.cast(tf.not_equal(ids, PAD_ID), tf.int32), axis=1)  # [B]
+        # (At least 1: reduce_max of an empty batch is the smallest int32.)
+        length = tf.minimum(tf.maximum(tf.reduce_max(lengths), 1), self._max_length)
+        ids = ids[:, :length]
+        too_long = lengths > length
+        last = tf.one_hot(length - 1, length, on_value=True, off_value=False)  # [S]
+        ids = tf.where(tf.logical_and(too_long[:, None], last[None, :]), EOS_ID, ids)
+        # Pad to a multiple of LENGTH_QUANTUM, as Decoder does.
+        padded = (length + LENGTH_QUANTUM - 1) // LENGTH_QUANTUM * LENGTH_QUANTUM
+        if self._learned_positions:
+            # Learned positions have max_length rows: never pad past them.
+            padded = tf.maximum(length, tf.minimum(padded, self._max_length))
+        ids = tf.pad(ids, [[0, 0], [0, padded - length]])
+        max_decode_length = padded + self._extra_length
+        if self._learned_positions:
+            max_decode_length = tf.minimum(max_decode_length, self._max_length)
+        encoder_output, encoder_padding = self._model.encode(ids, training=False)
+        cache = self._model.init_cache(encoder_output, encoder_padding, max_decode_length)
+        sequences, scores = beam_search(
+            self._model.decode_step, cache, batch, beam_size=self._beam_size,
+            alpha=self._alpha, max_decode_length=max_decode_length, return_beams=False)
+        sequences = tf.where(empty[:, None], tf.zeros_like(sequences), sequences)
+        scores = tf.where(empty, tf.zeros_like(scores), scores)
+        return sequences, scores
+
+    @tf.function(input_signature=[tf.TensorSpec([None, None], tf.int32, name="ids")])
+    def translate_ids(self, ids):
+        """int32 [B, S] EOS-terminated, 0-padded ids -> output ids and scores."""
+        sequences, scores = self._search(ids)
+        return {"outputs": sequences, "scores": scores}
+
+    @tf.function(input_signature=[tf.TensorSpec([None], tf.string, name="sentences")])
+    def serve(self, sentences):
+        """tf.string [B] sentences -> translations tf.string [B] and scores float32 [B]."""
+        blank = tf.equal(tf.strings.strip(sentences), "")
+        # A blank row tokenizes to nothing, so it becomes a lone EOS: empty output.
+        tokens = self._tokenizer.tokenize(tf.where(blank, "", sentences))  # [B, (n)]
+        eos = tf.fill([tf.shape(sentences)[0], 1], EOS_ID)
+        tokens = tf.concat([tokens, tf.RaggedTensor.from_tensor(eos)], axis=1)
+        sequences, scores = self._search(tokens.to_tensor(default_value=PAD_ID))
+        # Keep the tokens before the first EOS, drop PAD.
+        before_eos = tf.equal(tf.cumsum(tf.cast(tf.equal(sequences, EOS_ID), tf.int32),
+                                        axis=1), 0)
+        keep = tf.logical_and(before_eos, tf.not_equal(sequences, PAD_ID))
+        text = self._tokenizer.detokenize(tf.ragged.boolean_mask(sequences, keep))
+        return {"outputs": text, "scores": scores}

@@ -1,0 +1,331 @@
+"""The serving export (SavedModel for TF Serving), t2t-exporter and t2t-query."""
+
+import http.server
+import json
+import os
+import shutil
+import subprocess
+import sys
+import threading
+
+import pytest
+
+from conftest import ROOT
+
+ENV = dict(os.environ, PYTHONPATH=str(ROOT), TF_CPP_MIN_LOG_LEVEL="2")
+
+
+def _cli(module, *args, **kw):
+    return subprocess.run([sys.executable, "-m", module, *args], capture_output=True,
+                          text=True, env=ENV, timeout=900, **kw)
+
+
+def _one_line_error(out, prog, *needles):
+    assert out.returncode == 2, (out.returncode, out.stderr[-2000:])
+    # TensorFlow may log at import; the error itself is one line.
+    lines = [l for l in out.stderr.splitlines() if l.startswith(f"{prog}: error: ")]
+    assert len(lines) == 1, out.stderr[-2000:]
+    assert "Traceback" not in out.stderr
+    for needle in needles:
+        assert needle in lines[0], lines[0]
+
+
+# ---- the warm-up records -----------------------------------------------------
+def _fields(data: bytes) -> list[tuple[int, bytes]]:
+    """(field number, payload) of the length-delimited fields of a proto message."""
+    out, i = [], 0
+
+    def varint():
+        nonlocal i
+        value, shift = 0, 0
+        while True:
+            byte = data[i]
+            i += 1
+            value |= (byte & 0x7F) << shift
+            shift += 7
+            if byte < 0x80:
+                return value
+
+    while i < len(data):
+        key = varint()
+        assert key & 7 == 2, f"unexpected wire type {key & 7}"
+        size = varint()
+        out.append((key >> 3, data[i:i + size]))
+        i += size
+    return out
+
+
+def _parse_prediction_log(record: bytes):
+    """PredictionLog bytes -> (model name, signature name, {input: ndarray})."""
+    import tensorflow as tf
+    from tensorflow.core.framework import tensor_pb2
+
+    (log_field, predict_log), = _fields(record)
+    assert log_field == 6                      # PredictionLog.predict_log
+    (request_field, request), = _fields(predict_log)
+    assert request_field == 1                  # PredictLog.request
+    spec, inputs = {}, {}
+    for number, payload in _fields(request):
+        if number == 1:                        # PredictRequest.model_spec
+            spec = dict(_fields(payload))
+        else:
+            assert number == 2                 # PredictRequest.inputs (map entry)
+            entry = dict(_fields(payload))
+            inputs[entry[1].decode()] = tf.make_ndarray(
+                tensor_pb2.TensorProto.FromString(entry[2]))
+    return spec[1].decode(), spec[3].decode(), inputs
+
+
+def test_prediction_log_bytes_round_trip():
+    import tensorflow as tf
+
+    from t2t_revival.export.warmup_requests import predict_log_bytes
+
+    record = predict_log_bytes("t2t", "serving_default",
+                               {"sentences": tf.constant(["Hallo Welt", ""])})
+    name, signature, inputs = _parse_prediction_log(record)
+    assert (name, signature) == ("t2t", "serving_default")
+    assert list(inputs) == ["sentences"]
+    assert inputs["sentences"].tolist() == [b"Hallo Welt", b""]
+    # A payload of 300 bytes needs a two-byte length varint.
+    long = predict_log_bytes("m" * 300, "s", {})
+    assert _parse_prediction_log(long)[0] == "m" * 300
+
+
+# ---- t2t-exporter user errors -------------------------------------------------
+def test_exporter_user_errors_are_one_line(tmp_path):
+    out = _cli("t2t_revival.cli.exporter", f"--output_dir={tmp_path / 'nope'}")
+    _one_line_error(out, "t2t-exporter", "does not exist", "Received: output_dir=")
+    out = _cli("t2t_revival.cli.exporter")
+    _one_line_error(out, "t2t-exporter", "output_dir")
+
+
+# ---- the exported model --------------------------------------------------------
+SENTENCES = [
+    "A man in an orange hat starring at something.",
+    "",
+    "Two dogs.",
+    "A group of people stand in front of an igloo while a little girl in a pink "
+    "jacket rides a sled down a small hill of snow near a frozen lake.",
+    "   ",
+    "Ein Hund.",
+    "A child is splashing in the water!",
+]
+
+# Runs in a fresh interpreter with only TensorFlow and tensorflow-text.
+LOAD_SCRIPT = r"""
+import json, sys
+import tensorflow as tf
+import tensorflow_text  # noqa: F401  (registers the SentencePiece ops)
+export, sentences, ids = sys.argv[1], json.loads(sys.argv[2]), json.loads(sys.argv[3])
+model = tf.saved_model.load(export)
+strings = model.signatures["serving_default"](sentences=tf.constant(sentences, tf.string))
+by_ids = model.signatures["translate_ids"](ids=tf.constant(ids, tf.int32))
+none = model.signatures["serving_default"](sentences=tf.constant([], tf.string))
+assert none["outputs"].shape == [0] and none["scores"].shape == [0]
+blank = model.signatures["serving_default"](sentences=tf.constant(["", " "]))
+assert blank["outputs"].numpy().tolist() == [b"", b""], blank
+assert not [m for m in sys.modules if m.startswith(("t2t_revival", "problems", "hparams"))]
+print(json.dumps({
+    "outputs": [s.decode("utf-8") for s in strings["outputs"].numpy()],
+    "scores": strings["scores"].numpy().tolist(),
+    "id_outputs": by_ids["outputs"].numpy().tolist(),
+    "id_scores": by_ids["scores"].numpy().tolist(),
+}))
+"""
+
+
+@pytest.fixture(scope="module")
+def exported(tiny_run, tmp_path_factory):
+    from t2t_revival.export.saved_model_export import export_saved_model
+
+    out_dir, _ = tiny_run
+    base = tmp_path_factory.mktemp("export")
+    path = export_saved_model(str(out_dir), export_dir=str(base))
+    return out_dir, base, path
+
+
+@pytest.mark.slow
+def test_export_layout_and_warmup(exported):
+    import tensorflow as tf
+
+    out_dir, base, path = exported
+    step = int(tf.train.latest_checkpoint(str(out_dir)).rsplit("-", 1)[1])
+    assert sorted(os.listdir(base)) == [str(step)]       # only the version, no temp dirs
+    assert os.path.isfile(os.path.join(path, "saved_model.pb"))
+    warmup = os.path.join(path, "assets.extra", "tf_serving_warmup_requests")
+    records = [r.numpy() for r in tf.data.TFRecordDataset(warmup)]
+    assert len(records) >= 2
+    model = tf.saved_model.load(path)
+    for record in records:
+        name, signature, inputs = _parse_prediction_log(record)
+        assert signature == "serving_default" and list(inputs) == ["sentences"]
+        result = model.signatures[signature](sentences=tf.constant(inputs["sentences"]))
+        assert result["outputs"].shape == inputs["sentences"].shape
+
+
+@pytest.mark.slow
+def test_saved_model_matches_decoder_in_a_clean_process(exported, tmp_path):
+    from t2t_revival.decode.beam_search import EOS_ID
+    from t2t_revival.decode.decoder import Decoder
+
+    out_dir, _, path = exported
+    decoder = Decoder(str(out_dir), decode_hparams="batch_size=64")
+    expected = decoder.translate(SENTENCES)
+    assert expected[1] == "" and expected[4] == ""
+    assert sum(1 for e in expected if e) == 5
+
+    encoded = [decoder.vocab.encode(s) + [EOS_ID] if s.strip() else [] for s in SENTENCES]
+    width = max(len(e) for e in encoded)
+    ids = [e + [0] * (width - len(e)) for e in encoded]
+    env = {k: v for k, v in os.environ.items() if k not in ("PYTHONPATH", "PYTHONHOME")}
+    env["TF_CPP_MIN_LOG_LEVEL"] = "2"
+    out = subprocess.run([sys.executable, "-I", "-c", LOAD_SCRIPT, path,
+                          json.dumps(SENTENCES), json.dumps(ids)],
+                         capture_output=True, text=True, env=env, cwd=tmp_path, timeout=900)
+    assert out.returncode == 0, out.stderr[-3000:]
+    got = json.loads(out.stdout.strip().splitlines()[-1])
+
+    assert got["outputs"] == expected
+    assert got["scores"][1] == 0.0 and got["scores"][4] == 0.0
+    assert all(s < 0 for i, s in enumerate(got["scores"]) if i not in (1, 4))
+    # translate_ids: the same search on ids; its output ids decode to the same text.
+    assert [decoder.vocab.decode(row) for row in got["id_outputs"]] == expected
+    assert got["id_scores"] == pytest.approx(got["scores"], abs=1e-5)
+    for row, sentence in zip(got["id_outputs"], SENTENCES):
+        if not sentence.strip():
+            assert not any(row)
+        else:
+            assert EOS_ID in row or all(row)           # EOS-terminated or cut at the limit
+
+
+@pytest.mark.slow
+def test_saved_model_cli_shows_both_signatures(exported):
+    _, _, path = exported
+    cli = os.path.join(os.path.dirname(sys.executable), "saved_model_cli")
+    command = [cli] if os.path.exists(cli) else [
+        sys.executable, "-m", "tensorflow.python.tools.saved_model_cli"]
+    out = subprocess.run([*command, "show", "--all", "--dir", path], capture_output=True,
+                         text=True, env=ENV, timeout=300)
+    assert out.returncode == 0, out.stderr[-3000:]
+    text = out.stdout
+    sections = {}
+    for block in text.split("signature_def['")[1:]:
+        sections[block.split("'", 1)[0]] = " ".join(block.split())
+    assert {"serving_default", "translate_ids"} <= set(sections), text[:3000]
+    serving, ids = sections["serving_default"], sections["translate_ids"]
+    assert ("inputs['sentences'] tensor_info: dtype: DT_STRING shape: (-1)" in serving), serving
+    assert "outputs['outputs'] tensor_info: dtype: DT_STRING shape: (-1)" in serving, serving
+    assert "outputs['scores'] tensor_info: dtype: DT_FLOAT shape: (-1)" in serving, serving
+    assert "inputs['ids'] tensor_info: dtype: DT_INT32 shape: (-1, -1)" in ids, ids
+    assert "outputs['outputs'] tensor_info: dtype: DT_INT32 shape: (-1, -1)" in ids, ids
+    assert "outputs['scores'] tensor_info: dtype: DT_FLOAT shape: (-1)" in ids, ids
+    assert "XlaLaunch" not in text and "jit_compile" not in text
+
+
+@pytest.mark.slow
+def test_exporter_cli_no_checkpoint_is_one_line(tiny_run, tmp_path):
+    out_dir, _ = tiny_run
+    for name in ("hparams.json", "run.json", "vocab.model"):
+        shutil.copy(out_dir / name, tmp_path / name)
+    out = _cli("t2t_revival.cli.exporter", f"--output_dir={tmp_path}")
+    _one_line_error(out, "t2t-exporter", "no checkpoint", "Received: output_dir=")
+    assert not (tmp_path / "export").exists() or not os.listdir(tmp_path / "export")
+
+
+@pytest.mark.slow
+def test_trainer_export_saved_model_flag(tiny_run, multi30k_data_dir, tmp_path):
+    from conftest import TINY_RUN_STEPS
+
+    out_dir, _ = tiny_run
+    data_dir, _ = multi30k_data_dir
+    run_dir = tmp_path / "run"
+    shutil.copytree(out_dir, run_dir, ignore=shutil.ignore_patterns("export"))
+    # Already at train_steps: the trainer resumes, trains nothing, and exports.
+    out = subprocess.run(
+        [sys.executable, str(ROOT / "t2t_trainer.py"), "--problem=translate_ende_multi30k",
+         "--hparams_set=transformer_tiny", f"--data_dir={data_dir}",
+         f"--output_dir={run_dir}", f"--train_steps={TINY_RUN_STEPS}",
+         "--local_eval_frequency=0", "--export_saved_model"],
+        capture_output=True, text=True, env=ENV, timeout=900)
+    assert out.returncode == 0, out.stderr[-3000:]
+    version = run_dir / "export" / str(TINY_RUN_STEPS)
+    assert (version / "saved_model.pb").is_file(), out.stdout
+    assert (version / "assets.extra" / "tf_serving_warmup_requests").is_file()
+    assert f"Exported the SavedModel to {version}" in out.stdout
+
+
+# ---- t2t-query against a fake TF Serving REST server ---------------------------
+class _FakeServing(http.server.BaseHTTPRequestHandler):
+    requests: list = []
+
+    def do_POST(self):
+        body = json.loads(self.rfile.read(int(self.headers["Content-Length"])))
+        type(self).requests.append((self.path, body))
+        if self.path != "/v1/models/t2t:predict":
+            self._answer(404, {"error": "Servable not found for request: Latest(nope)"})
+            return
+        assert body["signature_name"] == "serving_default"
+        predictions = [{"outputs": s.upper()[::-1], "scores": -float(len(s))}
+                       for s in body["instances"]]
+        self._answer(200, {"predictions": predictions})
+
+    def _answer(self, code, payload):
+        data = json.dumps(payload).encode()
+        self.send_response(code)
+        self.send_header("Content-Type", "application/json")
+        self.send_header("Content-Length", str(len(data)))
+        self.end_headers()
+        self.wfile.write(data)
+
+    def log_message(self, *args):
+        pass
+
+
+@pytest.fixture
+def fake_server():
+    _FakeServing.requests = []
+    server = http.server.ThreadingHTTPServer(("127.0.0.1", 0), _FakeServing)
+    thread = threading.Thread(target=server.serve_forever, daemon=True)
+    thread.start()
+    yield f"http://127.0.0.1:{server.server_address[1]}"
+    server.shutdown()
+    server.server_close()
+
+
+def test_query_server_speaks_the_rest_predict_format(fake_server):
+    from t2t_revival.errors import UserError
+    from t2t_revival.export.serving_query import query_server
+
+    got = query_server(fake_server, "t2t", ["ab c", "", "Grüße"])
+    assert got == [("C BA", -4.0), ("", -0.0), ("ESSÜRG", -5.0)]
+    path, body = _FakeServing.requests[0]
+    assert path == "/v1/models/t2t:predict"
+    assert body == {"signature_name": "serving_default", "instances": ["ab c", "", "Grüße"]}
+    with pytest.raises(UserError, match="HTTP 404: Servable not found"):
+        query_server(fake_server, "nope", ["x"])
+
+
+def test_query_cli(fake_server, tmp_path):
+    out = _cli("t2t_revival.cli.query", f"--server={fake_server}", "--model_name=t2t",
+               "--sentences=one|two words", "--batch_size=1", "--scores")
+    assert out.returncode == 0, out.stderr
+    assert out.stdout.splitlines() == ["-3.0000\tENO", "-9.0000\tSDROW OWT"]
+    assert len(_FakeServing.requests) == 2          # one request per batch
+    source = tmp_path / "in.en"
+    source.write_text("a\nbc\n", encoding="utf-8")
+    out = _cli("t2t_revival.cli.query", f"--server={fake_server}", f"--input_file={source}")
+    assert out.returncode == 0 and out.stdout.splitlines() == ["A", "CB"], out.stderr
+    out = _cli("t2t_revival.cli.query", f"--server={fake_server}", input="x y\n")
+    assert out.returncode == 0 and out.stdout.splitlines() == ["Y X"], out.stderr
+
+
+def test_query_cli_connection_error_is_one_line():
+    import socket
+
+    with socket.socket() as s:                       # a port nobody listens on
+        s.bind(("127.0.0.1", 0))
+        port = s.getsockname()[1]
+    out = _cli("t2t_revival.cli.query", f"--server=http://127.0.0.1:{port}",
+               "--sentences=hello")
+    _one_line_error(out, "t2t-query", "cannot reach", f"127.0.0.1:{port}")
