@@ -117,7 +117,8 @@ class Decoder:
         for start in range(0, len(order), batch):
             chunk = order[start:start + batch]
             length = max(len(encoded[i]) for i in chunk)
-            length = int(math.ceil(length / _LENGTH_QUANTUM) * _LENGTH_QUANTUM)
+            length = min(int(math.ceil(length / _LENGTH_QUANTUM) * _LENGTH_QUANTUM),
+                         max(length, self.hparams.max_length))
             inputs = [encoded[i] + [0] * (length - len(encoded[i])) for i in chunk]
             max_decode_length = self.decode_hparams.max_decode_length(length)
             if self.hparams.position_encoding == "learned":
