@@ -103,13 +103,15 @@ class TranslationModule(tf.Module):
         scores = tf.where(empty, tf.zeros_like(scores), scores)
         return sequences, scores
 
-    @tf.function(input_signature=[tf.TensorSpec([None, None], tf.int32, name="ids")])
+    @tf.function(input_signature=[tf.TensorSpec([None, None], tf.int32, name="ids")],
+                 autograph=False)
     def translate_ids(self, ids):
         """int32 [B, S] EOS-terminated, 0-padded ids -> output ids and scores."""
         sequences, scores = self._search(ids)
         return {"outputs": sequences, "scores": scores}
 
-    @tf.function(input_signature=[tf.TensorSpec([None], tf.string, name="sentences")])
+    @tf.function(input_signature=[tf.TensorSpec([None], tf.string, name="sentences")],
+                 autograph=False)
     def serve(self, sentences):
         """tf.string [B] sentences -> translations tf.string [B] and scores float32 [B]."""
         blank = tf.equal(tf.strings.strip(sentences), "")
