@@ -163,6 +163,7 @@ def test_parse_sample_end_to_end(sample_data_dir, tmp_path):
          f"--save_checkpoints_steps={E2E_STEPS}"],
         capture_output=True, text=True, env=ENV, timeout=900)
     assert train.returncode == 0, train.stderr[-3000:]
+    trained = time.time()
     hparams = json.loads((out_dir / "hparams.json").read_text())
     assert (hparams["beam_size"], hparams["alpha"], hparams["extra_length"]) == (21, 0.3, 300)
 
@@ -173,6 +174,7 @@ def test_parse_sample_end_to_end(sample_data_dir, tmp_path):
                   f"--decode_reference={target}", f"--decode_to_file={decodes}",
                   "--decode_hparams=beam_size=4,extra_length=100,batch_size=64", "--json")
     assert decode.returncode == 0, decode.stderr[-3000:]
+    decoded = time.time()
     evalb = json.loads(decode.stdout)["evalb"]
     assert evalb["sentences"] == 245
     assert evalb["scored"] + evalb["skipped"] == 245
@@ -190,5 +192,6 @@ def test_parse_sample_end_to_end(sample_data_dir, tmp_path):
         # The decoder's figure and t2t-parse-eval's agree.
         assert result["f1"] == pytest.approx(evalb["f1"])
         assert result["matched"] == evalb["matched"]
-    print(f"parsing end to end: {time.time() - start:.0f} s, F1 {evalb['f1']:.2f}, "
-          f"repaired {evalb['repaired']}, scored {evalb['scored']}")
+    print(f"parsing end to end: {time.time() - start:.0f} s (train {trained - start:.0f} s, "
+          f"decode {decoded - trained:.0f} s), F1 {evalb['f1']:.2f}, repaired "
+          f"{evalb['repaired']}, scored {evalb['scored']} of 245")
