@@ -3,4 +3,4 @@
 Each family of problems lives in its own module; import it here.
 """
 
-from problems import translate_multi30k, translate_wmt  # noqa: F401  (registration)
+from problems import parsing_english, translate_multi30k, translate_wmt  # noqa: F401  (registration)

@@ -1,5 +1,12 @@
 """`t2t-decoder`: translate with a trained model (beam search), score BLEU.
 
+For a parsing problem (its class has `score_predictions`, e.g.
+parsing_english_ptb_sample), `--decode_reference` takes the linearized gold
+targets written by t2t-datagen (`<problem>-test.target.txt`, sources in
+`<problem>-test.source.txt`) and reports EVALB labelled bracketing
+precision/recall/F1 instead of BLEU; the predicted trees, repaired where
+malformed, are also written bracketed to `<decode_to_file>.trees`.
+
     t2t-decoder --output_dir=t2t_train/tiny \
         --decode_from_file=test.en --decode_to_file=test.hyp.de \
         --decode_reference=test.de --decode_hparams="beam_size=4,alpha=0.6"
@@ -10,6 +17,7 @@ Reads hparams.json, run.json, vocab.model and the latest checkpoint (or
 
 from __future__ import annotations
 
+import json
 import os
 import sys
 
@@ -42,6 +50,30 @@ def _default_output(decoder) -> str:
     run, dhp = decoder.run_info, decoder.decode_hparams
     return (f"{FLAGS.decode_from_file}.{run.get('model', 'transformer')}."
             f"{run.get('hparams_set', 'hparams')}.beam{dhp.beam_size}.alpha{dhp.alpha}.decodes")
+
+
+def _parsing_problem(decoder):
+    """The problem class of the run when it scores parses, else None."""
+    from t2t_revival import registry
+    from t2t_revival.registry import RegistryError
+    try:
+        cls = registry.problems.get(decoder.problem_name)
+    except RegistryError:  # an unregistered or missing problem name: score BLEU
+        return None
+    return cls if callable(getattr(cls, "score_predictions", None)) else None
+
+
+def _score_parses(problem_cls, predictions, references, sources, out_path) -> None:
+    """EVALB of linearized predictions; writes the bracketed trees to out_path.trees."""
+    from t2t_revival.decode.decoder import write_text_lines
+    score, trees = problem_cls.score_predictions(predictions, references, sources)
+    trees_path = out_path + ".trees"
+    write_text_lines(trees_path, [t.tree.to_string() for t in trees])
+    print(f"Wrote {len(trees)} trees to {trees_path}", file=sys.stderr)
+    if FLAGS.json:
+        print(json.dumps({"evalb": score.to_dict()}, indent=2, sort_keys=True))
+    else:
+        print(score.summary())
 
 
 def main(argv: list[str]) -> int:
@@ -78,8 +110,11 @@ def main(argv: list[str]) -> int:
         write_text_lines(out_path, translations)
         print(f"Wrote {len(translations)} translations to {out_path}", file=sys.stderr)
         if references is not None:
-            from t2t_revival.metrics.bleu import format_scores, sacre_bleu, tokenized_bleu
             best = [t.split("\t", 1)[0] for t in translations]
+            if _parsing_problem(decoder) is not None:
+                _score_parses(_parsing_problem(decoder), best, references, sources, out_path)
+                return 0
+            from t2t_revival.metrics.bleu import format_scores, sacre_bleu, tokenized_bleu
             scores = [sacre_bleu(best, references),
                       tokenized_bleu(best, references, FLAGS.language)]
             print(format_scores(scores, FLAGS.json))

@@ -95,7 +95,8 @@ class SubwordVocabulary:
     @classmethod
     def train(cls, sentences: Iterable[str], model_file: str, vocab_size: int,
               max_sentences: int = 1_000_000, seed: int = 1234,
-              num_threads: int = 1) -> "SubwordVocabulary":
+              num_threads: int = 1,
+              split_by_unicode_script: bool = True) -> "SubwordVocabulary":
         """Train a BPE model on a bounded sample of `sentences`; save it atomically.
 
         The sample is a seeded reservoir sample of at most `max_sentences`
@@ -110,6 +111,9 @@ class SubwordVocabulary:
             seed: seed of the sample and of SentencePiece.
             num_threads: SentencePiece trainer threads (small: deterministic, and
                 the dev machines have 2 cores).
+            split_by_unicode_script: SentencePiece's rule that a piece never
+                mixes scripts; False lets punctuation fuse with letters, so a
+                linearized tree's `(NP` and `)NP` become single pieces.
         """
         rng = random.Random(seed)
         sample: list[str] = []
@@ -142,6 +146,7 @@ class SubwordVocabulary:
             normalization_rule_name="identity",
             remove_extra_whitespaces=False,
             split_digits=False,
+            split_by_unicode_script=split_by_unicode_script,
             input_sentence_size=0,
             shuffle_input_sentence=False,
             max_sentence_length=1 << 14,

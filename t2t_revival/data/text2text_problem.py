@@ -58,6 +58,8 @@ class Text2TextProblem(Problem):
 
     vocab_max_sentences: int = 1_000_000
     seed: int = 1234
+    vocab_split_by_unicode_script: bool = True
+    """SentencePiece's no-mixed-script rule (False for linearized trees)."""
 
     def remote_files(self) -> list[RemoteFile]:
         return []
@@ -102,7 +104,8 @@ class Text2TextProblem(Problem):
         sentences = itertools.chain.from_iterable(self.text_pairs("train", tmp_dir))
         vocab = SubwordVocabulary.train(sentences, path, self.vocab_size,
                                         max_sentences=self.vocab_max_sentences,
-                                        seed=self.seed)
+                                        seed=self.seed,
+                                        split_by_unicode_script=self.vocab_split_by_unicode_script)
         logging.info("%s: vocabulary %s done in %.1f s", self.name, path,
                      time.time() - start)
         return vocab
