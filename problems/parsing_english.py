@@ -112,7 +112,9 @@ class _ParsingProblem(Text2TextProblem):
 
         Each prediction is rebuilt over its source words (`repair_linearized`,
         which never fails; a malformed one is repaired and counted in
-        `repaired`), each reference with `delinearize`.
+        `repaired`), each reference with `delinearize`. The predicted tree
+        then takes the gold POS tags (same words, same order), so that only
+        its brackets are scored and every sentence is.
 
         Returns:
             the EvalbScore (with `repaired` and `flat` set) and the predicted
@@ -131,6 +133,13 @@ class _ParsingProblem(Text2TextProblem):
             result = repair_linearized(pred, src)
             repaired += int(result.repaired)
             flat += int("flat" in result.repairs)
+            # Score the brackets, not the model's POS tags: EVALB counts no
+            # preterminal, but deletes punctuation by tag, so a mis-tagged
+            # comma would make the sentence a "length unmatch" and drop it.
+            # As in seq2seq parsing (Vinyals et al. 2015), the gold tags go
+            # back onto the predicted tree (same words, same order) first.
+            for node, tag in zip(result.tree.preterminals(), gold[-1].tags()):
+                node.label = tag
             test.append(result)
         score = score_trees(gold, [r.tree for r in test])
         return dataclasses.replace(score, repaired=repaired, flat=flat), test

@@ -110,7 +110,11 @@ def test_score_predictions_gold_scores_100_and_garbage_is_repaired(sample_data_d
     broken = [t.rsplit(" ", 3)[0] for t in targets[:10]] + [""] * 10
     score, trees = problem.score_predictions(broken, targets, sources)
     assert score.repaired == 20 and score.flat == 10 and 0 < score.f1 < 100
+    assert score.scored == 20  # gold tags restored: no "length unmatch" skips
     assert [t.tree.words() for t in trees] == [s.split() for s in sources]
+    from t2t_revival.parsing import delinearize
+    assert [t.tree.tags() for t in trees] == [delinearize(g, s).tags()
+                                             for g, s in zip(targets, sources)]
 
 
 # ---- the licensed PTB --------------------------------------------------------------
@@ -180,7 +184,7 @@ def test_parse_sample_end_to_end(sample_data_dir, tmp_path):
     decoded = time.time()
     evalb = json.loads(decode.stdout)["evalb"]
     assert evalb["sentences"] == 245
-    assert evalb["scored"] + evalb["skipped"] == 245
+    assert evalb["scored"] == 245 and evalb["skipped"] == 0  # gold tags restored
     assert 0.0 <= evalb["f1"] <= 100.0
     trees = (tmp_path / "test.decodes.trees").read_text().splitlines()
     assert len(trees) == 245 and all(t.startswith("(") for t in trees)
