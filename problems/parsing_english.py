@@ -27,7 +27,7 @@ from t2t_revival.data.data_error import DataError
 from t2t_revival.data.text2text_problem import Text2TextProblem, _write_atomically
 from t2t_revival.parsing import (
     EvalbScore, RepairedTree, TreebankError, delinearize, read_parsing_examples,
-    repair_linearized, score_trees)
+    repair_linearized, restore_gold_tags, score_trees)
 from t2t_revival.registry import register_problem
 
 # Linearized WSJ trees are long. With the bracket-fusing vocabulary one tree
@@ -133,13 +133,8 @@ class _ParsingProblem(Text2TextProblem):
             result = repair_linearized(pred, src)
             repaired += int(result.repaired)
             flat += int("flat" in result.repairs)
-            # Score the brackets, not the model's POS tags: EVALB counts no
-            # preterminal, but deletes punctuation by tag, so a mis-tagged
-            # comma would make the sentence a "length unmatch" and drop it.
-            # As in seq2seq parsing (Vinyals et al. 2015), the gold tags go
-            # back onto the predicted tree (same words, same order) first.
-            for node, tag in zip(result.tree.preterminals(), gold[-1].tags()):
-                node.label = tag
+            # Score the brackets, not the model's POS tags (Vinyals et al. 2015).
+            restore_gold_tags(result.tree, gold[-1].tags())
             test.append(result)
         score = score_trees(gold, [r.tree for r in test])
         return dataclasses.replace(score, repaired=repaired, flat=flat), test

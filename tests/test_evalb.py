@@ -260,3 +260,22 @@ def test_cli_bad_input_is_one_line_exit_2(tmp_path, shared_data, make_args, mess
     lines = out.stderr.strip().splitlines()
     assert len(lines) == 1 and lines[0].startswith("t2t-parse-eval: error:"), out.stderr
     assert message in lines[0]
+
+
+def test_linearized_predictions_take_the_gold_tags(tmp_path):
+    # The model tagged the full stop NN. With its own tags EVALB would keep
+    # that word (only "." is deleted), the lengths would differ and the
+    # sentence would be skipped; with the gold tags back, the brackets are
+    # scored: S(0,3), NP(0,2), VP(2,3) on both sides -> P = R = F1 = 100.
+    from t2t_revival.parsing import evaluate_files
+
+    gold = tmp_path / "gold.trees"
+    gold.write_text("(S (NP (DT The) (NN cat)) (VP (VBD sat)) (. .))\n")
+    predicted = tmp_path / "pred.txt"
+    predicted.write_text("(S (NP DT NN )NP (VP VBD )VP NN )S\n")
+    score = evaluate_files(gold, predicted)
+    assert (score.scored, score.skipped, score.matched) == (1, 0, 3)
+    assert score.f1 == 100.0
+    # A bracketed prediction with words keeps its own tags, as in EVALB.
+    predicted.write_text("(S (NP (DT The) (NN cat)) (VP (VBD sat)) (NN .))\n")
+    assert evaluate_files(gold, predicted).skipped == 1

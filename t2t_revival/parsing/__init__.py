@@ -18,7 +18,7 @@ from t2t_revival.parsing.evalb_score import EvalbScore
 from t2t_revival.parsing.linearize import (
     delinearize, linearize, linearize_tokens, read_parsing_examples)
 from t2t_revival.parsing.repair import (
-    flat_tree, guess_tag, repair_bracketed, repair_linearized)
+    flat_tree, guess_tag, repair_bracketed, repair_linearized, restore_gold_tags)
 from t2t_revival.parsing.repaired_tree import RepairedTree
 from t2t_revival.parsing.tree import Tree
 from t2t_revival.parsing.treebank import (
@@ -31,6 +31,6 @@ __all__ = [
     "delinearize", "evalb_label", "evaluate_files", "flat_tree", "guess_tag",
     "linearize", "linearize_tokens", "normalize_tree", "parse_tree", "parse_trees",
     "predicted_tree", "read_parsing_examples", "read_treebank",
-    "read_treebank_file", "repair_bracketed", "repair_linearized", "score_trees",
+    "read_treebank_file", "repair_bracketed", "repair_linearized", "restore_gold_tags", "score_trees",
     "sentence_brackets", "strip_function_tags", "treebank_files",
 ]

@@ -38,7 +38,8 @@ import re
 from typing import Sequence
 
 from t2t_revival.parsing.evalb_score import EvalbScore
-from t2t_revival.parsing.repair import flat_tree, repair_bracketed, repair_linearized
+from t2t_revival.parsing.repair import (
+    flat_tree, repair_bracketed, repair_linearized, restore_gold_tags)
 from t2t_revival.parsing.repaired_tree import RepairedTree
 from t2t_revival.parsing.tree import Tree
 from t2t_revival.parsing.treebank import (
@@ -123,7 +124,8 @@ def score_trees(gold: Sequence[Tree], test: Sequence[Tree]) -> EvalbScore:
 _LINEARIZED_CLOSE = re.compile(r"(?:^|\s)\)[^\s()]")
 
 
-def predicted_tree(line: str, words: Sequence[str]) -> RepairedTree:
+def predicted_tree(line: str, words: Sequence[str],
+                   gold_tags: Sequence[str] | None = None) -> RepairedTree:
     """One line of predicted output as a tree, repaired if malformed.
 
     Args:
@@ -132,11 +134,20 @@ def predicted_tree(line: str, words: Sequence[str]) -> RepairedTree:
             labelled close brackets), or empty.
         words: the sentence's words (the source), to rebuild linearized output
             and to build a flat tree when nothing is usable.
+        gold_tags: the gold POS tags of `words`; a tree rebuilt from
+            linearized (seq2seq) or empty output takes them
+            (`restore_gold_tags`). A bracketed tree with words keeps its own.
     """
     if not line.strip():
-        return RepairedTree(flat_tree(words), {"flat": 1})
+        tree = flat_tree(words)
+        if gold_tags is not None:
+            restore_gold_tags(tree, gold_tags)
+        return RepairedTree(tree, {"flat": 1})
     if _LINEARIZED_CLOSE.search(line):
-        return repair_linearized(line, words)
+        result = repair_linearized(line, words)
+        if gold_tags is not None:
+            restore_gold_tags(result.tree, gold_tags)
+        return result
     try:
         return RepairedTree(parse_tree(line))
     except TreebankError:
@@ -202,7 +213,8 @@ def evaluate_files(gold_path: str | os.PathLike,
     for line, gold_tree in zip(lines, gold):
         normalized = normalize_tree(gold_tree)
         words = normalized.words() if normalized is not None else []
-        result = predicted_tree(line, words)
+        tags = normalized.tags() if normalized is not None else []
+        result = predicted_tree(line, words, gold_tags=tags)
         repaired += int(result.repaired)
         flat += int("flat" in result.repairs)
         test.append(result.tree)

@@ -217,3 +217,20 @@ def _fix_bracketed(node: Tree, repairs: collections.Counter) -> None:
         else:
             repairs["empty_constituent"] += 1
     node.children = children
+
+
+def restore_gold_tags(tree: Tree, gold_tags: Sequence[str]) -> Tree:
+    """Put the gold POS tags on a predicted tree over the same words, in place.
+
+    For seq2seq output (linearized trees), as in Vinyals et al. 2015: EVALB
+    counts no preterminal as a bracket, but deletes punctuation by tag, so a
+    mis-tagged comma would turn the sentence into a "length unmatch" and drop
+    it from the score. With the gold tags back, only the brackets are judged.
+    """
+    nodes = list(tree.preterminals())
+    if len(nodes) != len(gold_tags):
+        raise ValueError(f"the predicted tree has {len(nodes)} words, the gold "
+                         f"tags {len(gold_tags)}")
+    for node, tag in zip(nodes, gold_tags):
+        node.label = tag
+    return tree
