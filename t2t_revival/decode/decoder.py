@@ -8,7 +8,6 @@ needed again.
 
 from __future__ import annotations
 
-import gzip
 import json
 import math
 import os
@@ -24,6 +23,7 @@ from t2t_revival.decode.beam_search import EOS_ID, beam_search
 from t2t_revival.decode.decode_hparams import DecodeHParams
 from t2t_revival.errors import UserError
 from t2t_revival.hparams import HParams
+from t2t_revival.text_lines import read_text_lines  # noqa: F401  (re-exported for callers)
 from t2t_revival.train.checkpointing import restore_model
 
 # Inputs are padded up to a multiple of this many tokens, so a file of
@@ -147,29 +147,6 @@ def _read_json(path: str) -> dict:
     except json.JSONDecodeError as e:
         raise UserError(f"{path} is corrupt ({e}); rerun t2t-trainer in that directory "
                         f"to rewrite it. Received: path={path!r}") from None
-
-
-def read_text_lines(path: str, what: str) -> list[str]:
-    """Lines of a UTF-8 text file (.gz too); a clear UserError on bad input."""
-    try:
-        opener = gzip.open if path.endswith(".gz") else open
-        with opener(path, "rb") as f:
-            data = f.read()
-    except FileNotFoundError:
-        raise UserError(f"the {what} file does not exist. Received: {what}={path!r}") from None
-    except (OSError, EOFError) as e:
-        raise UserError(f"cannot read the {what} file ({e}). Received: {what}={path!r}") from None
-    try:
-        text = data.decode("utf-8")
-    except UnicodeDecodeError as e:
-        line = data.count(b"\n", 0, e.start) + 1
-        raise UserError(f"the {what} file is not UTF-8: byte {data[e.start]:#04x} at line "
-                        f"{line}; convert it (e.g. iconv -t UTF-8). "
-                        f"Received: {what}={path!r}") from None
-    lines = text.split("\n")
-    if lines and lines[-1] == "":
-        lines.pop()
-    return [line.rstrip("\r") for line in lines]
 
 
 def write_text_lines(path: str, lines: Sequence[str]) -> None:

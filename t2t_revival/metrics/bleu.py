@@ -25,13 +25,13 @@
 
 from __future__ import annotations
 
-import io
 import re
 from typing import Sequence
 
 import sacrebleu
 
 from t2t_revival.errors import UserError
+from t2t_revival.text_lines import read_text_lines
 from t2t_revival.metrics.bleu_score import BleuScore
 
 SACREBLEU_LABEL = "sacreBLEU (cased, 13a)"
@@ -106,30 +106,8 @@ def tokenized_bleu(hypotheses: Sequence[str], references: Sequence[str],
 
 
 def read_lines(path: str, what: str) -> list[str]:
-    """The lines of a UTF-8 text file (newline \\n, \\r\\n or \\r, as the sacrebleu CLI).
-
-    Raises BleuInputError for a missing or unreadable file or bytes that are
-    not UTF-8 (naming the line). `what` names the file in messages.
-    """
-    try:
-        with open(path, "rb") as f:
-            data = f.read()
-    except FileNotFoundError:
-        raise BleuInputError(f"the {what} file does not exist; pass the path of a "
-                             f"text file, one sentence a line. Received: {what}={path!r}"
-                             ) from None
-    except OSError as e:
-        raise BleuInputError(f"cannot read the {what} file ({e.strerror}). "
-                             f"Received: {what}={path!r}") from None
-    try:
-        text = data.decode("utf-8")
-    except UnicodeDecodeError as e:
-        line = data.count(b"\n", 0, e.start) + 1
-        raise BleuInputError(
-            f"the {what} file is not UTF-8 text: byte {data[e.start]:#04x} at line "
-            f"{line} cannot be decoded; convert it (e.g. iconv -t UTF-8). "
-            f"Received: {what}={path!r}") from None
-    return [line.rstrip("\n") for line in io.StringIO(text, newline=None)]
+    """The lines of a UTF-8 text file; BleuInputError on bad input (see read_text_lines)."""
+    return read_text_lines(path, what, error=BleuInputError)
 
 
 def bleu_files(translation: str, reference: str, language: str = "de") -> list[BleuScore]:

@@ -1,0 +1,35 @@
+"""Reading user text files: one sentence a line, UTF-8, plain or gzipped."""
+
+from __future__ import annotations
+
+import gzip
+import io
+
+from t2t_revival.errors import UserError
+
+
+def read_text_lines(path: str, what: str, error: type[UserError] = UserError) -> list[str]:
+    """The lines of a UTF-8 text file (.gz too), newline \\n, \\r\\n or \\r as the
+    sacrebleu command line reads them.
+
+    Raises `error` (a UserError) for a missing or unreadable file, or bytes
+    that are not UTF-8 (naming the line). `what` names the file in messages.
+    """
+    opener = gzip.open if str(path).endswith(".gz") else open
+    try:
+        with opener(path, "rb") as f:
+            data = f.read()
+    except FileNotFoundError:
+        raise error(f"the {what} file does not exist; pass the path of a text file, "
+                    f"one sentence a line. Received: {what}={path!r}") from None
+    except (OSError, EOFError) as e:
+        raise error(f"cannot read the {what} file ({getattr(e, 'strerror', None) or e}). "
+                    f"Received: {what}={path!r}") from None
+    try:
+        text = data.decode("utf-8")
+    except UnicodeDecodeError as e:
+        line = data.count(b"\n", 0, e.start) + 1
+        raise error(f"the {what} file is not UTF-8 text: byte {data[e.start]:#04x} at line "
+                    f"{line} cannot be decoded; convert it (e.g. iconv -t UTF-8). "
+                    f"Received: {what}={path!r}") from None
+    return [line.rstrip("\n") for line in io.StringIO(text, newline=None)]
