@@ -276,6 +276,11 @@ def test_linearized_predictions_take_the_gold_tags(tmp_path):
     score = evaluate_files(gold, predicted)
     assert (score.scored, score.skipped, score.matched) == (1, 0, 3)
     assert score.f1 == 100.0
+    # Output cut at the length limit, before any close bracket, is still
+    # linearized: rebuilt over the gold words with the gold tags, and scored.
+    predicted.write_text("(S (NP DT NN NN\n")
+    cut = evaluate_files(gold, predicted)
+    assert (cut.scored, cut.skipped, cut.repaired) == (1, 0, 1)
     # A bracketed prediction with words keeps its own tags, as in EVALB.
     predicted.write_text("(S (NP (DT The) (NN cat)) (VP (VBD sat)) (NN .))\n")
     assert evaluate_files(gold, predicted).skipped == 1

@@ -122,6 +122,9 @@ def score_trees(gold: Sequence[Tree], test: Sequence[Tree]) -> EvalbScore:
 
 
 _LINEARIZED_CLOSE = re.compile(r"(?:^|\s)\)[^\s()]")
+# A preterminal with its word, `(NN board)`: only bracketed trees with words
+# have one; linearized output (even cut before its first close) has none.
+_PRETERMINAL_WITH_WORD = re.compile(r"\([^\s()]+\s+[^\s()]+\)")
 
 
 def predicted_tree(line: str, words: Sequence[str],
@@ -131,7 +134,8 @@ def predicted_tree(line: str, words: Sequence[str],
     Args:
         line: a bracketed tree with words (`(S (NP (NNP Ms.) ...))`), or a
             linearized tree (`(S (NP NNP NNP )NP ... )S`, recognised by its
-            labelled close brackets), or empty.
+            labelled close brackets, or, when cut before any, by having no
+            `(TAG word)` preterminal), or empty.
         words: the sentence's words (the source), to rebuild linearized output
             and to build a flat tree when nothing is usable.
         gold_tags: the gold POS tags of `words`; a tree rebuilt from
@@ -143,7 +147,7 @@ def predicted_tree(line: str, words: Sequence[str],
         if gold_tags is not None:
             restore_gold_tags(tree, gold_tags)
         return RepairedTree(tree, {"flat": 1})
-    if _LINEARIZED_CLOSE.search(line):
+    if _LINEARIZED_CLOSE.search(line) or not _PRETERMINAL_WITH_WORD.search(line):
         result = repair_linearized(line, words)
         if gold_tags is not None:
             restore_gold_tags(result.tree, gold_tags)
