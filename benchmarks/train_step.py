@@ -1,23 +1,52 @@
-"""Target tokens per second of one compiled Transformer training step, beside
-the PyTorch nn.Transformer peer (`../shared/peers/torch_transformer_train.py`).
+"""Target tokens per second and FLOP/s of one compiled Transformer training
+step, beside the PyTorch nn.Transformer peer (`../shared/peers/torch_transformer_train.py`)
+and the machine's measured matrix-multiply peak.
 
 One step = forward, backward and Adam(0.9, 0.98, 1e-9), with label-smoothed
-(0.1) cross-entropy over the non-pad target tokens, at the same shape, batch and
-vocabulary as the peer (its defaults are the paper's base model shape: d_model
-512, 6 layers, 8 heads, d_ff 2048, vocab 32000, batch 64 x 32 source and 32
-target tokens). Our step is a `tf.function`, timed with XLA
-(`jit_compile=True`) and without; the faster one is compared with the peer.
+(0.1) cross-entropy over the non-pad target tokens, on a synthetic batch
+(default 64 sentences x 32 source and 32 target tokens, the peer's defaults).
+Shapes (`--shapes`, in one run):
 
-    PYTHONPATH=$PWD python benchmarks/train_step.py [--steps 10 --warmup 2 ...]
+    base  d_model 512,  6 layers,  8 heads, d_ff 2048, vocab 32000 (transformer_base)
+    big   d_model 1024, 6 layers, 16 heads, d_ff 4096, vocab 32000 (transformer_big)
+    tiny  d_model 128,  2 layers,  4 heads, d_ff 512,  vocab 8192  (transformer_tiny, Multi30k)
 
-Prints one JSON object: our figures (both compile modes), the peer's, and
-`ratio` = our best tokens/s / the peer's tokens/s.
+With the TensorFlow backend our step is a `tf.function`, timed with XLA
+(`jit_compile=True`) and without; the faster is compared with the peer. With
+`KERAS_BACKEND=jax` it is a `jax.jit` of Keras's stateless call and
+optimizer update (how GPU figures are taken; the model code is the same).
+
+FLOPs of one step (the usual 6 x parameters x tokens, split by the tokens each
+part of the model sees, plus the attention scores, which have no parameters):
+
+    matmul = 6 * B * (P_enc * S + (P_dec + d * V) * T)
+    attn   = 12 * B * L * d * (S*S + T*T + T*S)
+    P_enc, P_dec: encoder and decoder weights without the embedding (a lookup,
+    no FLOPs); d * V: the shared embedding used as the softmax projection;
+    B sentences, S source and T target tokens, L layers per stack. The
+    attention term is QK^T and AV (2 * 2*Tq*Tk*d forward, x3 with backward)
+    for encoder self (S*S), decoder self (T*T, all of it, as computed) and
+    cross attention (T*S).
+
+`flops_fraction` = achieved FLOP/s / peak. The peak is measured here: the best
+of float32 (or --matmul_dtype) square matmuls of size --matmul_n in the same
+framework and thread setting, unless --peak_tflops gives a device's
+datasheet figure (e.g. 989 for an H100 SXM in dense bf16); MFU is then that
+fraction against the datasheet.
+
+    PYTHONPATH=$PWD python benchmarks/train_step.py --shapes base,tiny
+    KERAS_BACKEND=jax python benchmarks/train_step.py --shapes big \\
+        --mixed_precision mixed_bfloat16 --batch 256 --peak_tflops 989 --skip_peer
+
+Prints one JSON object: per shape, our figures, the peer's, `ratio` = our best
+tokens/s / the peer's, FLOPs per step and the fraction of the peak.
 """
 
 import argparse
 import json
 import os
 import pathlib
+import platform
 import subprocess
 import sys
 import time
@@ -26,29 +55,53 @@ os.environ.setdefault("TF_CPP_MIN_LOG_LEVEL", "2")
 os.environ.setdefault("KERAS_BACKEND", "tensorflow")
 
 ROOT = pathlib.Path(__file__).resolve().parents[1]
+sys.path.insert(0, str(ROOT))
 # The shared folder beside the repository (../shared); T2T_SHARED overrides it
 # (a git worktree elsewhere has no ../shared).
 SHARED = pathlib.Path(os.environ.get("T2T_SHARED", ROOT.parent / "shared"))
-SHAPE_FLAGS = [("d_model", 512), ("layers", 6), ("heads", 8), ("ff", 2048),
-               ("vocab", 32000), ("batch", 64), ("src_len", 32), ("tgt_len", 32),
-               ("steps", 10), ("warmup", 2), ("threads", 0)]
+SHAPES = {
+    "base": dict(d_model=512, layers=6, heads=8, ff=2048, vocab=32000),
+    "big": dict(d_model=1024, layers=6, heads=16, ff=4096, vocab=32000),
+    "tiny": dict(d_model=128, layers=2, heads=4, ff=512, vocab=8192),
+}
+RUN_FLAGS = [("batch", 64), ("src_len", 32), ("tgt_len", 32), ("steps", 10), ("warmup", 2),
+             ("threads", 0)]
 
 
 def parse_args(argv=None):
     p = argparse.ArgumentParser(description=__doc__.splitlines()[0])
-    for name, default in SHAPE_FLAGS:
+    p.add_argument("--shapes", default="base,tiny",
+                   help=f"comma-separated, of {', '.join(SHAPES)}")
+    for name, default in RUN_FLAGS:
         p.add_argument(f"--{name}", type=int, default=default)
     p.add_argument("--jit_compile", choices=["both", "true", "false"], default="both",
-                   help="time our step with XLA, without, or both (default)")
+                   help="TensorFlow backend: time our step with XLA, without, or both")
     p.add_argument("--mixed_precision", default="float32",
                    help="dtype policy of our model (the peer is float32)")
+    p.add_argument("--matmul_n", type=int, default=2048, help="size of the peak matmul")
+    p.add_argument("--matmul_dtype", default="float32")
+    p.add_argument("--peak_tflops", type=float, default=0.0,
+                   help="the device's datasheet peak instead of the measured one")
     p.add_argument("--peer_python", default=sys.executable,
                    help="a python with torch, to run the peer")
     p.add_argument("--peer_script",
                    default=str(SHARED / "peers" / "torch_transformer_train.py"),
                    help="the peer script (default: $T2T_SHARED or ../shared, /peers/...)")
     p.add_argument("--skip_peer", action="store_true")
-    return p.parse_args(argv)
+    a = p.parse_args(argv)
+    a.shapes = [s.strip() for s in a.shapes.split(",") if s.strip()]
+    unknown = [s for s in a.shapes if s not in SHAPES]
+    if unknown or not a.shapes:
+        p.error(f"unknown --shapes {unknown}; choose from {', '.join(SHAPES)}")
+    return a
+
+
+def step_flops(shape, batch, src_len, tgt_len, enc_params, dec_params):
+    """Model FLOPs of one training step (forward + backward), as in the docstring."""
+    d, vocab, layers = shape["d_model"], shape["vocab"], shape["layers"]
+    matmul = 6 * batch * (enc_params * src_len + (dec_params + d * vocab) * tgt_len)
+    attention = 12 * batch * layers * d * (src_len ** 2 + tgt_len ** 2 + tgt_len * src_len)
+    return matmul + attention
 
 
 def label_smoothed_loss(logits, labels, smoothing):
@@ -59,6 +112,7 @@ def label_smoothed_loss(logits, labels, smoothing):
     so no one-hot [B, T, V] is built.
     """
     from keras import ops
+    logits = ops.cast(logits, "float32")
     lse = ops.logsumexp(logits, axis=-1)  # (B, T)
     target = ops.squeeze(ops.take_along_axis(logits, labels[..., None], axis=-1), -1)
     per_token = (1.0 - smoothing) * (lse - target) + smoothing * (lse - ops.mean(logits, -1))
@@ -66,27 +120,51 @@ def label_smoothed_loss(logits, labels, smoothing):
     return ops.sum(per_token * weights) / ops.maximum(ops.sum(weights), 1.0)
 
 
-def time_ours(a, jit_compile):
+def build(shape, a):
+    """Our model, its Adam, a synthetic batch and the per-stack parameter counts."""
     import keras
     import numpy as np
-    import tensorflow as tf
 
     from t2t_revival.hparams import HParams
     from t2t_revival.models.transformer import Transformer
 
-    if a.threads:
-        tf.config.threading.set_intra_op_parallelism_threads(a.threads)
     keras.utils.set_random_seed(0)
-    hp = HParams(num_hidden_layers=a.layers, d_model=a.d_model, num_heads=a.heads,
-                 d_ff=a.ff, vocab_size=a.vocab, max_length=max(a.src_len, a.tgt_len),
-                 mixed_precision=a.mixed_precision)
+    hp = HParams(num_hidden_layers=shape["layers"], d_model=shape["d_model"],
+                 num_heads=shape["heads"], d_ff=shape["ff"], vocab_size=shape["vocab"],
+                 max_length=max(a.src_len, a.tgt_len), mixed_precision=a.mixed_precision)
+    keras.mixed_precision.set_global_policy(a.mixed_precision)
     model = Transformer(hp)
     model.build()
     optimizer = keras.optimizers.Adam(1e-4, beta_1=0.9, beta_2=0.98, epsilon=1e-9)
     optimizer.build(model.trainable_variables)
     rng = np.random.default_rng(0)
-    batch = {"inputs": tf.constant(rng.integers(1, a.vocab, (a.batch, a.src_len)), tf.int32),
-             "targets": tf.constant(rng.integers(1, a.vocab, (a.batch, a.tgt_len)), tf.int32)}
+    batch = {"inputs": rng.integers(1, shape["vocab"], (a.batch, a.src_len)).astype("int32"),
+             "targets": rng.integers(1, shape["vocab"], (a.batch, a.tgt_len)).astype("int32")}
+    embedding = shape["vocab"] * shape["d_model"]
+    enc = sum(int(np.prod(w.shape)) for w in model.weights if "encoder" in w.path)
+    total = model.count_params()
+    dec = total - enc - embedding  # decoder stack (and any final norms)
+    return hp, model, optimizer, batch, {"params": total, "enc": enc, "dec": dec}
+
+
+def _timed(step, a):
+    start = time.perf_counter()
+    for _ in range(a.warmup):
+        loss = step()
+    warmup_s = time.perf_counter() - start
+    start = time.perf_counter()
+    for _ in range(a.steps):
+        loss = step()
+    return warmup_s, (time.perf_counter() - start) / a.steps, loss
+
+
+def time_ours_tensorflow(shape, a, jit_compile):
+    import tensorflow as tf
+
+    if a.threads:
+        tf.config.threading.set_intra_op_parallelism_threads(a.threads)
+    hp, model, optimizer, batch, counts = build(shape, a)
+    batch = {k: tf.constant(v) for k, v in batch.items()}
 
     @tf.function(jit_compile=jit_compile)
     def step(batch):
@@ -97,24 +175,78 @@ def time_ours(a, jit_compile):
         optimizer.apply(grads, model.trainable_variables)
         return loss
 
-    start = time.perf_counter()
-    for _ in range(a.warmup):
-        float(step(batch))
-    warmup_s = time.perf_counter() - start
-    start = time.perf_counter()
-    for _ in range(a.steps):
-        loss = float(step(batch))
-    elapsed = time.perf_counter() - start
-    return {"jit_compile": jit_compile, "tensorflow": tf.__version__,
-            "keras": keras.__version__, "params": model.count_params(),
-            "warmup_s": warmup_s, "step_s": elapsed / a.steps, "loss": loss,
-            "tgt_tokens_per_s": a.batch * a.tgt_len * a.steps / elapsed}
+    warmup_s, step_s, loss = _timed(lambda: float(step(batch)), a)
+    return {"backend": "tensorflow", "jit_compile": jit_compile,
+            "tensorflow": tf.__version__, "warmup_s": warmup_s, "step_s": step_s,
+            "loss": loss, **counts}
 
 
-def run_peer(a):
+def time_ours_jax(shape, a):
+    import jax
+    import keras
+
+    hp, model, optimizer, batch, counts = build(shape, a)
+    batch = {k: jax.numpy.asarray(v) for k, v in batch.items()}
+
+    def loss_fn(trainable, non_trainable, batch):
+        logits, non_trainable = model.stateless_call(trainable, non_trainable, batch,
+                                                     training=True)
+        return label_smoothed_loss(logits, batch["targets"], hp.label_smoothing), non_trainable
+
+    grad_fn = jax.value_and_grad(loss_fn, has_aux=True)
+
+    @jax.jit
+    def step(state, batch):
+        trainable, non_trainable, opt_vars = state
+        (loss, non_trainable), grads = grad_fn(trainable, non_trainable, batch)
+        trainable, opt_vars = optimizer.stateless_apply(opt_vars, grads, trainable)
+        return loss, (trainable, non_trainable, opt_vars)
+
+    state = [[v.value for v in model.trainable_variables],
+             [v.value for v in model.non_trainable_variables],
+             [v.value for v in optimizer.variables]]
+
+    def run():
+        nonlocal state
+        loss, state = step(state, batch)
+        return float(loss)  # waits for the device
+
+    warmup_s, step_s, loss = _timed(run, a)
+    return {"backend": "jax", "jit_compile": True, "jax": jax.__version__,
+            "devices": [str(d) for d in jax.devices()], "keras": keras.__version__,
+            "warmup_s": warmup_s, "step_s": step_s, "loss": loss, **counts}
+
+
+def measured_peak(a):
+    """Best FLOP/s of n x n @ n x n matmuls in our framework, threads and dtype."""
+    n = a.matmul_n
+    flops = 2 * n ** 3
+    if os.environ["KERAS_BACKEND"] == "jax":
+        import jax
+        import jax.numpy as jnp
+        x = jnp.ones((n, n), a.matmul_dtype)
+        f = jax.jit(lambda x: x @ x)
+        run = lambda: f(x).block_until_ready()  # noqa: E731
+    else:
+        import tensorflow as tf
+        if a.threads:
+            tf.config.threading.set_intra_op_parallelism_threads(a.threads)
+        x = tf.random.normal((n, n), dtype=a.matmul_dtype)
+        f = tf.function(lambda x: tf.matmul(x, x))
+        run = lambda: f(x).numpy()  # noqa: E731
+    run()
+    best = float("inf")
+    for _ in range(5):
+        start = time.perf_counter()
+        run()
+        best = min(best, time.perf_counter() - start)
+    return flops / best
+
+
+def run_peer(shape, a):
     cmd = [a.peer_python, a.peer_script]
-    for name, _ in SHAPE_FLAGS:
-        cmd += [f"--{name}", str(getattr(a, name))]
+    for name, value in list(shape.items()) + [(n, getattr(a, n)) for n, _ in RUN_FLAGS]:
+        cmd += [f"--{name}", str(value)]
     proc = subprocess.run(cmd, capture_output=True, text=True)
     if proc.returncode:
         raise SystemExit(f"the peer failed ({' '.join(cmd)}):\n{proc.stderr[-2000:]}")
@@ -123,16 +255,39 @@ def run_peer(a):
 
 def main(argv=None):
     a = parse_args(argv)
-    modes = {"both": [True, False], "true": [True], "false": [False]}[a.jit_compile]
-    result = {"shape": {name: getattr(a, name) for name, _ in SHAPE_FLAGS},
-              "mixed_precision": a.mixed_precision}
-    ours = [time_ours(a, mode) for mode in modes]
-    result["ours"] = {("xla" if r["jit_compile"] else "no_xla"): r for r in ours}
-    best = max(ours, key=lambda r: r["tgt_tokens_per_s"])
-    result["ours_best"] = "xla" if best["jit_compile"] else "no_xla"
-    if not a.skip_peer:
-        result["peer"] = run_peer(a)
-        result["ratio"] = best["tgt_tokens_per_s"] / result["peer"]["tgt_tokens_per_s"]
+    backend = os.environ["KERAS_BACKEND"]
+    if a.peak_tflops:
+        peak, peak_source = a.peak_tflops * 1e12, "datasheet (--peak_tflops)"
+    else:
+        peak, peak_source = measured_peak(a), f"measured {a.matmul_dtype} {a.matmul_n}^3 matmul"
+    result = {"benchmark": "train_step", "backend": backend,
+              "mixed_precision": a.mixed_precision,
+              "run": {name: getattr(a, name) for name, _ in RUN_FLAGS},
+              "peak_tflops": round(peak / 1e12, 4), "peak": peak_source,
+              "machine": f"{platform.machine()} {os.cpu_count()} cores", "shapes": {}}
+    tokens = a.batch * a.tgt_len
+    for name in a.shapes:
+        shape = SHAPES[name]
+        if backend == "jax":
+            ours = [time_ours_jax(shape, a)]
+        else:
+            modes = {"both": [True, False], "true": [True], "false": [False]}[a.jit_compile]
+            ours = [time_ours_tensorflow(shape, a, mode) for mode in modes]
+        flops = step_flops(shape, a.batch, a.src_len, a.tgt_len, ours[0]["enc"], ours[0]["dec"])
+        for r in ours:
+            r["tgt_tokens_per_s"] = tokens / r["step_s"]
+            r["tflops_per_s"] = flops / r["step_s"] / 1e12
+            r["flops_fraction"] = flops / r["step_s"] / peak
+        entry = {"shape": shape, "flops_per_step": flops,
+                 "ours": {("xla" if r["jit_compile"] else "no_xla"): r for r in ours}}
+        best = max(ours, key=lambda r: r["tgt_tokens_per_s"])
+        entry["ours_best"] = "xla" if best["jit_compile"] else "no_xla"
+        if not a.skip_peer:
+            peer = run_peer(shape, a)
+            peer["flops_fraction"] = flops / peer["step_s"] / peak
+            entry["peer"] = peer
+            entry["ratio"] = best["tgt_tokens_per_s"] / peer["tgt_tokens_per_s"]
+        result["shapes"][name] = entry
     print(json.dumps(result))
 
 

@@ -180,6 +180,24 @@ def test_sigkill_mid_run_resumes_from_latest_checkpoint(multi30k_data_dir, tmp_p
 
 
 @pytest.mark.slow
+def test_time_budget_stops_at_a_progress_step_then_saves_and_evaluates(
+        multi30k_data_dir, tmp_path):
+    import tensorflow as tf
+
+    multi30k_data_dir, _ = multi30k_data_dir
+    out_dir = tmp_path / "run"
+    # 0.6 s of budget: spent during the first steps (XLA compiles), so the run
+    # stops at the first progress line, step 3, far short of --train_steps.
+    out = _python(_trainer_args(multi30k_data_dir, out_dir, 100000, "--max_train_minutes=0.01",
+                                "--log_step_count_steps=3", "--local_eval_frequency=0",
+                                "--eval_steps=2"))
+    assert out.returncode == 0, out.stderr[-3000:]
+    assert "Stopping at step 3: the --max_train_minutes=0.01 budget is spent." in out.stdout
+    assert "eval at step 3:" in out.stdout
+    assert tf.train.latest_checkpoint(str(out_dir)).endswith("-3")
+
+
+@pytest.mark.slow
 def test_readme_main_job_dev_loss_falls(tiny_run):
     """The README's main command (shortened): tiny on Multi30k, dev loss falls."""
     out_dir, stdout = tiny_run

@@ -32,6 +32,10 @@ flags.DEFINE_string("tmp_dir", "",
 flags.DEFINE_string("output_dir", "t2t_train",
                     "Checkpoints, hparams.json, run.json, vocab.model, summaries.")
 flags.DEFINE_integer("train_steps", 250000, "Optimizer updates to train to.", lower_bound=1)
+flags.DEFINE_float("max_train_minutes", 0.0,
+                   "Stop at the first progress line (--log_step_count_steps) after this "
+                   "many minutes of training, save and evaluate (0 = train to --train_steps).",
+                   lower_bound=0.0)
 flags.DEFINE_integer("eval_steps", 0, "Dev batches per evaluation (0 = whole dev split).",
                      lower_bound=0)
 flags.DEFINE_integer("local_eval_frequency", 1000,
@@ -70,7 +74,8 @@ def main(argv: list[str]) -> int:
         problem=FLAGS.problem, model=FLAGS.model, hparams_set=FLAGS.hparams_set,
         hparams=overrides, data_dir=os.path.expanduser(FLAGS.data_dir),
         tmp_dir=os.path.expanduser(FLAGS.tmp_dir), output_dir=os.path.expanduser(FLAGS.output_dir),
-        train_steps=FLAGS.train_steps, eval_steps=FLAGS.eval_steps,
+        train_steps=FLAGS.train_steps, max_train_minutes=FLAGS.max_train_minutes,
+        eval_steps=FLAGS.eval_steps,
         eval_every=FLAGS.local_eval_frequency, save_every=FLAGS.save_checkpoints_steps,
         keep_checkpoint_max=FLAGS.keep_checkpoint_max, log_every=FLAGS.log_step_count_steps,
         seed=FLAGS.seed, xla=FLAGS.xla, num_cpu_devices=FLAGS.cpu_devices,

@@ -25,6 +25,9 @@ class TrainConfig:
     """`k=v,...` overrides of the hparam set."""
     train_steps: int = 250000
     """Optimizer updates to reach (the run resumes from the latest checkpoint)."""
+    max_train_minutes: float = 0.0
+    """Stop early, at a progress-line step, once training has run this many
+    minutes (0 = no limit); the checkpoint and final evaluation still follow."""
     eval_steps: int = 0
     """Dev batches per evaluation (0 = the whole dev split)."""
     eval_every: int = 1000

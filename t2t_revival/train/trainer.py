@@ -300,7 +300,8 @@ class Trainer:
             step = self.step
             window_tokens += float(tokens)
             window_steps += 1
-            if step % config.log_every == 0 or step == config.train_steps:
+            on_log_step = step % config.log_every == 0 or step == config.train_steps
+            if on_log_step:
                 elapsed = time.time() - window_start
                 tps = window_tokens / max(elapsed, 1e-9)
                 per_step = (time.time() - started) / max(step - start_step, 1)
@@ -322,6 +323,11 @@ class Trainer:
             if config.eval_every and step % config.eval_every == 0 \
                     and step != config.train_steps:
                 self._log_eval(step, eval_writer)
+            if on_log_step and config.max_train_minutes and step < config.train_steps \
+                    and self._time_is_up(started):
+                self.log(f"Stopping at step {step}: the --max_train_minutes="
+                         f"{config.max_train_minutes:g} budget is spent.")
+                break
         if self.manager.latest_checkpoint is None or \
                 not self.manager.latest_checkpoint.endswith(f"-{step}"):
             self.save()
@@ -330,6 +336,17 @@ class Trainer:
         writer.flush()
         eval_writer.flush()
         return result
+
+    def _time_is_up(self, started: float) -> bool:
+        """Whether the time budget is spent; every worker gets the same answer."""
+        up = (time.time() - started) >= 60.0 * self.config.max_train_minutes
+        if isinstance(self.strategy, tf.distribute.MultiWorkerMirroredStrategy):
+            # Workers' clocks differ: stop when any one of them is out of time,
+            # or the others would wait forever in the next all-reduce.
+            flags = self.strategy.experimental_distribute_values_from_function(
+                lambda _: tf.constant(1.0 if up else 0.0))
+            up = float(self.strategy.reduce("MAX", flags, axis=None)) > 0.0
+        return up
 
     def _log_eval(self, step: int, eval_writer) -> dict[str, float]:
         metrics = self.evaluate()

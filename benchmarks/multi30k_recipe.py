@@ -1,0 +1,163 @@
+"""The whole Multi30k En-De recipe on a small CPU: datagen, training, checkpoint
+averaging, beam-4 decoding of test_2016_flickr, sacreBLEU and tokenized BLEU.
+
+    nohup python benchmarks/multi30k_recipe.py > multi30k_recipe.log 2>&1 &
+    tail -f multi30k_recipe.log
+
+Each stage runs the project's own command line (`t2t-trainer`,
+`t2t-avg-checkpoints`, `t2t-decoder`) as a subprocess and streams its progress
+lines, prefixed with the stage name and the minutes since the start. Training
+stops at `--train_steps` or after `--max_train_minutes`, whichever comes first,
+so the whole recipe fits its time budget on a slower or busier machine too (it
+then reaches a lower BLEU; the JSON says at which step it stopped). The last
+line printed is one JSON object with the BLEU figures and timings.
+
+Rerunning the command resumes training from the latest checkpoint in
+--output_dir (with a fresh time budget) and redoes averaging and decoding.
+"""
+
+import argparse
+import datetime
+import json
+import os
+import platform
+import re
+import subprocess
+import sys
+import time
+
+ROOT = os.path.dirname(os.path.dirname(os.path.abspath(__file__)))
+TEST_SOURCE = "test_2016_flickr.en.gz"
+TEST_REFERENCE = "test_2016_flickr.de.gz"
+
+
+def _parse_args():
+    parser = argparse.ArgumentParser(description=__doc__.splitlines()[0])
+    parser.add_argument("--raw_dir", default=os.path.join(ROOT, "..", "shared", "data",
+                                                          "multi30k"),
+                        help="the Multi30k files (train/val/test_2016_flickr .en.gz/.de.gz)")
+    parser.add_argument("--data_dir", default="t2t_data",
+                        help="TFRecords and vocabulary (t2t-datagen output)")
+    parser.add_argument("--output_dir", default=os.path.join("t2t_train", "multi30k_recipe"),
+                        help="checkpoints, hparams.json, decodes")
+    parser.add_argument("--hparams_set", default="transformer_multi30k")
+    parser.add_argument("--hparams", default="", help="overrides, k=v,...")
+    parser.add_argument("--train_steps", type=int, default=12000)
+    parser.add_argument("--max_train_minutes", type=float, default=100.0,
+                        help="stop training after this many minutes (0 = no limit)")
+    parser.add_argument("--save_checkpoints_steps", type=int, default=250)
+    parser.add_argument("--local_eval_frequency", type=int, default=1000)
+    parser.add_argument("--average", type=int, default=5,
+                        help="average the last N checkpoints (0 = decode the last one)")
+    parser.add_argument("--decode_hparams", default="beam_size=4,alpha=0.6")
+    return parser.parse_args()
+
+
+class Stages:
+    """Runs each stage's command, prefixing its lines with the stage and time."""
+
+    def __init__(self):
+        self.start = time.time()
+        self.seconds: dict[str, float] = {}
+
+    def log(self, stage: str, line: str) -> None:
+        minutes = (time.time() - self.start) / 60.0
+        print(f"[{minutes:6.1f} min] {stage}: {line}", flush=True)
+
+    def run(self, stage: str, module: str, *args: str) -> list[str]:
+        command = [sys.executable, "-m", f"t2t_revival.cli.{module}", *args]
+        self.log(stage, " ".join(command[2:]))
+        env = dict(os.environ, TF_CPP_MIN_LOG_LEVEL="2",
+                   PYTHONPATH=os.pathsep.join(p for p in (ROOT, os.environ.get("PYTHONPATH"))
+                                              if p))
+        started = time.time()
+        proc = subprocess.Popen(command, stdout=subprocess.PIPE, stderr=subprocess.STDOUT,
+                                text=True, env=env, bufsize=1)
+        lines, shown_percent = [], -10
+        for raw in proc.stdout:
+            # The decoder's progress bar redraws with carriage returns.
+            for line in raw.rstrip("\n").split("\r"):
+                if not line.strip() or _is_noise(line):
+                    continue
+                lines.append(line)
+                progress = re.search(r"\] (\d+)/(\d+)", line)
+                if progress:  # a progress bar: a line every 10%
+                    percent = 100 * int(progress.group(1)) // max(int(progress.group(2)), 1)
+                    if percent < shown_percent + 10:
+                        continue
+                    shown_percent = percent
+                if not line.startswith((" ", "{", "}")):  # not --json output
+                    self.log(stage, line.strip())
+        code = proc.wait()
+        self.seconds[stage] = round(time.time() - started, 1)
+        if code != 0:
+            self.log(stage, f"failed with exit code {code}")
+            sys.exit(code)
+        return lines
+
+
+def _is_noise(line: str) -> bool:
+    """TensorFlow's start-up chatter (cuInit, oneDNN, XLA notices)."""
+    return bool(re.match(r"^[IWE]\d{4} |^WARNING: All log messages|.*cuda|.*oneDNN", line))
+
+
+def _json_tail(lines: list[str]) -> dict:
+    """The JSON object printed last by a command (`--json`)."""
+    start = max(i for i, line in enumerate(lines) if line.startswith("{"))
+    return json.loads("\n".join(lines[start:]))
+
+
+def main():
+    args = _parse_args()
+    for name in (TEST_SOURCE, TEST_REFERENCE):
+        if not os.path.exists(os.path.join(args.raw_dir, name)):
+            sys.exit(f"multi30k_recipe: error: {name} is not in --raw_dir={args.raw_dir}; "
+                     "download Multi30k (github.com/multi30k/dataset, data/task1/raw) there.")
+    stages = Stages()
+    train_lines = stages.run(
+        "train", "trainer", "--problem=translate_ende_multi30k",
+        f"--hparams_set={args.hparams_set}", f"--hparams={args.hparams}",
+        f"--tmp_dir={args.raw_dir}", f"--data_dir={args.data_dir}",
+        f"--output_dir={args.output_dir}", f"--train_steps={args.train_steps}",
+        f"--max_train_minutes={args.max_train_minutes}",
+        f"--save_checkpoints_steps={args.save_checkpoints_steps}",
+        f"--keep_checkpoint_max={max(args.average, 5)}",
+        f"--local_eval_frequency={args.local_eval_frequency}")
+    steps = [int(m.group(1)) for line in train_lines
+             for m in [re.match(r"eval at step (\d+):", line)] if m]
+    dev = [line for line in train_lines if line.startswith("eval at step")]
+
+    checkpoint = []
+    if args.average > 1:
+        lines = stages.run("average", "avg_checkpoints", f"--output_dir={args.output_dir}",
+                           f"--num_last_checkpoints={args.average}")
+        checkpoint = [f"--checkpoint_path={lines[-1].rsplit(' ', 1)[-1]}"]
+    hypotheses = os.path.join(args.output_dir, "test_2016_flickr.de.decodes")
+    lines = stages.run("decode", "decoder", f"--output_dir={args.output_dir}", *checkpoint,
+                       f"--decode_from_file={os.path.join(args.raw_dir, TEST_SOURCE)}",
+                       f"--decode_to_file={hypotheses}",
+                       f"--decode_reference={os.path.join(args.raw_dir, TEST_REFERENCE)}",
+                       f"--decode_hparams={args.decode_hparams}", "--json")
+    scores = _json_tail(lines)
+    result = {
+        "benchmark": "multi30k_recipe",
+        "date": datetime.date.today().isoformat(),
+        "test_set": "test_2016_flickr (1,000 sentences)",
+        "sacrebleu": round(scores["sacrebleu"]["score"], 2),
+        "tokenized_bleu": round(scores["tokenized_bleu"]["score"], 2),
+        "sacrebleu_signature": scores["sacrebleu"].get("signature"),
+        "hparams_set": args.hparams_set, "hparams": args.hparams,
+        "final_step": steps[-1] if steps else None,
+        "final_dev": dev[-1] if dev else None,
+        "averaged_checkpoints": args.average if args.average > 1 else 1,
+        "decode_hparams": args.decode_hparams,
+        "stage_minutes": {k: round(v / 60.0, 1) for k, v in stages.seconds.items()},
+        "total_minutes": round((time.time() - stages.start) / 60.0, 1),
+        "hypotheses": hypotheses,
+        "machine": f"{platform.machine()} {os.cpu_count()} cores",
+    }
+    print(json.dumps(result), flush=True)
+
+
+if __name__ == "__main__":
+    main()
