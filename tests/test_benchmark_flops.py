@@ -1,0 +1,44 @@
+"""benchmarks/train_step.py's FLOP count: the formula, and the parameter split
+it relies on (encoder + decoder + shared embedding = every weight)."""
+
+import importlib.util
+
+from conftest import ROOT
+
+
+def _train_step_module():
+    spec = importlib.util.spec_from_file_location(
+        "train_step_benchmark", ROOT / "benchmarks" / "train_step.py")
+    module = importlib.util.module_from_spec(spec)
+    spec.loader.exec_module(module)
+    return module
+
+
+def test_step_flops_by_hand_at_the_tiny_shape():
+    bench = _train_step_module()
+    shape = bench.SHAPES["tiny"]  # d 128, 2 layers, d_ff 512, vocab 8192
+    d = 128
+    # Forward multiply-adds per token = the weights it meets; x2 FLOPs, x3 with
+    # backward. Batch 2, 3 source and 5 target tokens, 700 encoder and 1000
+    # decoder weights, the 8192 x 128 softmax projection on target tokens only.
+    flops = bench.step_flops(shape, batch=2, src_len=3, tgt_len=5,
+                             enc_params=700, dec_params=1000)
+    matmul = 6 * 2 * (700 * 3 + (1000 + d * 8192) * 5)
+    # QK^T and AV: 2 x 2*Tq*Tk*d forward, x3 with backward, per layer (2).
+    attention = 12 * 2 * 2 * d * (3 * 3 + 5 * 5 + 5 * 3)
+    assert flops == matmul + attention
+
+
+def test_parameter_split_covers_every_weight():
+    bench = _train_step_module()
+    args = bench.parse_args(["--shapes", "tiny", "--batch", "2", "--src_len", "4",
+                             "--tgt_len", "4"])
+    _, model, _, batch, counts = bench.build(bench.SHAPES["tiny"], args)
+    assert batch["inputs"].shape == (2, 4)
+    d, ff, vocab = 128, 512, 8192
+    # Each encoder layer: self-attention (4 d^2, no biases), FFN (2 d ff + ff + d),
+    # two layer norms (4 d); the decoder layer adds cross-attention and a norm.
+    enc_layer = 4 * d * d + 2 * d * ff + ff + d + 4 * d
+    assert counts["enc"] == 2 * enc_layer
+    assert counts["dec"] == 2 * (enc_layer + 4 * d * d + 2 * d)
+    assert counts["enc"] + counts["dec"] + vocab * d == counts["params"] == model.count_params()
