@@ -39,13 +39,12 @@ from __future__ import annotations
 import json
 import math
 import os
-import re
 import shutil
-import time
 
 import numpy as np
 
 from t2t_revival.errors import UserError
+from t2t_revival.export.version_directory import checkpoint_version, write_version_directory
 
 # Weight types CTranslate2 can store (ctranslate2.specs.model_spec.ACCEPTED_MODEL_TYPES).
 QUANTIZATIONS = ("float32", "int8", "int8_float32", "int8_float16", "int8_bfloat16",
@@ -64,11 +63,6 @@ def _import_ctranslate2():
                         f"({e}); install it with {INSTALL_HINT}. "
                         f"Received: format='ctranslate2'") from None
     return ctranslate2
-
-
-def _version_of(checkpoint_path: str) -> int:
-    match = re.search(r"-(\d+)$", checkpoint_path)
-    return int(match.group(1)) if match else int(time.time())
 
 
 def _numpy(variable) -> np.ndarray:
@@ -132,6 +126,12 @@ def _build_spec(model, hparams, pieces: list[str], num_positions: int):
         target.gamma = _numpy(layer.gamma)
         target.beta = _numpy(layer.beta)
 
+    def self_attention(target, layer):
+        linear(target.self_attention.linear[0], layer.self_attention.qkv_dense, bias=False)
+        linear(target.self_attention.linear[1], layer.self_attention.output_dense,
+               bias=False)
+        norm(target.self_attention.layer_norm, layer.self_attention_norm)
+
     def ffn(target, layer):
         linear(target.linear_0, layer.ffn.inner_dense)
         linear(target.linear_1, layer.ffn.output_dense)
@@ -149,20 +149,14 @@ def _build_spec(model, hparams, pieces: list[str], num_positions: int):
     encoder.embeddings[0].multiply_by_sqrt_depth = True
     encoder.position_encodings.encodings = encoder_positions
     for target, layer in zip(encoder.layer, model.encoder_layers):
-        attention = layer.self_attention
-        linear(target.self_attention.linear[0], attention.qkv_dense, bias=False)
-        linear(target.self_attention.linear[1], attention.output_dense, bias=False)
-        norm(target.self_attention.layer_norm, layer.self_attention_norm)
+        self_attention(target, layer)
         ffn(target.ffn, layer)
 
     decoder.embeddings.weight = target_emb
     decoder.embeddings.multiply_by_sqrt_depth = True
     decoder.position_encodings.encodings = decoder_positions
     for target, layer in zip(decoder.layer, model.decoder_layers):
-        attention = layer.self_attention
-        linear(target.self_attention.linear[0], attention.qkv_dense, bias=False)
-        linear(target.self_attention.linear[1], attention.output_dense, bias=False)
-        norm(target.self_attention.layer_norm, layer.self_attention_norm)
+        self_attention(target, layer)
         cross = layer.cross_attention
         linear(target.attention.linear[0], cross.query_dense, bias=False)
         linear(target.attention.linear[1], cross.key_value_dense, bias=False)
@@ -295,7 +289,7 @@ def export_ctranslate2(output_dir: str, checkpoint_path: str | None = None,
     spec.validate()
     spec.optimize(quantization=quantization)
 
-    step = _version_of(decoder.checkpoint_path)
+    step = checkpoint_version(decoder.checkpoint_path)
     version = step if version is None else int(version)
     export_dir = export_dir or os.path.join(output_dir, "export", "ctranslate2")
     final = os.path.join(export_dir, str(version))
@@ -316,10 +310,8 @@ def export_ctranslate2(output_dir: str, checkpoint_path: str | None = None,
         "position_encoding": hparams.position_encoding,
         "problem": decoder.problem_name,
     }
-    os.makedirs(export_dir, exist_ok=True)
-    tmp = os.path.join(export_dir, f".{version}.incomplete{os.getpid()}")
-    shutil.rmtree(tmp, ignore_errors=True)
-    try:
+
+    def write(tmp: str) -> None:
         os.makedirs(tmp)
         spec.save(tmp)
         shutil.copyfile(decoder.vocab.model_file, os.path.join(tmp, VOCAB_FILE))
@@ -328,14 +320,5 @@ def export_ctranslate2(output_dir: str, checkpoint_path: str | None = None,
             f.write("\n")
         with open(os.path.join(tmp, "README.md"), "w", encoding="utf-8") as f:
             f.write(_readme(final, settings))
-        if os.path.exists(final):
-            # Re-exporting the same checkpoint replaces that version.
-            old = os.path.join(export_dir, f".{version}.old{os.getpid()}")
-            os.replace(final, old)
-            os.replace(tmp, final)
-            shutil.rmtree(old, ignore_errors=True)
-        else:
-            os.replace(tmp, final)
-    finally:
-        shutil.rmtree(tmp, ignore_errors=True)
-    return final
+
+    return write_version_directory(export_dir, version, write)
