@@ -1,4 +1,5 @@
-"""`t2t-exporter`: export a trained model as a TF Serving SavedModel.
+"""`t2t-exporter`: export a trained model as a TF Serving SavedModel or a
+CTranslate2 model directory.
 
     t2t-exporter --output_dir=t2t_train/tiny
     docker run -p 8501:8501 -v $PWD/t2t_train/tiny/export:/models/t2t \
@@ -10,6 +11,14 @@ and returns translations (`outputs`, tf.string [None]) and their scores
 (`scores`, float32 [None]); `translate_ids` does the same on token ids.
 Tokenization and beam search run in the graph; the beam settings come from
 hparams.json and --decode_hparams.
+
+    t2t-exporter --output_dir=t2t_train/tiny --format=ctranslate2 --quantization=int8
+
+writes output_dir/export/ctranslate2/<step>/: the same checkpoint as a
+CTranslate2 model (model.bin, config.json, shared_vocabulary.json) with the
+SentencePiece vocab.model beside it, for fast CPU/GPU decoding
+(`t2t_revival.export.ctranslate2_translator.CTranslate2Translator`). Needs the
+optional extra: pip install "t2t-revival[ctranslate2]".
 """
 
 from __future__ import annotations
@@ -20,19 +29,41 @@ from t2t_revival.cli import common
 
 FLAGS = flags.FLAGS
 
+flags.DEFINE_enum("format", "saved_model", ["saved_model", "ctranslate2"],
+                  "What to export: a TF Serving SavedModel, or a CTranslate2 model "
+                  "directory (needs the ctranslate2 extra).")
 flags.DEFINE_string("output_dir", None, "The training directory (hparams.json, checkpoints).")
 flags.DEFINE_string("checkpoint_path", None,
                     "A checkpoint prefix to export (default: the latest in output_dir).")
 flags.DEFINE_string("decode_hparams", "",
                     'Beam settings fixed in the export: "beam_size=4,alpha=0.6,extra_length=50".')
 flags.DEFINE_string("export_dir", None,
-                    "The model base path to write <version>/ under (default: output_dir/export).")
+                    "The directory to write <version>/ under (default: output_dir/export "
+                    "for saved_model, output_dir/export/ctranslate2 for ctranslate2).")
 flags.DEFINE_integer("version", None, "The version number (default: the checkpoint's step).",
                      lower_bound=1)
+flags.DEFINE_string("quantization", None,
+                    "--format=ctranslate2 only: the stored weight type: int8, "
+                    "int8_float32, int8_float16, int8_bfloat16, int16, float16, bfloat16 "
+                    "or float32 (default float32).")
 flags.mark_flag_as_required("output_dir")
 
 
 def main(argv: list[str]) -> int:
+    from t2t_revival.errors import UserError
+
+    if FLAGS.format == "ctranslate2":
+        from t2t_revival.export.ctranslate2_export import export_ctranslate2
+
+        path = export_ctranslate2(FLAGS.output_dir, FLAGS.checkpoint_path,
+                                  FLAGS.decode_hparams, FLAGS.export_dir, FLAGS.version,
+                                  quantization=FLAGS.quantization or "float32")
+        print(f"Exported the CTranslate2 model to {path}")
+        return 0
+    if FLAGS.quantization is not None:
+        raise UserError("--quantization applies to --format=ctranslate2 only. "
+                        f"Received: quantization={FLAGS.quantization!r}, "
+                        f"format={FLAGS.format!r}")
     from t2t_revival.export.saved_model_export import export_saved_model
 
     path = export_saved_model(FLAGS.output_dir, FLAGS.checkpoint_path,

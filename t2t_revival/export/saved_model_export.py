@@ -13,16 +13,9 @@ loads half a model.
 from __future__ import annotations
 
 import os
-import re
-import shutil
-import time
 
 from t2t_revival.errors import UserError
-
-
-def _version_of(checkpoint_path: str) -> int:
-    match = re.search(r"-(\d+)$", checkpoint_path)
-    return int(match.group(1)) if match else int(time.time())
+from t2t_revival.export.version_directory import checkpoint_version, write_version_directory
 
 
 def export_saved_model(output_dir: str, checkpoint_path: str | None = None,
@@ -58,12 +51,9 @@ def export_saved_model(output_dir: str, checkpoint_path: str | None = None,
     module = TranslationModule(decoder.model, decoder.hparams, decoder.decode_hparams,
                                vocab_model)
     export_dir = export_dir or os.path.join(output_dir, "export")
-    version = _version_of(decoder.checkpoint_path) if version is None else int(version)
-    final = os.path.join(export_dir, str(version))
-    os.makedirs(export_dir, exist_ok=True)
-    tmp = os.path.join(export_dir, f".{version}.incomplete{os.getpid()}")
-    shutil.rmtree(tmp, ignore_errors=True)
-    try:
+    version = checkpoint_version(decoder.checkpoint_path) if version is None else int(version)
+
+    def write(tmp: str) -> None:
         signatures = {
             "serving_default": module.serve.get_concrete_function(),
             "translate_ids": module.translate_ids.get_concrete_function(),
@@ -72,14 +62,5 @@ def export_saved_model(output_dir: str, checkpoint_path: str | None = None,
         extra = os.path.join(tmp, "assets.extra")
         os.makedirs(extra, exist_ok=True)
         write_warmup_requests(os.path.join(extra, WARMUP_FILE))
-        if os.path.exists(final):
-            # Re-exporting the same checkpoint replaces that version.
-            old = os.path.join(export_dir, f".{version}.old{os.getpid()}")
-            os.replace(final, old)
-            os.replace(tmp, final)
-            shutil.rmtree(old, ignore_errors=True)
-        else:
-            os.replace(tmp, final)
-    finally:
-        shutil.rmtree(tmp, ignore_errors=True)
-    return final
+
+    return write_version_directory(export_dir, version, write)

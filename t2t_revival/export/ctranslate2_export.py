@@ -1,0 +1,324 @@
+"""Export a training directory as a CTranslate2 model directory.
+
+    export_ctranslate2("t2t_train/tiny")  ->  "t2t_train/tiny/export/ctranslate2/<step>"
+
+The same checkpoint `t2t-decoder` reads, converted into CTranslate2's
+`TransformerSpec` (https://opennmt.net/CTranslate2), for fast CPU/GPU beam
+search, int8 included. CTranslate2 is an optional extra
+(`pip install "t2t-revival[ctranslate2]"`), imported only here and in
+`CTranslate2Translator`.
+
+The version directory holds:
+
+    model.bin, config.json, shared_vocabulary.json   the CTranslate2 model
+    vocab.model                                      the SentencePiece model
+    t2t_export.json                                  decode settings (beam,
+                                                     alpha, extra length, ...)
+    README.md                                        how to use it
+
+How our architecture maps onto the spec, exactly:
+- post-LN (`pre_norm=False`) or pre-LN with a final LayerNorm per stack
+  (`pre_norm=True`), `hparams.layer_norm_epsilon`, ReLU FFN with biases;
+- attention projections without biases (the spec's biases left unset), the
+  fused self-attention `[d_model, q|k|v]` kernel transposed into
+  `linear[0]`, the cross-attention query and fused `k|v` kernels into
+  `linear[0]` / `linear[1]`; per-head size `key_size` (queries scaled by
+  key_size^-0.5 in both);
+- token embeddings scaled by sqrt(d_model), one matrix shared by source,
+  target and the output projection (or three, with shared_embedding=False);
+- positions as an explicit table: the paper's interleaved sin/cos (which is
+  not CTranslate2's built-in concatenated layout) for `max_length +
+  extra_length` positions, or the learned `[max_length, d_model]` table;
+- tokens: the SentencePiece pieces in id order, so CTranslate2 ids equal
+  ours. The decoder starts from PAD (`decoder_start_token="<pad>"`), and
+  `add_source_eos` appends EOS to the source, as our encoder input has it.
+"""
+
+from __future__ import annotations
+
+import json
+import math
+import os
+import shutil
+
+import numpy as np
+
+from t2t_revival.errors import UserError
+from t2t_revival.export.version_directory import checkpoint_version, write_version_directory
+
+# Weight types CTranslate2 can store (ctranslate2.specs.model_spec.ACCEPTED_MODEL_TYPES).
+QUANTIZATIONS = ("float32", "int8", "int8_float32", "int8_float16", "int8_bfloat16",
+                 "int16", "float16", "bfloat16")
+EXPORT_CONFIG = "t2t_export.json"
+VOCAB_FILE = "vocab.model"
+INSTALL_HINT = 'pip install "t2t-revival[ctranslate2]"'
+
+
+def _import_ctranslate2():
+    try:
+        import ctranslate2
+        from ctranslate2 import specs  # noqa: F401
+    except ImportError as e:
+        raise UserError(f"the CTranslate2 export needs the optional ctranslate2 package "
+                        f"({e}); install it with {INSTALL_HINT}. "
+                        f"Received: format='ctranslate2'") from None
+    return ctranslate2
+
+
+def _numpy(variable) -> np.ndarray:
+    import keras
+
+    return np.asarray(keras.ops.convert_to_numpy(variable), dtype=np.float32)
+
+
+def _sinusoid_table(num_positions: int, d_model: int) -> np.ndarray:
+    """The paper's table `[num_positions, d_model]`, sin/cos interleaved (3.5).
+
+    The same values as `SinusoidalPositionEncoding` (float32 angles).
+    """
+    position = np.arange(num_positions, dtype=np.float32)[:, None]
+    inv_freq = np.exp(np.arange(0, d_model, 2, dtype=np.float32)
+                      * np.float32(-math.log(10000.0) / d_model))
+    angle = position * inv_freq[None, :]                          # (P, D/2)
+    table = np.stack([np.sin(angle), np.cos(angle)], axis=-1)     # (P, D/2, 2)
+    return table.reshape(num_positions, d_model).astype(np.float32)
+
+
+def _check_supported(model, hparams) -> None:
+    """UserError for what CTranslate2's TransformerSpec cannot express."""
+    from t2t_revival.layers.sinusoidal_position_encoding import SinusoidalPositionEncoding
+
+    problems = []
+    if hparams.key_size != hparams.value_size:
+        problems.append(f"key_size ({hparams.key_size}) != value_size "
+                        f"({hparams.value_size}): CTranslate2 has one head size")
+    if hparams.ffn_activation != "relu":
+        problems.append(f"ffn_activation={hparams.ffn_activation!r}")
+    if hparams.position_encoding == "sinusoid" and not (
+            isinstance(model.encoder_position, SinusoidalPositionEncoding)
+            and model.encoder_position.max_wavelength == 10000.0):
+        problems.append("a sinusoid other than the paper's (max_wavelength 10000)")
+    if problems:
+        raise UserError(f"this model cannot be expressed as a CTranslate2 Transformer: "
+                        f"{'; '.join(problems)}. Export it with --format=saved_model "
+                        f"instead. Received: hparams={hparams.to_dict()!r}")
+
+
+def _build_spec(model, hparams, pieces: list[str], num_positions: int):
+    """A `ctranslate2.specs.TransformerSpec` holding `model`'s weights."""
+    from ctranslate2 import specs
+
+    hp = hparams
+    pre_norm = hp.norm_type == "pre"
+    head_dim = hp.key_size if hp.key_size * hp.num_heads != hp.d_model else None
+    encoder = specs.TransformerEncoderSpec(hp.num_hidden_layers, hp.num_heads,
+                                           pre_norm=pre_norm, head_dim=head_dim)
+    decoder = specs.TransformerDecoderSpec(hp.num_hidden_layers, hp.num_heads,
+                                           pre_norm=pre_norm, head_dim=head_dim)
+    spec = specs.TransformerSpec(encoder, decoder)
+
+    def linear(target, dense, bias=True):
+        target.weight = _numpy(dense.kernel).T                  # [in, out] -> [out, in]
+        if bias:
+            target.bias = _numpy(dense.bias)
+
+    def norm(target, layer):
+        target.gamma = _numpy(layer.gamma)
+        target.beta = _numpy(layer.beta)
+
+    def self_attention(target, layer):
+        linear(target.self_attention.linear[0], layer.self_attention.qkv_dense, bias=False)
+        linear(target.self_attention.linear[1], layer.self_attention.output_dense,
+               bias=False)
+        norm(target.self_attention.layer_norm, layer.self_attention_norm)
+
+    def ffn(target, layer):
+        linear(target.linear_0, layer.ffn.inner_dense)
+        linear(target.linear_1, layer.ffn.output_dense)
+        norm(target.layer_norm, layer.ffn_norm)
+
+    source_emb = _numpy(model.source_embedding.embeddings)      # (V, D)
+    target_emb = _numpy(model.target_embedding.embeddings)
+    if hp.position_encoding == "learned":
+        encoder_positions = _numpy(model.encoder_position.position_embeddings)
+        decoder_positions = _numpy(model.decoder_position.position_embeddings)
+    else:
+        encoder_positions = decoder_positions = _sinusoid_table(num_positions, hp.d_model)
+
+    encoder.embeddings[0].weight = source_emb
+    encoder.embeddings[0].multiply_by_sqrt_depth = True
+    encoder.position_encodings.encodings = encoder_positions
+    for target, layer in zip(encoder.layer, model.encoder_layers):
+        self_attention(target, layer)
+        ffn(target.ffn, layer)
+
+    decoder.embeddings.weight = target_emb
+    decoder.embeddings.multiply_by_sqrt_depth = True
+    decoder.position_encodings.encodings = decoder_positions
+    for target, layer in zip(decoder.layer, model.decoder_layers):
+        self_attention(target, layer)
+        cross = layer.cross_attention
+        linear(target.attention.linear[0], cross.query_dense, bias=False)
+        linear(target.attention.linear[1], cross.key_value_dense, bias=False)
+        linear(target.attention.linear[2], cross.output_dense, bias=False)
+        norm(target.attention.layer_norm, layer.cross_attention_norm)
+        ffn(target.ffn, layer)
+    if pre_norm:
+        norm(encoder.layer_norm, model.encoder_final_norm)
+        norm(decoder.layer_norm, model.decoder_final_norm)
+
+    if model.output_projection is None:
+        decoder.projection.weight = target_emb                  # (V, D): logits x E^T
+    else:
+        linear(decoder.projection, model.output_projection, bias=False)
+
+    spec.register_source_vocabulary(pieces)
+    spec.register_target_vocabulary(pieces)
+    config = spec.config
+    config.unk_token = pieces[2]
+    config.eos_token = pieces[1]
+    # There is no BOS: the decoder's start symbol is PAD (id 0).
+    config.bos_token = pieces[0]
+    config.decoder_start_token = pieces[0]
+    config.add_source_bos = False
+    config.add_source_eos = True
+    config.layer_norm_epsilon = float(hp.layer_norm_epsilon)
+    return spec
+
+
+def _vocabulary_pieces(vocab, vocab_size: int) -> list[str]:
+    """The piece of every id 0 .. vocab_size-1 (CTranslate2 tokens are strings)."""
+    count = vocab.vocab_size
+    if count > vocab_size:
+        raise UserError(f"the vocabulary has {count} pieces but the model only "
+                        f"{vocab_size} embedding rows; the training directory is "
+                        f"inconsistent. Received: vocab_size={vocab_size}")
+    pieces = [vocab.id_to_piece(i) for i in range(count)]
+    # Embedding rows past the vocabulary (a rounded-up vocab_size) get unused names.
+    pieces += [f"<t2t_unused_{i}>" for i in range(count, vocab_size)]
+    if len(set(pieces)) != len(pieces):
+        raise UserError("the SentencePiece vocabulary has duplicate pieces, so its ids "
+                        "cannot map 1:1 onto CTranslate2 tokens; regenerate it with "
+                        f"t2t-datagen. Received: model_file={vocab.model_file!r}")
+    if pieces[:3] != ["<pad>", "</s>", "<unk>"]:
+        raise UserError("the vocabulary's first pieces are not <pad>, </s>, <unk> "
+                        "(PAD=0, EOS=1, UNK=2); regenerate it with t2t-datagen. "
+                        f"Received: pieces={pieces[:3]!r}")
+    return pieces
+
+
+def _readme(version_dir_name: str, settings: dict) -> str:
+    return f"""# CTranslate2 export of a t2t-revival model
+
+Checkpoint: `{settings['checkpoint']}` (step {settings['step']}), weights stored as
+`{settings['quantization']}`. Tokens are the SentencePiece pieces of `vocab.model`
+(ids equal t2t-revival's); the model appends `</s>` to the source itself.
+
+With t2t-revival (same beam settings as t2t-decoder: beam {settings['beam_size']},
+alpha {settings['alpha']}, extra length {settings['extra_length']}):
+
+```python
+from t2t_revival.export.ctranslate2_translator import CTranslate2Translator
+translator = CTranslate2Translator("{version_dir_name}", compute_type="int8")
+print(translator.translate(["A man is riding a bike."]))
+```
+
+With CTranslate2 and SentencePiece only:
+
+```python
+import ctranslate2, sentencepiece
+sp = sentencepiece.SentencePieceProcessor(model_file="{version_dir_name}/vocab.model")
+translator = ctranslate2.Translator("{version_dir_name}", compute_type="int8")
+tokens = sp.encode(["A man is riding a bike."], out_type=str)
+results = translator.translate_batch(tokens, beam_size={settings['beam_size']},
+                                     length_penalty={settings['alpha']},
+                                     max_input_length={settings['max_input_length']})
+print(sp.decode(results[0].hypotheses[0]))
+```
+
+CTranslate2 normalizes scores by length ** length_penalty, not by GNMT's
+((5 + length) / 6) ** alpha; `CTranslate2Translator` re-ranks CTranslate2's
+n-best list with the GNMT penalty, as t2t-decoder ranks (see t2t_export.json).
+"""
+
+
+def export_ctranslate2(output_dir: str, checkpoint_path: str | None = None,
+                       decode_hparams: str = "", export_dir: str | None = None,
+                       version: int | None = None, quantization: str = "float32") -> str:
+    """Write a CTranslate2 model directory; return it.
+
+    Args:
+        output_dir: the training directory (hparams.json, run.json, vocab.model,
+            checkpoints).
+        checkpoint_path: a checkpoint prefix; default the latest in output_dir.
+        decode_hparams: overrides of the beam settings of hparams.json
+            (`"beam_size=4,alpha=0.6,extra_length=50"`), written to
+            t2t_export.json for `CTranslate2Translator`.
+        export_dir: where to write `<version>/`; default
+            `output_dir/export/ctranslate2`.
+        version: the version number; default the checkpoint's step.
+        quantization: the stored weight type, one of `QUANTIZATIONS`
+            ("int8" is the usual choice for CPUs). Any model can still be
+            loaded with another `compute_type`.
+
+    Returns:
+        The version directory.
+    """
+    if quantization not in QUANTIZATIONS:
+        raise UserError(f"unknown quantization; use one of {', '.join(QUANTIZATIONS)}. "
+                        f"Received: quantization={quantization!r}")
+    if not os.path.isdir(output_dir):
+        raise UserError(f"the training directory {output_dir} does not exist; pass the "
+                        f"--output_dir of t2t-trainer. Received: output_dir={output_dir!r}")
+    ctranslate2 = _import_ctranslate2()
+
+    from t2t_revival.decode.decoder import Decoder
+
+    decoder = Decoder(output_dir, checkpoint_path, decode_hparams)
+    hparams, dhp = decoder.hparams, decoder.decode_hparams
+    if dhp.return_beams:
+        raise UserError("the export returns the best translation only; drop "
+                        "return_beams from --decode_hparams. "
+                        f"Received: decode_hparams={decode_hparams!r}")
+    _check_supported(decoder.model, hparams)
+    pieces = _vocabulary_pieces(decoder.vocab, hparams.vocab_size)
+    # Longest decode: a max_length input padded to the quantum, plus extra_length.
+    num_positions = (hparams.max_length if hparams.position_encoding == "learned"
+                     else hparams.max_length + 8 + dhp.extra_length)
+    spec = _build_spec(decoder.model, hparams, pieces, num_positions)
+    spec.validate()
+    spec.optimize(quantization=quantization)
+
+    step = checkpoint_version(decoder.checkpoint_path)
+    version = step if version is None else int(version)
+    export_dir = export_dir or os.path.join(output_dir, "export", "ctranslate2")
+    final = os.path.join(export_dir, str(version))
+    settings = {
+        "format": "ctranslate2",
+        "ctranslate2_version": ctranslate2.__version__,
+        "checkpoint": os.path.abspath(decoder.checkpoint_path),
+        "step": step,
+        "quantization": quantization,
+        "beam_size": dhp.beam_size,
+        "alpha": dhp.alpha,
+        "extra_length": dhp.extra_length,
+        "batch_size": dhp.batch_size,
+        # Inputs longer than this (EOS included) are refused, as by t2t-decoder.
+        "max_input_length": hparams.max_length,
+        # The longest output the position table allows.
+        "max_decode_length": num_positions,
+        "position_encoding": hparams.position_encoding,
+        "problem": decoder.problem_name,
+    }
+
+    def write(tmp: str) -> None:
+        os.makedirs(tmp)
+        spec.save(tmp)
+        shutil.copyfile(decoder.vocab.model_file, os.path.join(tmp, VOCAB_FILE))
+        with open(os.path.join(tmp, EXPORT_CONFIG), "w", encoding="utf-8") as f:
+            json.dump(settings, f, indent=2, sort_keys=True)
+            f.write("\n")
+        with open(os.path.join(tmp, "README.md"), "w", encoding="utf-8") as f:
+            f.write(_readme(final, settings))
+
+    return write_version_directory(export_dir, version, write)

@@ -1,0 +1,173 @@
+"""Translating text with a CTranslate2 export (`t2t-exporter --format=ctranslate2`).
+
+    translator = CTranslate2Translator("t2t_train/tiny/export/ctranslate2/300",
+                                       compute_type="int8")
+    translator.translate(["A man is riding a bike."])
+
+Imports ctranslate2 and sentencepiece only (no TensorFlow), so a server that
+serves the export needs neither TensorFlow nor Keras.
+
+Decoding follows `t2t-decoder` as closely as CTranslate2 allows:
+- the beam settings (beam_size, alpha, extra_length, batch_size) come from the
+  export's t2t_export.json, i.e. from hparams.json and the exporter's
+  --decode_hparams;
+- sentences are sorted by length and decoded `batch_size` at a time, with
+  max_decoding_length = the batch's longest input (EOS included) padded to a
+  multiple of 8, plus extra_length: the same limit `Decoder` uses;
+- ranking: CTranslate2 normalizes a hypothesis's log-prob by
+  length ** length_penalty, tensor2tensor by GNMT's ((5 + length) / 6) ** alpha
+  with EOS counted in the length. We ask CTranslate2 for its `beam_size`
+  finished hypotheses (EOS included), recover each log-prob from its score,
+  and pick the best by the GNMT penalty.
+
+What can still differ from `t2t-decoder` is the search itself: CTranslate2
+finishes a hypothesis only when its EOS extension ranks among the top
+`beam_size` of the 2 * beam_size candidates of a step, and stops once
+`beam_size` hypotheses finished; tensor2tensor's beam search takes EOS
+extensions from all 2 * beam_size candidates and goes on until no live
+hypothesis can beat the best finished one. So t2t-decoder now and then finds
+a shorter, better-scoring translation that CTranslate2 never considered.
+"""
+
+from __future__ import annotations
+
+import json
+import math
+import os
+from typing import Callable, Sequence
+
+from t2t_revival.errors import UserError
+
+EXPORT_CONFIG = "t2t_export.json"
+VOCAB_FILE = "vocab.model"
+EOS_PIECE = "</s>"
+# Inputs are padded up to a multiple of this many tokens by `Decoder`; its
+# max decode length follows the padded length.
+_LENGTH_QUANTUM = 8
+
+
+class CTranslate2Translator:
+    """Beam-search translation with a CTranslate2 export directory.
+
+    Args:
+        export_dir: a version directory written by `export_ctranslate2`
+            (model.bin, vocab.model, t2t_export.json).
+        device: "cpu", "cuda" or "auto".
+        compute_type: CTranslate2's compute type ("default" = as stored,
+            "int8", "int8_float32", "float32", "float16", ...).
+        intra_threads: threads per translation (0 = CTranslate2's default).
+        inter_threads: translations run in parallel.
+        beam_size, alpha, extra_length, batch_size: overrides of the export's
+            settings (None keeps them).
+    """
+
+    def __init__(self, export_dir: str, device: str = "cpu", compute_type: str = "default",
+                 intra_threads: int = 0, inter_threads: int = 1,
+                 beam_size: int | None = None, alpha: float | None = None,
+                 extra_length: int | None = None, batch_size: int | None = None):
+        try:
+            import ctranslate2
+            import sentencepiece as spm
+        except ImportError as e:
+            raise UserError(f"translating with a CTranslate2 export needs the optional "
+                            f"ctranslate2 package ({e}); install it with "
+                            f'pip install "t2t-revival[ctranslate2]". '
+                            f"Received: export_dir={export_dir!r}") from None
+        config_file = os.path.join(export_dir, EXPORT_CONFIG)
+        try:
+            with open(config_file, encoding="utf-8") as f:
+                self.settings = json.load(f)
+        except FileNotFoundError:
+            raise UserError(f"{config_file} is missing; pass a version directory written "
+                            f"by t2t-exporter --format=ctranslate2. "
+                            f"Received: export_dir={export_dir!r}") from None
+        except json.JSONDecodeError as e:
+            raise UserError(f"{config_file} is corrupt ({e}); export again. "
+                            f"Received: export_dir={export_dir!r}") from None
+        for name, value in (("beam_size", beam_size), ("alpha", alpha),
+                            ("extra_length", extra_length), ("batch_size", batch_size)):
+            if value is not None:
+                self.settings[name] = value
+        self.export_dir = export_dir
+        self._sp = spm.SentencePieceProcessor(
+            model_file=os.path.join(export_dir, VOCAB_FILE))
+        try:
+            self._translator = ctranslate2.Translator(
+                export_dir, device=device, compute_type=compute_type,
+                intra_threads=intra_threads, inter_threads=inter_threads)
+        except (RuntimeError, ValueError) as e:
+            raise UserError(f"CTranslate2 cannot load {export_dir} on {device} with "
+                            f"compute_type {compute_type} ({e}). "
+                            f"Received: compute_type={compute_type!r}") from None
+
+    @property
+    def beam_size(self) -> int:
+        return int(self.settings["beam_size"])
+
+    @property
+    def alpha(self) -> float:
+        return float(self.settings["alpha"])
+
+    def _gnmt_penalty(self, length: int) -> float:
+        """((5 + length) / 6) ** alpha, as `beam_search.length_penalty`."""
+        return ((5.0 + length) / 6.0) ** self.alpha
+
+    def _max_decode_length(self, longest_input: int) -> int:
+        padded = min(int(math.ceil(longest_input / _LENGTH_QUANTUM) * _LENGTH_QUANTUM),
+                     max(longest_input, int(self.settings["max_input_length"])))
+        limit = padded + int(self.settings["extra_length"])
+        return min(limit, int(self.settings["max_decode_length"]))
+
+    def translate_pieces(self, pieces: Sequence[Sequence[str]]) -> list[tuple[list[str], float]]:
+        """Best hypothesis (pieces, without EOS) and its GNMT score, for one batch.
+
+        Args:
+            pieces: SentencePiece pieces of each source sentence, without EOS
+                (the model appends it), none empty.
+        """
+        longest = max(len(p) for p in pieces) + 1  # + EOS
+        beam = self.beam_size
+        results = self._translator.translate_batch(
+            [list(p) for p in pieces], beam_size=beam, num_hypotheses=beam,
+            length_penalty=self.alpha, return_scores=True, return_end_token=True,
+            max_input_length=0, max_decoding_length=self._max_decode_length(longest))
+        best = []
+        for result in results:
+            candidates = []
+            for hypothesis, score in zip(result.hypotheses, result.scores):
+                length = len(hypothesis)  # EOS included, unless cut at the limit
+                log_prob = score * length ** self.alpha
+                candidates.append((log_prob / self._gnmt_penalty(length), hypothesis))
+            score, hypothesis = max(candidates, key=lambda c: c[0])
+            if hypothesis and hypothesis[-1] == EOS_PIECE:
+                hypothesis = hypothesis[:-1]
+            best.append((hypothesis, score))
+        return best
+
+    def translate(self, sentences: Sequence[str],
+                  progress: Callable[[int, int], None] | None = None) -> list[str]:
+        """Translations in input order; an empty line gives an empty line."""
+        encoded = []
+        max_input = int(self.settings["max_input_length"])
+        for i, sentence in enumerate(sentences):
+            pieces = self._sp.encode(sentence, out_type=str) if sentence.strip() else []
+            if len(pieces) + 1 > max_input:
+                raise UserError(
+                    f"input line {i + 1} has {len(pieces) + 1} tokens, more than the "
+                    f"model's max_length of {max_input}; split the line. "
+                    f"Received: line {i + 1}={sentence[:60]!r}...")
+            encoded.append(pieces)
+        outputs = [""] * len(sentences)
+        # The same order and batches as `Decoder.translate`.
+        order = sorted((i for i, p in enumerate(encoded) if p), key=lambda i: len(encoded[i]))
+        batch = int(self.settings["batch_size"])
+        done = len(sentences) - len(order)
+        for start in range(0, len(order), batch):
+            chunk = order[start:start + batch]
+            for i, (hypothesis, _) in zip(chunk, self.translate_pieces(
+                    [encoded[i] for i in chunk])):
+                outputs[i] = self._sp.decode(hypothesis)
+            done += len(chunk)
+            if progress:
+                progress(done, len(sentences))
+        return outputs
