@@ -20,12 +20,32 @@ def fail(prog: str, message: str, status: int = USAGE_ERROR) -> None:
     sys.exit(status)
 
 
+def _show_module_in_help(module_name: str) -> None:
+    """Make `--help`/`--helpshort` show `module_name`'s docstring and flags.
+
+    absl prints the docstring of `__main__` and the flags registered under
+    `sys.argv[0]`; for a console script (`t2t-decoder`) or a thin wrapper
+    (`t2t_trainer.py`) those are the wrapper's: no text and no flags. So the
+    CLI module's flags are registered as key flags of `sys.argv[0]` too, and
+    its docstring stands in for the wrapper's.
+    """
+    module = sys.modules.get(module_name)
+    main_module = sys.modules.get("__main__")
+    if module is None or module is main_module:
+        return
+    for flag in flags.FLAGS.get_key_flags_for_module(module_name):
+        flags.FLAGS.register_key_flag_for_module(sys.argv[0], flag)
+    if main_module is not None and module.__doc__:
+        main_module.__doc__ = module.__doc__
+
+
 def run(main: Callable[[list[str]], int | None], prog: str | None = None) -> None:
     """`absl.app.run(main)` where a bad flag or a UserError is one line, exit 2.
 
     Any other exception is a bug and keeps its traceback.
     """
     prog = prog or os.path.basename(sys.argv[0])
+    _show_module_in_help(main.__module__)
 
     def parse_flags(argv: list[str]) -> list[str]:
         try:

@@ -7,8 +7,8 @@ targets written by t2t-datagen (`<problem>-test.target.txt`, sources in
 precision/recall/F1 instead of BLEU; the predicted trees, repaired where
 malformed, are also written bracketed to `<decode_to_file>.trees`.
 
-    t2t-decoder --output_dir=t2t_train/tiny \
-        --decode_from_file=test.en --decode_to_file=test.hyp.de \
+    t2t-decoder --output_dir=t2t_train/tiny \\
+        --decode_from_file=test.en --decode_to_file=test.hyp.de \\
         --decode_reference=test.de --decode_hparams="beam_size=4,alpha=0.6"
 
 Reads hparams.json, run.json, vocab.model and the latest checkpoint (or

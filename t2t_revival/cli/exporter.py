@@ -2,7 +2,7 @@
 CTranslate2 model directory.
 
     t2t-exporter --output_dir=t2t_train/tiny
-    docker run -p 8501:8501 -v $PWD/t2t_train/tiny/export:/models/t2t \
+    docker run -p 8501:8501 -v $PWD/t2t_train/tiny/export:/models/t2t \\
         -e MODEL_NAME=t2t tensorflow/serving
 
 Writes output_dir/export/<step>/ (TF Serving's --model_base_path layout): a

@@ -1,6 +1,6 @@
 """`t2t-query`: translate with a model served by TF Serving (REST API).
 
-    t2t-query --server=http://localhost:8501 --model_name=t2t \
+    t2t-query --server=http://localhost:8501 --model_name=t2t \\
         --sentences="A man is riding a bicycle.|Two dogs play in the snow."
     t2t-query --model_name=t2t --input_file=test.en > test.hyp.de
     echo "A dog runs." | t2t-query --model_name=t2t

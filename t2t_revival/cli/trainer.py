@@ -1,6 +1,6 @@
 """`t2t-trainer`: train a registered model on a registered problem.
 
-    t2t-trainer --problem=translate_ende_multi30k --hparams_set=transformer_tiny \
+    t2t-trainer --problem=translate_ende_multi30k --hparams_set=transformer_tiny \\
         --data_dir=t2t_data --output_dir=t2t_train/tiny --train_steps=2000
 
 Rerunning the same command resumes from the latest checkpoint in output_dir.
