@@ -36,7 +36,13 @@ fraction against the datasheet.
 
     PYTHONPATH=$PWD python benchmarks/train_step.py --shapes base,tiny
     KERAS_BACKEND=jax python benchmarks/train_step.py --shapes big \\
-        --mixed_precision mixed_bfloat16 --batch 256 --peak_tflops 989 --skip_peer
+        --mixed_precision mixed_bfloat16 --batch 256 --peak_tflops 989 \\
+        --peer_device cuda --peer_autocast bfloat16 --peer_python python3
+
+On a GPU the peer is the same nn.Transformer model run by
+`benchmarks/torch_peer_step.py` on `--peer_device` under torch.autocast
+(`--peer_compile` adds torch.compile); without `--peer_device` it is the
+shared peer script itself, on the CPU in float32.
 
 Prints one JSON object: per shape, our figures, the peer's, `ratio` = our best
 tokens/s / the peer's, FLOPs per step and the fraction of the peak.
@@ -87,6 +93,13 @@ def parse_args(argv=None):
     p.add_argument("--peer_script",
                    default=str(SHARED / "peers" / "torch_transformer_train.py"),
                    help="the peer script (default: $T2T_SHARED or ../shared, /peers/...)")
+    p.add_argument("--peer_device", default="",
+                   help="run the peer's model on this torch device (e.g. cuda) through "
+                        "benchmarks/torch_peer_step.py; default: the shared peer as is (CPU)")
+    p.add_argument("--peer_autocast", default="none", choices=["none", "bfloat16", "float16"],
+                   help="with --peer_device: torch.autocast dtype of the peer's step")
+    p.add_argument("--peer_compile", action="store_true",
+                   help="with --peer_device: torch.compile the peer's model")
     p.add_argument("--skip_peer", action="store_true")
     a = p.parse_args(argv)
     a.shapes = [s.strip() for s in a.shapes.split(",") if s.strip()]
@@ -245,6 +258,10 @@ def measured_peak(a):
 
 def run_peer(shape, a):
     cmd = [a.peer_python, a.peer_script]
+    if a.peer_device:
+        cmd = [a.peer_python, str(ROOT / "benchmarks" / "torch_peer_step.py"),
+               "--peer_script", a.peer_script, "--device", a.peer_device,
+               "--autocast", a.peer_autocast] + (["--compile"] if a.peer_compile else [])
     for name, value in list(shape.items()) + [(n, getattr(a, n)) for n, _ in RUN_FLAGS]:
         cmd += [f"--{name}", str(value)]
     proc = subprocess.run(cmd, capture_output=True, text=True)
