@@ -102,6 +102,9 @@ def parse_args(argv=None):
                    help="with --peer_device: torch.compile the peer's model")
     p.add_argument("--skip_peer", action="store_true")
     a = p.parse_args(argv)
+    if not a.peer_device and (a.peer_autocast != "none" or a.peer_compile):
+        p.error("--peer_autocast and --peer_compile need --peer_device (e.g. cuda or cpu); "
+                "the shared peer script runs in float32 as it is")
     a.shapes = [s.strip() for s in a.shapes.split(",") if s.strip()]
     unknown = [s for s in a.shapes if s not in SHAPES]
     if unknown or not a.shapes:

@@ -42,3 +42,15 @@ def test_parameter_split_covers_every_weight():
     assert counts["enc"] == 2 * enc_layer
     assert counts["dec"] == 2 * (enc_layer + 4 * d * d + 2 * d)
     assert counts["enc"] + counts["dec"] + vocab * d == counts["params"] == model.count_params()
+
+
+def test_peer_precision_flags_need_a_peer_device(capsys):
+    import pytest
+
+    bench = _train_step_module()
+    with pytest.raises(SystemExit) as e:
+        bench.parse_args(["--peer_autocast", "bfloat16"])
+    assert e.value.code == 2
+    assert "--peer_autocast and --peer_compile need --peer_device" in capsys.readouterr().err
+    args = bench.parse_args(["--peer_device", "cuda", "--peer_autocast", "bfloat16"])
+    assert (args.peer_device, args.peer_autocast) == ("cuda", "bfloat16")
