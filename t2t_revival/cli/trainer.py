@@ -64,6 +64,9 @@ def main(argv: list[str]) -> int:
     if FLAGS.registry_help:
         print(registry.help_text())
         return 0
+    output_dir = common.check_directory("output_dir", os.path.expanduser(FLAGS.output_dir),
+                                        writable=True)
+    data_dir = common.check_directory("data_dir", os.path.expanduser(FLAGS.data_dir))
     from t2t_revival.train.train_config import TrainConfig
     from t2t_revival.train.trainer import train
 
@@ -72,8 +75,8 @@ def main(argv: list[str]) -> int:
         overrides = ",".join(p for p in (overrides, f"mixed_precision={FLAGS.mixed_precision}") if p)
     config = TrainConfig(
         problem=FLAGS.problem, model=FLAGS.model, hparams_set=FLAGS.hparams_set,
-        hparams=overrides, data_dir=os.path.expanduser(FLAGS.data_dir),
-        tmp_dir=os.path.expanduser(FLAGS.tmp_dir), output_dir=os.path.expanduser(FLAGS.output_dir),
+        hparams=overrides, data_dir=data_dir,
+        tmp_dir=os.path.expanduser(FLAGS.tmp_dir), output_dir=output_dir,
         train_steps=FLAGS.train_steps, max_train_minutes=FLAGS.max_train_minutes,
         eval_steps=FLAGS.eval_steps,
         eval_every=FLAGS.local_eval_frequency, save_every=FLAGS.save_checkpoints_steps,
