@@ -89,6 +89,9 @@ def _interactive_line(raw: bytes, number: int) -> str:
 
 
 def main(argv: list[str]) -> int:
+    common.check_directory("output_dir", FLAGS.output_dir)
+    if FLAGS.decode_to_file:
+        common.check_output_file("decode_to_file", FLAGS.decode_to_file)
     from t2t_revival.decode.decoder import (Decoder, ProgressBar, read_text_lines,
                                             write_text_lines)
     from t2t_revival.errors import UserError
@@ -102,7 +105,6 @@ def main(argv: list[str]) -> int:
     # Cheap checks first: the decode hparams, the training directory, the files.
     from t2t_revival.decode.decode_hparams import parse_decode_hparams
     from t2t_revival.hparams import HParams
-    common.check_directory("output_dir", FLAGS.output_dir)
     parse_decode_hparams(FLAGS.decode_hparams)
     HParams.load(os.path.join(FLAGS.output_dir, "hparams.json"))
     sources = read_text_lines(FLAGS.decode_from_file, "decode_from_file") \
@@ -122,7 +124,7 @@ def main(argv: list[str]) -> int:
 
     if FLAGS.decode_from_file:
         out_path = FLAGS.decode_to_file or _default_output(decoder)
-        common.check_output_file("decode_to_file", out_path)  # before the long work
+        common.check_output_file("decode_to_file", out_path)  # before decoding, not after
         translations = decoder.translate(sources, progress=ProgressBar())
         write_text_lines(out_path, translations)
         print(f"Wrote {len(translations)} translations to {out_path}", file=sys.stderr)

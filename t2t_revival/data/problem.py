@@ -155,6 +155,26 @@ class Problem:
                 f"raise max_length to at least {shortest}. Received: max_length={limit}")
         return total, too_long
 
+    def corrupt_data_error(self, data_dir: str) -> DataError | None:
+        """A DataError naming every shard in data_dir that cannot be read, or None.
+
+        Call it when reading `dataset` raised `tf.errors.DataLossError`
+        (TensorFlow's message names no file); None means the shards are
+        intact and the error came from elsewhere (re-raise it then).
+        """
+        bad = input_pipeline.unreadable_records(
+            [f for split in self.num_shards for f in self.data_files(split, data_dir)
+             if os.path.isfile(f)])
+        if not bad:
+            return None
+        first, reason = next(iter(bad.items()))
+        return DataError(
+            f"{len(bad)} data shard(s) of {self.name} are truncated or corrupt, first "
+            f"{first} ({reason}); delete {'it' if len(bad) == 1 else 'them'} and rerun "
+            f"t2t-datagen --problem={self.name} --data_dir={data_dir} (it rewrites only "
+            f"the missing shards). Received: corrupt_shards="
+            f"{[os.path.basename(p) for p in bad]}")
+
     def dataset(self, mode: str, data_dir: str, hparams: Any, input_context=None,
                 shuffle: bool | None = None, seed: int | None = None):
         """Token-bucketed batches of the "train" or "eval" (dev) split.
