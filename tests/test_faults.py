@@ -315,6 +315,14 @@ def test_invalid_utf8_reaches_the_in_graph_tokenizer_as_replacement_characters(d
     assert ids[0] != ids[2] and "\ufffd" in vocab.decode(ids[0])
 
 
+def test_ids_past_the_vocabulary_decode_to_nothing_instead_of_failing(data_dir):
+    """A model with a rounded-up vocab_size can emit ids no piece owns."""
+    vocab = _TinyMulti30k().vocabulary(str(data_dir))
+    ids = vocab.encode("ein mann")
+    assert vocab.vocab_size == 300
+    assert vocab.decode(ids[:1] + [300, 8191] + ids[1:] + [1, 7]) == "ein mann"
+
+
 # ---------------------------------------------------------------------------
 # The CLIs: directories and files
 # ---------------------------------------------------------------------------

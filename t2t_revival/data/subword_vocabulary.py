@@ -72,13 +72,18 @@ class SubwordVocabulary:
         return self._sp.encode(list(texts), out_type=int)
 
     def decode(self, ids: Iterable[int]) -> str:
-        """Text of `ids`: stops at the first EOS and drops PAD."""
+        """Text of `ids`: stops at the first EOS and drops PAD.
+
+        Ids past the vocabulary (a model whose vocab_size was rounded up has
+        embedding rows no piece owns) have no text and are dropped too.
+        """
         kept = []
+        size = self.vocab_size
         for i in ids:
             i = int(i)
             if i == EOS_ID:
                 break
-            if i != PAD_ID:
+            if i != PAD_ID and i < size:
                 kept.append(i)
         return self._sp.decode(kept)
 
