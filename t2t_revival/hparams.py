@@ -14,6 +14,7 @@ from __future__ import annotations
 
 import dataclasses
 import json
+import math
 import os
 import tempfile
 import typing
@@ -141,28 +142,7 @@ class HParams:
                     f"hparam '{name}' must be one of {', '.join(choices)}. "
                     f"Received: {name}={value!r}"
                 )
-        positive = ("num_hidden_layers", "d_model", "d_ff", "num_heads",
-                    "max_length", "batch_size", "gradient_accumulation_steps",
-                    "beam_size")
-        for name in positive:
-            if getattr(self, name) <= 0:
-                raise HParamsError(
-                    f"hparam '{name}' must be positive. "
-                    f"Received: {name}={getattr(self, name)!r}"
-                )
-        for name in ("d_k", "d_v", "vocab_size", "learning_rate_warmup_steps",
-                     "extra_length", "clip_grad_norm", "learning_rate"):
-            if getattr(self, name) < 0:
-                raise HParamsError(
-                    f"hparam '{name}' must not be negative. "
-                    f"Received: {name}={getattr(self, name)!r}"
-                )
-        for name in ("dropout", "attention_dropout", "relu_dropout", "label_smoothing"):
-            if not 0.0 <= getattr(self, name) < 1.0:
-                raise HParamsError(
-                    f"hparam '{name}' is a probability in [0, 1). "
-                    f"Received: {name}={getattr(self, name)!r}"
-                )
+        _check_ranges(self)
         if (self.d_k == 0 or self.d_v == 0) and self.d_model % self.num_heads:
             raise HParamsError(
                 "d_model must be divisible by num_heads when d_k or d_v is 0 "
@@ -257,6 +237,50 @@ class HParams:
                 f"directory that holds hparams.json. Received: path={path!r}"
             ) from None
         return cls.from_json(text)
+
+
+# ---------------------------------------------------------------------------
+# Valid ranges: settings that parse but make no sense are refused here
+# ---------------------------------------------------------------------------
+
+# The valid range of each numeric field, as (its text, a test).
+_POSITIVE = ("must be positive (> 0)", lambda v: v > 0)
+_NOT_NEGATIVE = ("must not be negative (>= 0)", lambda v: v >= 0)
+_PROBABILITY = ("is a probability in [0, 1)", lambda v: 0 <= v < 1)
+_RANGES: dict[str, tuple[str, Callable[[Any], bool]]] = {
+    **{name: _POSITIVE for name in (
+        "num_hidden_layers", "d_model", "d_ff", "num_heads", "max_length",
+        "batch_size", "gradient_accumulation_steps", "beam_size",
+        "learning_rate", "adam_epsilon", "layer_norm_epsilon")},
+    **{name: _NOT_NEGATIVE for name in (
+        "d_k", "d_v", "vocab_size", "learning_rate_warmup_steps", "extra_length",
+        "clip_grad_norm")},
+    **{name: _PROBABILITY for name in (
+        "dropout", "attention_dropout", "relu_dropout", "label_smoothing")},
+    "adam_beta1": ("must be in [0, 1) (Adam's decay rate)", lambda v: 0 <= v < 1),
+    "adam_beta2": ("must be in [0, 1) (Adam's decay rate)", lambda v: 0 <= v < 1),
+}
+
+
+def _check_ranges(hp: "HParams") -> None:
+    """Refuse NaN/inf and out-of-range values, naming the valid range."""
+    for f in dataclasses.fields(hp):
+        value = getattr(hp, f.name)
+        if isinstance(value, float) and not math.isfinite(value):
+            raise HParamsError(f"hparam '{f.name}' must be a finite number, not "
+                               f"NaN or infinity. Received: {f.name}={value!r}")
+    for name, (valid, test) in _RANGES.items():
+        value = getattr(hp, name)
+        if not test(value):
+            raise HParamsError(f"hparam '{name}' {valid}. Received: {name}={value!r}")
+    if any(b <= 0 for b in hp.bucket_boundaries):
+        raise HParamsError("bucket_boundaries must all be positive (> 0). "
+                           f"Received: bucket_boundaries={list(hp.bucket_boundaries)}")
+    if hp.position_encoding == "sinusoid" and hp.d_model % 2:
+        raise HParamsError(
+            "d_model must be even with position_encoding=sinusoid (sin/cos pairs, "
+            "section 3.5); use an even d_model or position_encoding=learned. "
+            f"Received: d_model={hp.d_model}")
 
 
 # ---------------------------------------------------------------------------
@@ -430,4 +454,12 @@ def resolve(hparams_set: str, overrides: str = "", problem: Any = None) -> HPara
     hp = hparams_sets.get(hparams_set)()
     if problem is not None and hasattr(problem, "hparams_overrides"):
         hp = hp.replace(**problem.hparams_overrides(hp))
-    return hp.replace(**parsed)
+    hp = hp.replace(**parsed)
+    known = getattr(problem, "vocab_size", 0)
+    if known and hp.vocab_size < known:
+        raise HParamsError(
+            f"hparam 'vocab_size' must be at least the size of the vocabulary of "
+            f"problem {getattr(problem, 'name', '')} ({known} pieces: larger ids "
+            f"would have no embedding row); leave it unset, or round it up. "
+            f"Received: vocab_size={hp.vocab_size}")
+    return hp

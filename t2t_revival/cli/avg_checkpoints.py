@@ -16,6 +16,7 @@ flags.mark_flag_as_required("output_dir")
 
 
 def main(argv: list[str]) -> int:
+    common.check_directory("output_dir", FLAGS.output_dir)
     from t2t_revival.train.checkpoint_averaging import average_checkpoints
 
     average_checkpoints(FLAGS.output_dir, FLAGS.num_last_checkpoints, FLAGS.model)

@@ -10,7 +10,8 @@ from __future__ import annotations
 from absl import flags
 
 from t2t_revival.cli import common
-from t2t_revival.metrics.bleu import BleuInputError, bleu_files, format_scores
+from t2t_revival.metrics.bleu import (BleuInputError, bleu_files, check_language,
+                                      format_scores)
 
 FLAGS = flags.FLAGS
 
@@ -24,6 +25,7 @@ def main(argv: list[str]) -> int:
     for name in ("translation", "reference"):
         if not getattr(FLAGS, name):
             raise BleuInputError(f"--{name}=FILE is required. Received: {name}=None")
+    check_language(FLAGS.language)
     scores = bleu_files(FLAGS.translation, FLAGS.reference, FLAGS.language)
     print(format_scores(scores, FLAGS.json))
     return 0

@@ -24,6 +24,8 @@ def main(argv: list[str]) -> int:
     for name in ("data_dir", "tmp_dir"):
         if not getattr(FLAGS, name):
             raise UserError(f"--{name} is required. Received: --{name}=None")
+    common.check_directory("data_dir", FLAGS.data_dir, writable=True)
+    common.check_directory("tmp_dir", FLAGS.tmp_dir)
     logging.set_verbosity(logging.INFO)
     registry.load_all()
     problem = registry.problems.get(FLAGS.problem)(download=FLAGS.download)

@@ -26,6 +26,7 @@ from absl import flags
 from t2t_revival.cli import common
 
 FLAGS = flags.FLAGS
+PROG = "t2t-decoder"
 
 flags.DEFINE_string("output_dir", None, "The training directory (hparams.json, checkpoints).")
 flags.DEFINE_string("checkpoint_path", None,
@@ -76,7 +77,21 @@ def _score_parses(problem_cls, predictions, references, sources, out_path) -> No
         print(score.summary())
 
 
+def _interactive_line(raw: bytes, number: int) -> str:
+    """One typed line as text; bytes that are not UTF-8 are a UserError."""
+    from t2t_revival.errors import UserError
+    try:
+        return raw.decode("utf-8").rstrip("\r\n")
+    except UnicodeDecodeError as e:
+        raise UserError(f"input line {number} is not valid UTF-8 ({e.reason} at byte "
+                        f"{e.start}); type it again in UTF-8. "
+                        f"Received: {raw[:60]!r}") from None
+
+
 def main(argv: list[str]) -> int:
+    common.check_directory("output_dir", FLAGS.output_dir)
+    if FLAGS.decode_to_file:
+        common.check_output_file("decode_to_file", FLAGS.decode_to_file)
     from t2t_revival.decode.decoder import (Decoder, ProgressBar, read_text_lines,
                                             write_text_lines)
     from t2t_revival.errors import UserError
@@ -96,6 +111,9 @@ def main(argv: list[str]) -> int:
         if FLAGS.decode_from_file else []
     references = read_text_lines(FLAGS.decode_reference, "decode_reference") \
         if FLAGS.decode_reference else None
+    if references is not None:
+        from t2t_revival.metrics.bleu import check_language
+        check_language(FLAGS.language)  # now, not after decoding
     if references is not None and len(references) != len(sources):
         raise UserError(f"--decode_reference has {len(references)} lines but "
                         f"--decode_from_file has {len(sources)}; they must align. "
@@ -105,8 +123,9 @@ def main(argv: list[str]) -> int:
           file=sys.stderr)
 
     if FLAGS.decode_from_file:
-        translations = decoder.translate(sources, progress=ProgressBar())
         out_path = FLAGS.decode_to_file or _default_output(decoder)
+        common.check_output_file("decode_to_file", out_path)  # before decoding, not after
+        translations = decoder.translate(sources, progress=ProgressBar())
         write_text_lines(out_path, translations)
         print(f"Wrote {len(translations)} translations to {out_path}", file=sys.stderr)
         if references is not None:
@@ -120,13 +139,17 @@ def main(argv: list[str]) -> int:
             print(format_scores(scores, FLAGS.json))
     if FLAGS.decode_interactive:
         print("Type a sentence and press Enter (Ctrl-D to quit).", file=sys.stderr)
-        for line in sys.stdin:
-            print(decoder.translate([line.rstrip("\n")])[0], flush=True)
+        for number, raw in enumerate(sys.stdin.buffer, start=1):
+            try:
+                line = _interactive_line(raw, number)
+                print(decoder.translate([line])[0], flush=True)
+            except UserError as e:  # a bad line is reported; the session goes on
+                common.report(PROG, str(e))
     return 0
 
 
 def run() -> None:
-    common.run(main, prog="t2t-decoder")
+    common.run(main, prog=PROG)
 
 
 if __name__ == "__main__":

@@ -52,6 +52,9 @@ flags.mark_flag_as_required("output_dir")
 def main(argv: list[str]) -> int:
     from t2t_revival.errors import UserError
 
+    common.check_directory("output_dir", FLAGS.output_dir)
+    if FLAGS.export_dir is not None:
+        common.check_directory("export_dir", FLAGS.export_dir)
     if FLAGS.format == "ctranslate2":
         from t2t_revival.export.ctranslate2_export import export_ctranslate2
 

@@ -60,10 +60,31 @@ flags.DEFINE_bool("export_saved_model", False,
                   "(as t2t-exporter does, with the decode settings of hparams.json).")
 
 
+def _train_naming_corrupt_shards(train, config) -> None:
+    """`train(config)`; a DataLossError from a corrupt data shard becomes a DataError naming it.
+
+    (TensorFlow's DataLossError names no file. This belongs in the trainer's
+    loop and evaluation, around the reads of `problem.dataset`; it sits here
+    until the loop's rewrite lands.)
+    """
+    import tensorflow as tf
+
+    try:
+        train(config)
+    except tf.errors.DataLossError:
+        error = registry.problems.get(config.problem)().corrupt_data_error(config.data_dir)
+        if error is None:  # the shards are intact: not a data fault, keep the traceback
+            raise
+        raise error from None
+
+
 def main(argv: list[str]) -> int:
     if FLAGS.registry_help:
         print(registry.help_text())
         return 0
+    output_dir = common.check_directory("output_dir", os.path.expanduser(FLAGS.output_dir),
+                                        writable=True)
+    data_dir = common.check_directory("data_dir", os.path.expanduser(FLAGS.data_dir))
     from t2t_revival.train.train_config import TrainConfig
     from t2t_revival.train.trainer import train
 
@@ -72,15 +93,15 @@ def main(argv: list[str]) -> int:
         overrides = ",".join(p for p in (overrides, f"mixed_precision={FLAGS.mixed_precision}") if p)
     config = TrainConfig(
         problem=FLAGS.problem, model=FLAGS.model, hparams_set=FLAGS.hparams_set,
-        hparams=overrides, data_dir=os.path.expanduser(FLAGS.data_dir),
-        tmp_dir=os.path.expanduser(FLAGS.tmp_dir), output_dir=os.path.expanduser(FLAGS.output_dir),
+        hparams=overrides, data_dir=data_dir,
+        tmp_dir=os.path.expanduser(FLAGS.tmp_dir), output_dir=output_dir,
         train_steps=FLAGS.train_steps, max_train_minutes=FLAGS.max_train_minutes,
         eval_steps=FLAGS.eval_steps,
         eval_every=FLAGS.local_eval_frequency, save_every=FLAGS.save_checkpoints_steps,
         keep_checkpoint_max=FLAGS.keep_checkpoint_max, log_every=FLAGS.log_step_count_steps,
         seed=FLAGS.seed, xla=FLAGS.xla, num_cpu_devices=FLAGS.cpu_devices,
         worker_gpu=FLAGS.worker_gpu)
-    train(config)
+    _train_naming_corrupt_shards(train, config)
     if FLAGS.export_saved_model:
         from t2t_revival.export.saved_model_export import export_saved_model
 

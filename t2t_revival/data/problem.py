@@ -130,6 +130,51 @@ class Problem:
         hist = self.stats(split, data_dir)["length_histogram"]
         return sum(c for length, c in hist.items() if int(length) > max_length)
 
+    def _check_something_survives(self, split: str, data_dir: str,
+                                  limit: int) -> tuple[int, int]:
+        """(pairs, pairs longer than limit) of `split`; a DataError when none is left.
+
+        A training pipeline repeats forever, so one whose filter keeps nothing
+        would wait forever for its first batch: this is checked from the
+        stats datagen wrote, before any record is read.
+        """
+        total = self.stats(split, data_dir)["examples"]
+        too_long = self.count_too_long(split, data_dir, limit)
+        if total == 0:
+            raise DataError(
+                f"The {split} split of {self.name} in {data_dir} holds no pairs; check "
+                f"the corpus files and rerun t2t-datagen into a new --data_dir. "
+                f"Received: {split} pairs=0")
+        if too_long == total:
+            hist = self.stats(split, data_dir)["length_histogram"]
+            shortest = min(int(n) for n in hist)
+            raise DataError(
+                f"Every one of the {total} {split} pairs of {self.name} is longer than "
+                f"max_length={limit} tokens (the shortest has {shortest}, EOS included), "
+                f"so nothing is left to {'train' if split == 'train' else 'evaluate'} on; "
+                f"raise max_length to at least {shortest}. Received: max_length={limit}")
+        return total, too_long
+
+    def corrupt_data_error(self, data_dir: str) -> DataError | None:
+        """A DataError naming every shard in data_dir that cannot be read, or None.
+
+        Call it when reading `dataset` raised `tf.errors.DataLossError`
+        (TensorFlow's message names no file); None means the shards are
+        intact and the error came from elsewhere (re-raise it then).
+        """
+        bad = input_pipeline.unreadable_records(
+            [f for split in self.num_shards for f in self.data_files(split, data_dir)
+             if os.path.isfile(f)])
+        if not bad:
+            return None
+        first, reason = next(iter(bad.items()))
+        return DataError(
+            f"{len(bad)} data shard(s) of {self.name} are truncated or corrupt, first "
+            f"{first} ({reason}); delete {'it' if len(bad) == 1 else 'them'} and rerun "
+            f"t2t-datagen --problem={self.name} --data_dir={data_dir} (it rewrites only "
+            f"the missing shards). Received: corrupt_shards="
+            f"{[os.path.basename(p) for p in bad]}")
+
     def dataset(self, mode: str, data_dir: str, hparams: Any, input_context=None,
                 shuffle: bool | None = None, seed: int | None = None):
         """Token-bucketed batches of the "train" or "eval" (dev) split.
@@ -149,11 +194,13 @@ class Problem:
                 f"missing in {data_dir} (found {len(present)} files); run t2t-datagen "
                 f"--problem={self.name} --data_dir={data_dir}. Received: "
                 f"first_missing={missing[0]!r}")
-        total = self.stats(split, data_dir)["examples"]
         limit = self.batch_shapes(hparams)[-1][1]
-        too_long = self.count_too_long(split, data_dir, limit)
+        total, too_long = self._check_something_survives(split, data_dir, limit)
         logging.info("%s %s: %d of %d pairs are longer than %d tokens and are dropped.",
                      self.name, split, too_long, total, limit)
+        if mode == "train" and "dev" in self.num_shards:
+            # Evaluation runs after hours of training: refuse an empty dev split now.
+            self._check_something_survives("dev", data_dir, limit)
         return input_pipeline.token_bucketed_dataset(
             files, batch_size=hparams.batch_size, max_length=hparams.max_length,
             boundaries=hparams.bucket_boundaries, training=(mode == "train"),

@@ -5,6 +5,7 @@ from __future__ import annotations
 import io
 import os
 import random
+import re
 import tempfile
 from typing import Iterable, Sequence
 
@@ -40,7 +41,14 @@ class SubwordVocabulary:
             raise DataError(
                 f"No vocabulary at {self.model_file}; run t2t-datagen for this "
                 f"problem and data_dir first. Received: model_file={self.model_file!r}")
-        self._sp = spm.SentencePieceProcessor(model_file=self.model_file)
+        try:
+            self._sp = spm.SentencePieceProcessor(model_file=self.model_file)
+        except RuntimeError as e:  # SentencePiece's "could not parse ModelProto", ...
+            raise DataError(
+                f"The vocabulary {self.model_file} is corrupt ({str(e)[:120]}); in a "
+                f"data_dir, delete it and rerun t2t-datagen; in a training directory, "
+                f"copy back the vocabulary of the data_dir it was trained on. "
+                f"Received: model_file={self.model_file!r}") from None
         if (self._sp.pad_id(), self._sp.eos_id(), self._sp.unk_id(), self._sp.bos_id()) \
                 != (PAD_ID, EOS_ID, UNK_ID, -1):
             raise DataError(
@@ -64,13 +72,18 @@ class SubwordVocabulary:
         return self._sp.encode(list(texts), out_type=int)
 
     def decode(self, ids: Iterable[int]) -> str:
-        """Text of `ids`: stops at the first EOS and drops PAD."""
+        """Text of `ids`: stops at the first EOS and drops PAD.
+
+        Ids past the vocabulary (a model whose vocab_size was rounded up has
+        embedding rows no piece owns) have no text and are dropped too.
+        """
         kept = []
+        size = self.vocab_size
         for i in ids:
             i = int(i)
             if i == EOS_ID:
                 break
-            if i != PAD_ID:
+            if i != PAD_ID and i < size:
                 kept.append(i)
         return self._sp.decode(kept)
 
@@ -134,25 +147,37 @@ class SubwordVocabulary:
                 f"the corpus files. Received: sentences=0")
         spm.set_random_generator_seed(seed)
         buffer = io.BytesIO()
-        spm.SentencePieceTrainer.train(
-            sentence_iterator=iter(sample),
-            model_writer=buffer,
-            model_type="bpe",
-            vocab_size=vocab_size,
-            pad_id=PAD_ID, eos_id=EOS_ID, unk_id=UNK_ID, bos_id=-1,
-            pad_piece="<pad>", eos_piece="</s>", unk_piece="<unk>",
-            byte_fallback=True,
-            character_coverage=0.9995,
-            normalization_rule_name="identity",
-            remove_extra_whitespaces=False,
-            split_digits=False,
-            split_by_unicode_script=split_by_unicode_script,
-            input_sentence_size=0,
-            shuffle_input_sentence=False,
-            max_sentence_length=1 << 14,
-            num_threads=num_threads,
-            minloglevel=2,
-        )
+        try:
+            spm.SentencePieceTrainer.train(
+                sentence_iterator=iter(sample),
+                model_writer=buffer,
+                model_type="bpe",
+                vocab_size=vocab_size,
+                pad_id=PAD_ID, eos_id=EOS_ID, unk_id=UNK_ID, bos_id=-1,
+                pad_piece="<pad>", eos_piece="</s>", unk_piece="<unk>",
+                byte_fallback=True,
+                character_coverage=0.9995,
+                normalization_rule_name="identity",
+                remove_extra_whitespaces=False,
+                split_digits=False,
+                split_by_unicode_script=split_by_unicode_script,
+                input_sentence_size=0,
+                shuffle_input_sentence=False,
+                max_sentence_length=1 << 14,
+                num_threads=num_threads,
+                minloglevel=2,
+            )
+        except RuntimeError as e:
+            most = re.search(r"Vocabulary size too high \(\d+\)\. Please set it to "
+                             r"a value <= (\d+)", str(e))
+            if not most:
+                raise  # another SentencePiece failure is a bug: keep its traceback
+            raise DataError(
+                f"The corpus is too small for a {vocab_size}-piece vocabulary: its "
+                f"{len(sample)} sentences give at most {most.group(1)} pieces; use a "
+                f"larger corpus, or a problem with a smaller vocab_size. Received: "
+                f"vocab_size={vocab_size}, sentences={len(sample)}, "
+                f"model_file={model_file!r}") from None
         directory = os.path.dirname(os.path.abspath(model_file))
         os.makedirs(directory, exist_ok=True)
         fd, tmp = tempfile.mkstemp(prefix=".vocab.", suffix=".incomplete", dir=directory)

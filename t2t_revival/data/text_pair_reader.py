@@ -4,6 +4,7 @@ from __future__ import annotations
 
 import gzip
 import re
+import zlib
 from typing import IO, Iterator
 
 from absl import logging
@@ -20,10 +21,21 @@ def _open(path: str) -> IO[bytes]:
     return open(path, "rb")
 
 
-def _count_rest(f: IO[bytes], fmt: str) -> int:
+def _read_lines(f: IO[bytes], path: str) -> Iterator[bytes]:
+    """The raw lines of `f`; a truncated or corrupt file is a DataError naming it."""
+    try:
+        yield from f
+    except (EOFError, OSError, zlib.error) as e:  # gzip: EOFError, BadGzipFile (an OSError)
+        raise DataError(
+            f"The corpus file {path} is truncated or corrupt ({type(e).__name__}: {e}); "
+            f"delete it and download it again, then rerun t2t-datagen. "
+            f"Received: path={path!r}") from None
+
+
+def _count_rest(f: IO[bytes], fmt: str, path: str) -> int:
     if fmt == "sgm":
-        return sum(1 for raw in f if raw.lstrip().startswith(b"<seg"))
-    return sum(1 for _ in f)
+        return sum(1 for raw in _read_lines(f, path) if raw.lstrip().startswith(b"<seg"))
+    return sum(1 for _ in _read_lines(f, path))
 
 
 class TextPairReader:
@@ -57,8 +69,8 @@ class TextPairReader:
         self.empty_dropped = 0
         self.undecodable_skipped = 0
 
-    def _lines(self, f: IO[bytes]) -> Iterator[tuple[int, bytes]]:
-        for number, raw in enumerate(f, start=1):
+    def _lines(self, f: IO[bytes], path: str) -> Iterator[tuple[int, bytes]]:
+        for number, raw in enumerate(_read_lines(f, path), start=1):
             if self.fmt == "sgm":
                 if not raw.lstrip().startswith(b"<seg"):
                     continue
@@ -80,7 +92,8 @@ class TextPairReader:
 
     def __iter__(self) -> Iterator[tuple[str, str]]:
         with _open(self.source_path) as fs, _open(self.target_path) as ft:
-            src_lines, tgt_lines = self._lines(fs), self._lines(ft)
+            src_lines = self._lines(fs, self.source_path)
+            tgt_lines = self._lines(ft, self.target_path)
             count = 0
             while True:
                 s = next(src_lines, None)
@@ -88,8 +101,10 @@ class TextPairReader:
                 if s is None or t is None:
                     if s is None and t is None:
                         break
-                    n_src = count + (0 if s is None else 1 + _count_rest(fs, self.fmt))
-                    n_tgt = count + (0 if t is None else 1 + _count_rest(ft, self.fmt))
+                    n_src = count + (0 if s is None else
+                                     1 + _count_rest(fs, self.fmt, self.source_path))
+                    n_tgt = count + (0 if t is None else
+                                     1 + _count_rest(ft, self.fmt, self.target_path))
                     unit = "<seg> lines" if self.fmt == "sgm" else "lines"
                     raise DataError(
                         f"Source and target files are misaligned: {self.source_path} "

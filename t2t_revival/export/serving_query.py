@@ -10,6 +10,7 @@ the row-format answer `{"predictions": [{"outputs": str, "scores": float}, ...]}
 
 from __future__ import annotations
 
+import http.client
 import json
 import socket
 import urllib.error
@@ -59,6 +60,11 @@ def query_server(server: str, model_name: str, sentences: Sequence[str],
         raise ServingError(f"the server answered HTTP {e.code}: {detail[:300]}; check "
                            f"--model_name and that the model is loaded. Received: url={url!r}"
                            ) from None
+    except http.client.HTTPException as e:  # not HTTP (BadStatusLine), a cut body (IncompleteRead)
+        raise ServingError(f"the server's answer is not a complete HTTP response "
+                           f"({type(e).__name__}: {str(e)[:100]}); check that --server is "
+                           f"TF Serving's REST port (8501 by default, not gRPC's 8500). "
+                           f"Received: url={url!r}") from None
     except (urllib.error.URLError, socket.timeout, ConnectionError) as e:
         reason = getattr(e, "reason", e)
         raise ServingError(f"cannot reach the TF Serving REST API ({reason}); start the "

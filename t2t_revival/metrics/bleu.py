@@ -75,10 +75,27 @@ def sacre_bleu(hypotheses: Sequence[str], references: Sequence[str]) -> BleuScor
     return _score(SACREBLEU_LABEL, sacrebleu.BLEU(), hypotheses, references)
 
 
+def check_language(language: str) -> str:
+    """`language` if the Moses tokenizer knows it, else a BleuInputError listing those it knows.
+
+    (sacremoses silently tokenizes an unknown language with no nonbreaking
+    prefixes, which gives a score that compares with nothing.)
+    """
+    from sacremoses.corpus import NonbreakingPrefixes
+
+    known = sorted(set(NonbreakingPrefixes().available_langs.values()))
+    if language not in known:
+        raise BleuInputError(f"the Moses tokenizer has no rules for language "
+                             f"{language!r}; use one of {', '.join(known)}. "
+                             f"Received: language={language!r}")
+    return language
+
+
 def moses_tokenize(lines: Sequence[str], language: str = "de") -> list[str]:
     """`perl tokenizer.perl -l language` (escaping on, no -a), via sacremoses."""
     from sacremoses import MosesTokenizer
 
+    check_language(language)
     tokenizer = MosesTokenizer(lang=language)
     return [tokenizer.tokenize(line, return_str=True, escape=True,
                                aggressive_dash_splits=False) for line in lines]

@@ -1,0 +1,459 @@
+"""Faults, not only typos (issue 20): each case ends in ONE line `prog: error: ...`,
+a non-zero exit, no traceback, never a hang, and the files written before are
+byte-identical afterwards.
+
+The CLIs run as subprocesses on a tiny synthetic corpus (multi30k's file
+names, 250 pairs of a 15-word language) made in tmp_path.
+"""
+
+import gzip
+import hashlib
+import os
+import random
+import shutil
+import socket
+import subprocess
+import sys
+import threading
+
+import pytest
+
+from conftest import ROOT
+from problems.translate_multi30k import TranslateEndeMulti30k
+from t2t_revival import registry
+from t2t_revival.cli import common
+from t2t_revival.data.data_error import DataError
+from t2t_revival.errors import UserError
+from t2t_revival.hparams import HParams, HParamsError, resolve
+
+registry.load_all()
+PROBLEM = "translate_ende_multi30k"
+# A model small enough that one step, a save and an evaluation take seconds.
+TINY_HPARAMS = "num_hidden_layers=1,d_model=16,d_ff=32,num_heads=2,batch_size=256,max_length=32"
+_WORDS = ["ein", "mann", "hund", "a", "man", "dog", "runs", "läuft", "the", "der",
+          "red", "rot", "ball", "house", "haus"]
+
+
+class _TinyMulti30k(TranslateEndeMulti30k):
+    """The registered problem's files and shards, with a vocabulary the tiny corpus can fill."""
+    vocab_size = 300
+
+
+def _run(module, *args, stdin=None, timeout=240):
+    env = dict(os.environ, PYTHONPATH=str(ROOT), TF_CPP_MIN_LOG_LEVEL="2")
+    return subprocess.run([sys.executable, "-m", f"t2t_revival.cli.{module}", *args],
+                          input=stdin, capture_output=True, env=env, timeout=timeout)
+
+
+def _one_error_line(out, prog, *fragments, status=2):
+    """The single `prog: error:` line of a failed run (asserting no traceback)."""
+    stderr = out.stderr.decode("utf-8", "replace")
+    assert out.returncode == status, stderr[-3000:]
+    assert "Traceback" not in stderr, stderr[-3000:]
+    lines = [l for l in stderr.splitlines() if l.startswith(f"{prog}: error:")]
+    assert len(lines) == 1, stderr[-3000:]
+    for fragment in fragments:
+        assert fragment in lines[0], lines[0]
+    return lines[0]
+
+
+def _digests(directory):
+    """{relative path: sha256} of every file under `directory`."""
+    result = {}
+    for root, _, names in os.walk(directory):
+        for name in names:
+            path = os.path.join(root, name)
+            with open(path, "rb") as f:
+                result[os.path.relpath(path, directory)] = hashlib.sha256(f.read()).hexdigest()
+    return result
+
+
+def _write_corpus(raw_dir, pairs=(("train", 200), ("val", 40), ("test_2016_flickr", 10))):
+    rng = random.Random(0)
+    os.makedirs(raw_dir, exist_ok=True)
+    for stem, n in pairs:
+        lines = [" ".join(rng.choice(_WORDS) for _ in range(rng.randint(3, 10)))
+                 for _ in range(n)]
+        for lang in ("en", "de"):
+            with gzip.open(os.path.join(raw_dir, f"{stem}.{lang}.gz"), "wt",
+                           encoding="utf-8") as f:
+                f.writelines(line + "\n" for line in lines)
+
+
+@pytest.fixture(scope="module")
+def raw_dir(tmp_path_factory):
+    d = tmp_path_factory.mktemp("raw")
+    _write_corpus(str(d))
+    return d
+
+
+@pytest.fixture(scope="module")
+def data_dir(raw_dir, tmp_path_factory):
+    d = tmp_path_factory.mktemp("data")
+    _TinyMulti30k(download=False).generate_data(str(d), str(raw_dir))
+    return d
+
+
+@pytest.fixture(scope="module")
+def run_dir(data_dir, tmp_path_factory):
+    """A training directory of one step (hparams.json, vocab, a checkpoint)."""
+    out = tmp_path_factory.mktemp("run") / "run"
+    result = _run("trainer", f"--problem={PROBLEM}", "--hparams_set=transformer_tiny",
+                  f"--hparams={TINY_HPARAMS}", f"--data_dir={data_dir}",
+                  f"--output_dir={out}", "--train_steps=1", "--noxla",
+                  "--local_eval_frequency=0")
+    assert result.returncode == 0, result.stderr.decode()[-3000:]
+    return out
+
+
+@pytest.fixture
+def unwritable_dir(tmp_path):
+    """A directory in which no file can be created (root ignores modes: /sys then)."""
+    if os.geteuid() != 0:
+        d = tmp_path / "read_only"
+        d.mkdir()
+        d.chmod(0o555)
+        yield d
+        d.chmod(0o755)
+        return
+    d = "/sys"  # sysfs: even root cannot create files here
+    try:
+        open(os.path.join(d, "t2t_probe"), "w").close()
+    except OSError:
+        yield d
+        return
+    pytest.skip("no unwritable directory on this machine")
+
+
+# ---------------------------------------------------------------------------
+# Settings that parse but make no sense
+# ---------------------------------------------------------------------------
+
+@pytest.mark.parametrize("overrides, message", [
+    ("learning_rate=nan", "'learning_rate' must be a finite number"),
+    ("learning_rate=inf", "'learning_rate' must be a finite number"),
+    ("attention_dropout=nan", "'attention_dropout' must be a finite number"),
+    ("learning_rate=0", "'learning_rate' must be positive (> 0). Received: learning_rate=0.0"),
+    ("adam_beta1=1.5", "'adam_beta1' must be in [0, 1)"),
+    ("adam_beta2=-3", "'adam_beta2' must be in [0, 1)"),
+    ("adam_beta2=1.0", "'adam_beta2' must be in [0, 1)"),
+    ("adam_epsilon=0", "'adam_epsilon' must be positive"),
+    ("dropout=1.0", "'dropout' is a probability in [0, 1)"),
+    ("label_smoothing=-0.1", "'label_smoothing' is a probability in [0, 1)"),
+    ("d_model=0", "'d_model' must be positive"),
+    ("num_heads=-2", "'num_heads' must be positive"),
+    ("batch_size=0", "'batch_size' must be positive"),
+    ("max_length=0", "'max_length' must be positive"),
+    ("num_hidden_layers=0", "'num_hidden_layers' must be positive"),
+    ("learning_rate_warmup_steps=-1", "'learning_rate_warmup_steps' must not be negative"),
+    ("clip_grad_norm=-1", "'clip_grad_norm' must not be negative"),
+    ("d_model=100,num_heads=8", "divisible by num_heads"),
+    ("d_model=129,num_heads=1", "d_model must be even with position_encoding=sinusoid"),
+    ("bucket_boundaries=[0,8]", "bucket_boundaries must all be positive"),
+    ("vocab_size=5", "at least the size of the vocabulary of problem translate_ende_multi30k "
+                     "(8192 pieces"),
+])
+def test_resolve_refuses_settings_that_make_no_sense(overrides, message):
+    problem = TranslateEndeMulti30k()
+    with pytest.raises(HParamsError) as error:
+        resolve("transformer_tiny", overrides, problem)
+    assert message in str(error.value)
+    assert "Received: " in str(error.value)
+
+
+def test_resolve_keeps_the_edges_of_each_range():
+    problem = TranslateEndeMulti30k()
+    hp = resolve("transformer_tiny", "adam_beta1=0,dropout=0,learning_rate_warmup_steps=0,"
+                 "vocab_size=8200,d_model=129,num_heads=1,position_encoding=learned", problem)
+    assert (hp.adam_beta1, hp.dropout, hp.vocab_size, hp.d_model) == (0.0, 0.0, 8200, 129)
+    # A NaN in a saved hparams.json is refused when it is read back.
+    with pytest.raises(HParamsError, match="'learning_rate' must be a finite number"):
+        HParams.from_json('{"learning_rate": NaN}')
+
+
+@pytest.mark.parametrize("overrides, message", [
+    ("learning_rate=nan", "'learning_rate' must be a finite number"),
+    ("adam_beta1=1.5,adam_beta2=-3", "'adam_beta1' must be in [0, 1)"),
+    ("dropout=1.5", "'dropout' is a probability in [0, 1)"),
+    ("batch_size=0", "'batch_size' must be positive"),
+    ("vocab_size=5", "Received: vocab_size=5"),
+])
+def test_trainer_refuses_settings_that_make_no_sense(overrides, message, tmp_path):
+    out = tmp_path / "run"
+    result = _run("trainer", f"--problem={PROBLEM}", "--hparams_set=transformer_tiny",
+                  f"--hparams={overrides}", f"--data_dir={tmp_path / 'data'}",
+                  f"--output_dir={out}", "--train_steps=1")
+    _one_error_line(result, "t2t-trainer", message)
+    assert not out.exists()  # refused before anything was written
+
+
+# ---------------------------------------------------------------------------
+# Never hang: an input pipeline that keeps nothing
+# ---------------------------------------------------------------------------
+
+def test_every_pair_filtered_by_max_length_ends_promptly(data_dir, tmp_path):
+    before = _digests(data_dir)
+    result = _run("trainer", f"--problem={PROBLEM}", "--hparams_set=transformer_tiny",
+                  "--hparams=max_length=2,batch_size=64", f"--data_dir={data_dir}",
+                  f"--output_dir={tmp_path / 'run'}", "--train_steps=2", "--noxla",
+                  timeout=120)  # it hung forever before
+    _one_error_line(result, "t2t-trainer", "Every one of the 200 train pairs",
+                    "longer than max_length=2", "raise max_length to at least")
+    assert _digests(data_dir) == before
+
+
+def test_an_empty_split_or_a_dev_split_filtered_away_is_refused_before_reading(
+        data_dir, tmp_path):
+    import json
+
+    problem = _TinyMulti30k()
+    hp = resolve("transformer_tiny", TINY_HPARAMS, problem)
+    copy = tmp_path / "data"
+    shutil.copytree(data_dir, copy)
+    dev_stats = problem.stats_file("dev", str(copy))
+    with open(dev_stats) as f:
+        stats = json.load(f)
+    # Training keeps pairs; the dev split (read only after training) keeps none.
+    stats["length_histogram"] = {"40": stats["examples"]}
+    with open(dev_stats, "w") as f:
+        json.dump(stats, f)
+    with pytest.raises(DataError, match="Every one of the 40 dev pairs .* nothing is left "
+                                        "to evaluate on"):
+        problem.dataset("train", str(copy), hp)
+    stats.update(examples=0, length_histogram={})
+    with open(dev_stats, "w") as f:
+        json.dump(stats, f)
+    with pytest.raises(DataError, match="The dev split of translate_ende_multi30k .* holds "
+                                        "no pairs"):
+        problem.dataset("eval", str(copy), hp)
+
+
+# ---------------------------------------------------------------------------
+# Data faults
+# ---------------------------------------------------------------------------
+
+def test_truncated_train_shard_is_named_with_what_to_do(data_dir, tmp_path):
+    copy = tmp_path / "data"
+    shutil.copytree(data_dir, copy)
+    shard = _TinyMulti30k().data_files("train", str(copy))[3]
+    os.truncate(shard, os.path.getsize(shard) - 7)
+    before = _digests(copy)
+    result = _run("trainer", f"--problem={PROBLEM}", "--hparams_set=transformer_tiny",
+                  f"--hparams={TINY_HPARAMS}", f"--data_dir={copy}",
+                  f"--output_dir={tmp_path / 'run'}", "--train_steps=2", "--noxla")
+    _one_error_line(result, "t2t-trainer", f"first {shard} (truncated record at",
+                    f"rerun t2t-datagen --problem={PROBLEM} --data_dir={copy}")
+    assert _digests(copy) == before
+
+
+def test_corrupt_dev_record_is_named_after_training_keeping_the_checkpoint(
+        data_dir, tmp_path):
+    copy = tmp_path / "data"
+    shutil.copytree(data_dir, copy)
+    shard = _TinyMulti30k().data_files("dev", str(copy))[0]
+    with open(shard, "r+b") as f:  # flip a byte inside a record's data
+        f.seek(os.path.getsize(shard) // 2)
+        byte = f.read(1)
+        f.seek(-1, os.SEEK_CUR)
+        f.write(bytes([byte[0] ^ 0xFF]))
+    out = tmp_path / "run"
+    result = _run("trainer", f"--problem={PROBLEM}", "--hparams_set=transformer_tiny",
+                  f"--hparams={TINY_HPARAMS}", f"--data_dir={copy}",
+                  f"--output_dir={out}", "--train_steps=1", "--noxla",
+                  "--local_eval_frequency=0")
+    _one_error_line(result, "t2t-trainer", f"first {shard} (corrupted record at",
+                    "rerun t2t-datagen")
+    assert (out / "ckpt-1.index").is_file()  # the step trained is saved
+
+
+def test_datagen_names_a_truncated_gz_corpus(raw_dir, tmp_path):
+    raw = tmp_path / "raw"
+    shutil.copytree(raw_dir, raw)
+    corpus = raw / "train.de.gz"
+    data = corpus.read_bytes()
+    corpus.write_bytes(data[:len(data) // 2])
+    before = _digests(raw)
+    result = _run("datagen", f"--problem={PROBLEM}", f"--data_dir={tmp_path / 'data'}",
+                  f"--tmp_dir={raw}", "--nodownload")
+    _one_error_line(result, "t2t-datagen", f"The corpus file {corpus} is truncated or "
+                                           f"corrupt (EOFError")
+    assert _digests(raw) == before
+
+
+def test_datagen_names_the_sizes_when_the_corpus_is_too_small_for_the_vocabulary(
+        raw_dir, tmp_path):
+    data = tmp_path / "data"
+    result = _run("datagen", f"--problem={PROBLEM}", f"--data_dir={data}",
+                  f"--tmp_dir={raw_dir}", "--nodownload")
+    _one_error_line(result, "t2t-datagen", "too small for a 8192-piece vocabulary: its "
+                                           "400 sentences give at most")
+    assert not os.path.exists(_TinyMulti30k().vocab_file(str(data)))
+
+
+def test_corrupt_vocabulary_file_is_one_clear_error(tmp_path):
+    from t2t_revival.data.subword_vocabulary import SubwordVocabulary
+
+    path = tmp_path / "vocab.model"
+    path.write_bytes(b"not a SentencePiece model")
+    with pytest.raises(DataError, match=f"The vocabulary {path} is corrupt"):
+        SubwordVocabulary(str(path))
+
+
+def test_invalid_utf8_reaches_the_in_graph_tokenizer_as_replacement_characters(data_dir):
+    """What the SavedModel's `serve` does with bytes that are not UTF-8.
+
+    tensorflow_text's SentencePiece op does not fail: each invalid byte becomes
+    U+FFFD, the ids of `bytes.decode("utf-8", "replace")` in Python, so the
+    export translates the readable rest (no garbage ids, no error).
+    """
+    import tensorflow as tf
+
+    vocab = _TinyMulti30k().vocabulary(str(data_dir))
+    raw = [b"ein \xff\xfe mann", b"der \xc3", b"ein mann"]
+    ids = vocab.tf_tokenizer().tokenize(tf.constant(raw)).to_list()
+    assert ids == [vocab.encode(r.decode("utf-8", "replace")) for r in raw]
+    assert ids[0] != ids[2] and "\ufffd" in vocab.decode(ids[0])
+
+
+def test_ids_past_the_vocabulary_decode_to_nothing_instead_of_failing(data_dir):
+    """A model with a rounded-up vocab_size can emit ids no piece owns."""
+    vocab = _TinyMulti30k().vocabulary(str(data_dir))
+    ids = vocab.encode("ein mann")
+    assert vocab.vocab_size == 300
+    assert vocab.decode(ids[:1] + [300, 8191] + ids[1:] + [1, 7]) == "ein mann"
+
+
+# ---------------------------------------------------------------------------
+# The CLIs: directories and files
+# ---------------------------------------------------------------------------
+
+def test_directory_flags_refuse_empty_values_files_and_unwritable_places(tmp_path,
+                                                                          unwritable_dir):
+    a_file = tmp_path / "a_file"
+    a_file.write_text("x")
+    with pytest.raises(UserError, match=r"--output_dir must name a directory. "
+                                        r"Received: --output_dir=''"):
+        common.check_directory("output_dir", "")
+    with pytest.raises(UserError, match="--data_dir names a file, not a directory"):
+        common.check_directory("data_dir", str(a_file))
+    with pytest.raises(UserError, match="lies under .*a_file, which is a file"):
+        common.check_directory("data_dir", str(a_file / "sub"))
+    with pytest.raises(UserError, match=f"cannot write in {unwritable_dir}"):
+        common.check_directory("data_dir", os.path.join(unwritable_dir, "new", "deeper"),
+                               writable=True)
+    assert common.check_directory("data_dir", str(tmp_path / "new" / "d"),
+                                  writable=True) == str(tmp_path / "new" / "d")
+    assert not (tmp_path / "new").exists()  # checking creates nothing
+    with pytest.raises(UserError, match="--decode_to_file must name a file, and .* is a "
+                                        "directory"):
+        common.check_output_file("decode_to_file", str(tmp_path))
+    with pytest.raises(UserError, match=f"cannot write in {unwritable_dir}"):
+        common.check_output_file("decode_to_file", os.path.join(unwritable_dir, "x.txt"))
+
+
+@pytest.mark.parametrize("module, prog, args, message", [
+    ("trainer", "t2t-trainer", ["--output_dir="], "--output_dir must name a directory"),
+    ("trainer", "t2t-trainer", ["--output_dir={f}"], "--output_dir names a file"),
+    ("trainer", "t2t-trainer", ["--output_dir={d}/run", "--data_dir={f}"],
+     "--data_dir names a file"),
+    ("decoder", "t2t-decoder", ["--output_dir={f}", "--decode_interactive"],
+     "--output_dir names a file"),
+    ("exporter", "t2t-exporter", ["--output_dir="], "--output_dir must name a directory"),
+    ("avg_checkpoints", "t2t-avg-checkpoints", ["--output_dir={f}"],
+     "--output_dir names a file"),
+    ("datagen", "t2t-datagen", ["--data_dir={f}", "--tmp_dir={d}"], "--data_dir names a file"),
+])
+def test_every_cli_refuses_a_directory_flag_that_is_empty_or_a_file(module, prog, args,
+                                                                     message, tmp_path):
+    a_file = tmp_path / "a_file"
+    a_file.write_text("kept")
+    args = [a.format(f=a_file, d=tmp_path) for a in args]
+    _one_error_line(_run(module, *args), prog, message)
+    assert a_file.read_text() == "kept"
+
+
+def test_datagen_refuses_an_unwritable_data_dir_before_any_work(raw_dir, unwritable_dir):
+    result = _run("datagen", f"--problem={PROBLEM}",
+                  f"--data_dir={os.path.join(unwritable_dir, 't2t_data')}",
+                  f"--tmp_dir={raw_dir}", "--nodownload")
+    line = _one_error_line(result, "t2t-datagen", f"cannot write in {unwritable_dir}")
+    assert "training a" not in result.stderr.decode()  # no vocabulary work began
+    assert line
+
+
+def test_bleu_refuses_an_unknown_language_listing_the_known(tmp_path):
+    text = tmp_path / "t.txt"
+    text.write_text("ein Hund .\n")
+    result = _run("bleu", f"--translation={text}", f"--reference={text}",
+                  "--language=klingon")
+    _one_error_line(result, "t2t-bleu", "no rules for language 'klingon'",
+                    "use one of", " de, ", " en, ", " fr, ")
+
+
+# ---------------------------------------------------------------------------
+# The decoder
+# ---------------------------------------------------------------------------
+
+def test_interactive_decoder_reports_a_non_utf8_line_and_goes_on(run_dir):
+    result = _run("decoder", f"--output_dir={run_dir}", "--decode_interactive",
+                  stdin=b"ein mann\n\xff\xfe kaputt\nder hund\n")
+    line = _one_error_line(result, "t2t-decoder", "input line 2 is not valid UTF-8",
+                           status=0)
+    assert "\\xff\\xfe" in line
+    assert len(result.stdout.decode("utf-8").splitlines()) == 2  # lines 1 and 3
+
+
+@pytest.mark.parametrize("target", ["directory", "unwritable"])
+def test_decode_to_file_that_cannot_be_written_is_refused_before_decoding(
+        target, run_dir, tmp_path, unwritable_dir):
+    sources = tmp_path / "src.txt"
+    sources.write_text("ein mann\nder hund\n")
+    out = tmp_path if target == "directory" else os.path.join(unwritable_dir, "out.txt")
+    before = _digests(run_dir)
+    result = _run("decoder", f"--output_dir={run_dir}", f"--decode_from_file={sources}",
+                  f"--decode_to_file={out}")
+    _one_error_line(result, "t2t-decoder", "--decode_to_file")
+    assert "decoding [" not in result.stderr.decode()  # refused before decoding
+    assert _digests(run_dir) == before
+
+
+# ---------------------------------------------------------------------------
+# t2t-query against a server that does not speak HTTP, or cuts its answer
+# ---------------------------------------------------------------------------
+
+def _serve_once(answer: bytes):
+    """A one-connection TCP server on 127.0.0.1 sending `answer`; returns (url, thread)."""
+    server = socket.socket()
+    server.bind(("127.0.0.1", 0))
+    server.listen(1)
+    server.settimeout(60)
+
+    def handle():
+        try:
+            conn, _ = server.accept()
+        except OSError:
+            return
+        with conn:
+            conn.recv(65536)
+            conn.sendall(answer)
+        server.close()
+
+    thread = threading.Thread(target=handle, daemon=True)
+    thread.start()
+    return f"http://127.0.0.1:{server.getsockname()[1]}", server, thread
+
+
+@pytest.mark.parametrize("answer, kind", [
+    (b"SSH-2.0-OpenSSH_9.6\r\nnot http at all\r\n", "BadStatusLine"),
+    (b"HTTP/1.1 200 OK\r\nContent-Type: application/json\r\nContent-Length: 500\r\n\r\n"
+     b'{"predictions": [', "IncompleteRead"),
+])
+def test_query_turns_a_malformed_answer_into_one_line(answer, kind):
+    url, server, thread = _serve_once(answer)
+    try:
+        result = _run("query", f"--server={url}", "--sentences=ein mann", "--timeout=20",
+                      timeout=60)
+    finally:
+        server.close()
+        thread.join(timeout=10)
+    _one_error_line(result, "t2t-query", "not a complete HTTP response", kind)
