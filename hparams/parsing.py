@@ -26,3 +26,17 @@ def transformer_parsing_big() -> HParams:
     """Parsing (6.3) with big-model widths: N=4, d_model 1024, d_ff 4096, h=16; beam 21."""
     return transformer_big().replace(
         num_hidden_layers=4, dropout=0.1, max_length=512, **_PARSING_DECODE)
+
+
+@register_hparams
+def transformer_parsing_tiny() -> HParams:
+    """Parsing on a 2-core CPU: N=2, d_model 128, d_ff 512, h=4; beam 21, alpha 0.3.
+
+    The run of benchmarks/RESULTS.md ("Parsing on the PTB sample"): 2048-token
+    batches, 400 warm-up steps, learning rate 2.0; about 1,000 steps on the
+    free PTB sample (`parsing_english_ptb_sample`). The paper's parsing
+    decoding (beam 21, alpha 0.3, extra length 300) and max_length 512 are kept.
+    """
+    return transformer_parsing_base().replace(
+        num_hidden_layers=2, d_model=128, d_ff=512, num_heads=4,
+        batch_size=2048, learning_rate_warmup_steps=400, learning_rate=2.0)

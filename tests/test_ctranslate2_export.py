@@ -58,9 +58,9 @@ def _random_run(out_dir, vocab_file, **overrides):
     from t2t_revival.models.transformer import Transformer
     from t2t_revival.train.checkpointing import make_checkpoint
 
-    hparams = HParams().replace(
-        vocab_size=400, d_model=32, num_heads=2, d_ff=64, num_hidden_layers=2,
-        max_length=64, beam_size=4, alpha=0.6, extra_length=12, **overrides)
+    hparams = HParams().replace(**{
+        **dict(vocab_size=400, d_model=32, num_heads=2, d_ff=64, num_hidden_layers=2,
+               max_length=64, beam_size=4, alpha=0.6, extra_length=12), **overrides})
     os.makedirs(out_dir)
     hparams.save(os.path.join(out_dir, "hparams.json"))
     with open(os.path.join(out_dir, "run.json"), "w") as f:
@@ -187,6 +187,50 @@ def test_unsupported_architecture_is_a_user_error(vocab_file, tmp_path):
         export_ctranslate2(out_dir)
     assert not os.path.exists(os.path.join(out_dir, "export"))
 
+
+
+@pytest.mark.parametrize("encoding", ["sinusoid", "learned"])
+def test_every_engine_decodes_to_the_same_length_limit(encoding, vocab_file, tmp_path):
+    """max_length 12 (no multiple of 8): t2t-decoder, the SavedModel's module and
+    CTranslate2 pad a 9-12 token input to 12 (never 16) and decode at most
+    12 + extra_length tokens (12 with learned positions); the CTranslate2
+    position table holds exactly the longest decode."""
+    import tensorflow as tf
+
+    from t2t_revival.data.subword_vocabulary import SubwordVocabulary
+    from t2t_revival.decode.decoder import Decoder
+    from t2t_revival.decode_length import longest_decode_length
+    from t2t_revival.export.ctranslate2_export import export_ctranslate2
+    from t2t_revival.export.ctranslate2_translator import CTranslate2Translator
+    from t2t_revival.export.translation_module import TranslationModule
+
+    out_dir = str(tmp_path / "run")
+    _random_run(out_dir, vocab_file, max_length=12, extra_length=5, beam_size=2,
+                position_encoding=encoding)
+    vocab = SubwordVocabulary(os.path.join(out_dir, "vocab.model"))
+    words = "A man in a blue shirt is riding a bike down the road .".split()
+    sentences = [" ".join(words[:n]) for n in range(1, len(words))]
+    sentences = [s for s in sentences if 9 <= len(vocab.encode(s)) + 1 <= 12][:2]
+    assert sentences
+    limit = 12 if encoding == "learned" else 12 + 5
+
+    decoder = Decoder(out_dir)
+    expected = decoder.translate(sentences)
+    with open(os.path.join(out_dir, "vocab.model"), "rb") as f:
+        module = TranslationModule(decoder.model, decoder.hparams, decoder.decode_hparams,
+                                   f.read())
+    ids = module.translate_ids(tf.constant(
+        [vocab.encode(s) + [1] for s in sentences[:1]], tf.int32))["outputs"].numpy()
+    # The random model never says EOS: it runs to the limit.
+    assert ids.shape == (1, limit) and 1 not in ids[0, :-1], ids
+    served = module.serve(tf.constant(sentences))["outputs"].numpy()
+    assert [t.decode("utf-8") for t in served] == expected
+
+    path = export_ctranslate2(out_dir)
+    with open(os.path.join(path, "t2t_export.json")) as f:
+        table = json.load(f)["max_decode_length"]
+    assert table == longest_decode_length(12, 5, encoding) == limit
+    assert CTranslate2Translator(path, intra_threads=1).translate(sentences) == expected
 
 def test_exporter_cli_errors_are_one_line(tmp_path):
     missing = tmp_path / "nope"

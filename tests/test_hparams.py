@@ -56,6 +56,27 @@ def test_paper_values():
         assert (hp.beam_size, hp.alpha, hp.extra_length) == (21, 0.3, 300)
 
 
+def test_parsing_tiny_is_the_cpu_sized_parsing_set():
+    registry.load_all()
+    assert "transformer_parsing_tiny" in ALL_SETS
+    hp = registry.hparams_sets.get("transformer_parsing_tiny")()
+    base = registry.hparams_sets.get("transformer_parsing_base")()
+    # The shapes of benchmarks/RESULTS.md's parsing run, small enough for the CPU.
+    assert (hp.num_hidden_layers, hp.d_model, hp.d_ff, hp.num_heads) == (2, 128, 512, 4)
+    assert (hp.batch_size, hp.learning_rate_warmup_steps, hp.learning_rate) == (2048, 400, 2.0)
+    # The paper's parsing decoding, max_length and dropout are kept.
+    assert (hp.beam_size, hp.alpha, hp.extra_length) == (21, 0.3, 300)
+    assert (hp.max_length, hp.dropout, hp.attention_dropout) == (512, 0.2, 0.2)
+    assert hp == base.replace(num_hidden_layers=2, d_model=128, d_ff=512, num_heads=4,
+                              batch_size=2048, learning_rate_warmup_steps=400,
+                              learning_rate=2.0)
+    # It resolves with the PTB sample problem: its vocabulary size is filled in.
+    problem = registry.problems.get("parsing_english_ptb_sample")()
+    resolved = resolve("transformer_parsing_tiny", "", problem=problem)
+    assert resolved.vocab_size == 4000 and resolved.d_model == 128
+    assert resolved.beam_size == 21
+
+
 def test_frozen():
     hp = HParams()
     with pytest.raises(dataclasses.FrozenInstanceError):

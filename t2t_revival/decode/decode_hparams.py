@@ -12,6 +12,7 @@ import dataclasses
 import typing
 from typing import Any
 
+from t2t_revival.decode_length import max_decode_length
 from t2t_revival.errors import UserError
 from t2t_revival.hparams import HParams, _type_name, _type_ok, parse_typed_pairs
 from t2t_revival.registry import closest
@@ -60,8 +61,9 @@ class DecodeHParams:
                 f"penalty off). Received: alpha={self.alpha!r}")
 
     def max_decode_length(self, input_length: int) -> int:
-        """The longest output for an input of `input_length` tokens."""
-        return input_length + self.extra_length
+        """The longest output for an input of `input_length` tokens (no position
+        cap; `decode_length` has the whole rule)."""
+        return max_decode_length(input_length, self.extra_length)
 
     @classmethod
     def from_hparams(cls, hparams: HParams, overrides: str = "") -> "DecodeHParams":

@@ -9,7 +9,6 @@ needed again.
 from __future__ import annotations
 
 import json
-import math
 import os
 import sys
 import time
@@ -19,17 +18,14 @@ import tensorflow as tf
 
 from t2t_revival import registry
 from t2t_revival.data.subword_vocabulary import SubwordVocabulary
-from t2t_revival.decode.beam_search import EOS_ID, beam_search
+from t2t_revival.decode.beam_search import EOS_ID, PAD_ID, beam_search
 from t2t_revival.decode.decode_hparams import DecodeHParams
+from t2t_revival.decode_length import (check_input_length, decode_in_length_order,
+                                       max_decode_length, padded_length, position_limit)
 from t2t_revival.errors import UserError
 from t2t_revival.hparams import HParams
 from t2t_revival.text_lines import read_text_lines  # noqa: F401  (re-exported for callers)
 from t2t_revival.train.checkpointing import restore_model
-
-# Inputs are padded up to a multiple of this many tokens, so a file of
-# sentences of every length compiles a handful of decoding graphs, not one per
-# length.
-_LENGTH_QUANTUM = 8
 
 
 class Decoder:
@@ -92,11 +88,7 @@ class Decoder:
         encoded = []
         for i, sentence in enumerate(sentences):
             ids = self.vocab.encode(sentence) + [EOS_ID] if sentence.strip() else []
-            if len(ids) > self.hparams.max_length:
-                raise UserError(
-                    f"input line {i + 1} has {len(ids)} tokens, more than the model's "
-                    f"max_length of {self.hparams.max_length}; split the line. "
-                    f"Received: line {i + 1}={sentence[:60]!r}...")
+            check_input_length(i + 1, len(ids), self.hparams.max_length, sentence)
             encoded.append(ids)
         return encoded
 
@@ -105,36 +97,25 @@ class Decoder:
         """Translations in input order; an empty line gives an empty line.
 
         Inputs are sorted by length for batching (`batch_size` sentences at a
-        time). With return_beams, each output line holds the beams, best
-        first, separated by tabs.
+        time; see `decode_length`). With return_beams, each output line holds
+        the beams, best first, separated by tabs.
         """
         encoded = self._encode(sentences)
-        outputs = [""] * len(sentences)
-        order = sorted((i for i, ids in enumerate(encoded) if ids),
-                       key=lambda i: len(encoded[i]))
-        batch = self.decode_hparams.batch_size
-        done = len(sentences) - len(order)
-        for start in range(0, len(order), batch):
-            chunk = order[start:start + batch]
-            length = max(len(encoded[i]) for i in chunk)
-            length = min(int(math.ceil(length / _LENGTH_QUANTUM) * _LENGTH_QUANTUM),
-                         max(length, self.hparams.max_length))
-            inputs = [encoded[i] + [0] * (length - len(encoded[i])) for i in chunk]
-            max_decode_length = self.decode_hparams.max_decode_length(length)
-            if self.hparams.position_encoding == "learned":
-                # Learned positions have max_length rows; no output can be longer.
-                max_decode_length = min(max_decode_length, self.hparams.max_length)
-            sequences, _ = self._search(tf.constant(inputs, tf.int32), max_decode_length)
+        hp, dhp = self.hparams, self.decode_hparams
+        limit = position_limit(hp.position_encoding, hp.max_length)
+
+        def decode_batch(chunk: list[int]) -> list[str]:
+            length = padded_length(max(len(encoded[i]) for i in chunk), hp.max_length)
+            inputs = [encoded[i] + [PAD_ID] * (length - len(encoded[i])) for i in chunk]
+            sequences, _ = self._search(tf.constant(inputs, tf.int32),
+                                        max_decode_length(length, dhp.extra_length, limit))
             sequences = sequences.numpy()
-            for row, i in enumerate(chunk):
-                if self.decode_hparams.return_beams:
-                    outputs[i] = "\t".join(self.vocab.decode(s) for s in sequences[row])
-                else:
-                    outputs[i] = self.vocab.decode(sequences[row])
-            done += len(chunk)
-            if progress:
-                progress(done, len(sentences))
-        return outputs
+            if dhp.return_beams:
+                return ["\t".join(self.vocab.decode(s) for s in beams) for beams in sequences]
+            return [self.vocab.decode(s) for s in sequences]
+
+        return decode_in_length_order([len(ids) for ids in encoded], dhp.batch_size,
+                                      decode_batch, progress)
 
 
 def _read_json(path: str) -> dict:

@@ -43,6 +43,7 @@ import shutil
 
 import numpy as np
 
+from t2t_revival.decode_length import longest_decode_length
 from t2t_revival.errors import UserError
 from t2t_revival.export.version_directory import checkpoint_version, write_version_directory
 
@@ -282,9 +283,8 @@ def export_ctranslate2(output_dir: str, checkpoint_path: str | None = None,
                         f"Received: decode_hparams={decode_hparams!r}")
     _check_supported(decoder.model, hparams)
     pieces = _vocabulary_pieces(decoder.vocab, hparams.vocab_size)
-    # Longest decode: a max_length input padded to the quantum, plus extra_length.
-    num_positions = (hparams.max_length if hparams.position_encoding == "learned"
-                     else hparams.max_length + 8 + dhp.extra_length)
+    num_positions = longest_decode_length(hparams.max_length, dhp.extra_length,
+                                          hparams.position_encoding)
     spec = _build_spec(decoder.model, hparams, pieces, num_positions)
     spec.validate()
     spec.optimize(quantization=quantization)

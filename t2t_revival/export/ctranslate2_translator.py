@@ -13,7 +13,8 @@ Decoding follows `t2t-decoder` as closely as CTranslate2 allows:
   --decode_hparams;
 - sentences are sorted by length and decoded `batch_size` at a time, with
   max_decoding_length = the batch's longest input (EOS included) padded to a
-  multiple of 8, plus extra_length: the same limit `Decoder` uses;
+  multiple of 8, plus extra_length: the same order, batches and limit as
+  `Decoder` (`t2t_revival.decode_length`, which imports no TensorFlow);
 - ranking: CTranslate2 normalizes a hypothesis's log-prob by
   length ** length_penalty, tensor2tensor by GNMT's ((5 + length) / 6) ** alpha
   with EOS counted in the length. We ask CTranslate2 for its `beam_size`
@@ -32,18 +33,15 @@ a shorter, better-scoring translation that CTranslate2 never considered.
 from __future__ import annotations
 
 import json
-import math
 import os
 from typing import Callable, Sequence
 
+from t2t_revival import decode_length
 from t2t_revival.errors import UserError
 
 EXPORT_CONFIG = "t2t_export.json"
 VOCAB_FILE = "vocab.model"
 EOS_PIECE = "</s>"
-# Inputs are padded up to a multiple of this many tokens by `Decoder`; its
-# max decode length follows the padded length.
-_LENGTH_QUANTUM = 8
 
 
 class CTranslate2Translator:
@@ -113,9 +111,13 @@ class CTranslate2Translator:
         return ((5.0 + length) / 6.0) ** self.alpha
 
     def _max_decode_length(self, longest_input: int) -> int:
-        padded = min(int(math.ceil(longest_input / _LENGTH_QUANTUM) * _LENGTH_QUANTUM),
-                     max(longest_input, int(self.settings["max_input_length"])))
-        limit = padded + int(self.settings["extra_length"])
+        max_length = int(self.settings["max_input_length"])
+        limit = decode_length.max_decode_length(
+            decode_length.padded_length(longest_input, max_length),
+            int(self.settings["extra_length"]),
+            decode_length.position_limit(self.settings["position_encoding"], max_length))
+        # The export's position table holds the longest decode of its own
+        # extra_length; a larger extra_length given here stops there.
         return min(limit, int(self.settings["max_decode_length"]))
 
     def translate_pieces(self, pieces: Sequence[Sequence[str]]) -> list[tuple[list[str], float]]:
@@ -151,23 +153,14 @@ class CTranslate2Translator:
         max_input = int(self.settings["max_input_length"])
         for i, sentence in enumerate(sentences):
             pieces = self._sp.encode(sentence, out_type=str) if sentence.strip() else []
-            if len(pieces) + 1 > max_input:
-                raise UserError(
-                    f"input line {i + 1} has {len(pieces) + 1} tokens, more than the "
-                    f"model's max_length of {max_input}; split the line. "
-                    f"Received: line {i + 1}={sentence[:60]!r}...")
+            decode_length.check_input_length(i + 1, len(pieces) + 1, max_input, sentence)
             encoded.append(pieces)
-        outputs = [""] * len(sentences)
+
+        def decode_batch(chunk: list[int]) -> list[str]:
+            return [self._sp.decode(hypothesis) for hypothesis, _ in
+                    self.translate_pieces([encoded[i] for i in chunk])]
+
         # The same order and batches as `Decoder.translate`.
-        order = sorted((i for i, p in enumerate(encoded) if p), key=lambda i: len(encoded[i]))
-        batch = int(self.settings["batch_size"])
-        done = len(sentences) - len(order)
-        for start in range(0, len(order), batch):
-            chunk = order[start:start + batch]
-            for i, (hypothesis, _) in zip(chunk, self.translate_pieces(
-                    [encoded[i] for i in chunk])):
-                outputs[i] = self._sp.decode(hypothesis)
-            done += len(chunk)
-            if progress:
-                progress(done, len(sentences))
-        return outputs
+        return decode_length.decode_in_length_order(
+            [len(p) for p in encoded], int(self.settings["batch_size"]), decode_batch,
+            progress)

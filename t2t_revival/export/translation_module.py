@@ -13,8 +13,9 @@ Signatures:
         -> {"outputs": int32 [None, None], "scores": float32 [None]}
            (output ids end with EOS, PAD after it)
 
-Max decode length: the batch is padded to a multiple of 8 tokens (as
-`Decoder` does), and beam search decodes at most that padded length +
+Max decode length: `t2t_revival.decode_length`'s rule, as `Decoder`
+uses it: the batch is padded to a multiple of 8 tokens (not past
+`max_length`), and beam search decodes at most that padded length +
 `extra_length` positions (capped at `max_length` for learned positions): the
 same limit as `t2t-decoder` for the same batch. It is a tensor in the graph;
 the beam search and the cache preallocate their buffers with it.
@@ -30,11 +31,10 @@ from __future__ import annotations
 
 import tensorflow as tf
 
+from t2t_revival import decode_length
 from t2t_revival.decode.beam_search import EOS_ID, PAD_ID, beam_search
+from t2t_revival.decode_length import cut_to_max_length, padded_length
 from t2t_revival.train.checkpointing import model_variables
-
-# Inputs are padded to a multiple of this many tokens, as `Decoder` does.
-LENGTH_QUANTUM = 8
 
 
 class TranslationModule(tf.Module):
@@ -58,7 +58,8 @@ class TranslationModule(tf.Module):
         self._tokenizer = tf_text.SentencepieceTokenizer(
             model=vocab_model, out_type=tf.int32, add_bos=False, add_eos=False)
         self._max_length = int(hparams.max_length)
-        self._learned_positions = hparams.position_encoding == "learned"
+        self._position_limit = decode_length.position_limit(hparams.position_encoding,
+                                                            hparams.max_length)
         self._beam_size = int(decode_hparams.beam_size)
         self._alpha = float(decode_hparams.alpha)
         self._extra_length = int(decode_hparams.extra_length)
@@ -77,23 +78,11 @@ class TranslationModule(tf.Module):
         first = tf.one_hot(0, tf.shape(ids)[1], on_value=EOS_ID, off_value=PAD_ID,
                            dtype=tf.int32)                                     # [S+1]
         ids = tf.where(empty[:, None], first[None, :], ids)
-        # Cut to the longest non-PAD row, then to max_length (EOS last).
-        lengths = tf.reduce_sum(tf.cast(tf.not_equal(ids, PAD_ID), tf.int32), axis=1)  # [B]
-        # (At least 1: reduce_max of an empty batch is the smallest int32.)
-        length = tf.minimum(tf.maximum(tf.reduce_max(lengths), 1), self._max_length)
-        ids = ids[:, :length]
-        too_long = lengths > length
-        last = tf.one_hot(length - 1, length, on_value=True, off_value=False)  # [S]
-        ids = tf.where(tf.logical_and(too_long[:, None], last[None, :]), EOS_ID, ids)
-        # Pad to a multiple of LENGTH_QUANTUM, as Decoder does.
-        padded = (length + LENGTH_QUANTUM - 1) // LENGTH_QUANTUM * LENGTH_QUANTUM
-        if self._learned_positions:
-            # Learned positions have max_length rows: never pad past them.
-            padded = tf.maximum(length, tf.minimum(padded, self._max_length))
+        ids, length = cut_to_max_length(ids, self._max_length, PAD_ID, EOS_ID)
+        padded = padded_length(length, self._max_length)
         ids = tf.pad(ids, [[0, 0], [0, padded - length]])
-        max_decode_length = padded + self._extra_length
-        if self._learned_positions:
-            max_decode_length = tf.minimum(max_decode_length, self._max_length)
+        max_decode_length = decode_length.max_decode_length(
+            padded, self._extra_length, self._position_limit)
         encoder_output, encoder_padding = self._model.encode(ids, training=False)
         cache = self._model.init_cache(encoder_output, encoder_padding, max_decode_length)
         sequences, scores = beam_search(

@@ -1,0 +1,164 @@
+"""How long inputs and outputs may be when decoding, and the sort-and-batch loop.
+
+One owner for the rule that `Decoder`, the serving SavedModel
+(`TranslationModule`), the CTranslate2 export and `CTranslate2Translator`
+share, so that all four decode the same batch to the same length limit:
+
+- a batch of inputs (EOS included) is padded with PAD up to a multiple of
+  `LENGTH_QUANTUM` tokens, so a file of sentences of every length compiles a
+  handful of decoding graphs, not one per length; never past `max_length`
+  (learned positions have `max_length` rows), unless the input itself is;
+- the longest output is that padded length + `extra_length`, capped at
+  `max_length` with learned positions (no position row beyond it);
+- an input longer than `max_length` is refused by the decoders
+  (`check_input_length`), and cut to `max_length` with EOS last by the
+  SavedModel (`cut_to_max_length`): a server should not fail a whole batch
+  for one long line;
+- sentences are decoded `batch_size` at a time in order of length
+  (`length_sorted_batches`), and the results put back in input order
+  (`decode_in_length_order`); empty inputs give empty outputs.
+
+The length functions take Python ints or int32 tf tensors (inside a
+`tf.function`) alike. The module imports no TensorFlow itself (it does so only
+when handed a tensor), so that the CTranslate2 translator can serve without
+it; that is also why it sits here and not in `decode/`, whose package imports
+Keras.
+"""
+
+from __future__ import annotations
+
+import numbers
+from typing import Callable, Iterator, Sequence
+
+from t2t_revival.errors import UserError
+
+# Inputs are padded up to a multiple of this many tokens.
+LENGTH_QUANTUM = 8
+
+
+def _is_int(*values) -> bool:
+    return all(isinstance(v, numbers.Integral) for v in values)
+
+
+def _minimum(a, b):
+    if _is_int(a, b):
+        return min(a, b)
+    import tensorflow as tf
+    return tf.minimum(a, b)
+
+
+def _maximum(a, b):
+    if _is_int(a, b):
+        return max(a, b)
+    import tensorflow as tf
+    return tf.maximum(a, b)
+
+
+def padded_length(length, max_length: int):
+    """The length a batch whose longest input has `length` tokens is padded to.
+
+    `length` rounded up to a multiple of `LENGTH_QUANTUM`, but not past
+    `max_length` (unless `length` itself is longer).
+
+    Args:
+        length: int or int32 scalar tensor, the longest input, EOS included.
+        max_length: int, the model's `max_length`.
+    """
+    rounded = (length + LENGTH_QUANTUM - 1) // LENGTH_QUANTUM * LENGTH_QUANTUM
+    return _maximum(length, _minimum(rounded, max_length))
+
+
+def position_limit(position_encoding: str, max_length: int) -> int | None:
+    """The longest output the position encoding allows (None: no limit).
+
+    Learned positions have `max_length` rows; sinusoids have no limit.
+    """
+    return max_length if position_encoding == "learned" else None
+
+
+def max_decode_length(padded_length, extra_length: int, limit: int | None = None):
+    """The most output positions (EOS included) for a batch padded to `padded_length`.
+
+    Args:
+        padded_length: int or int32 scalar tensor, from `padded_length`.
+        extra_length: int, `DecodeHParams.extra_length`.
+        limit: `position_limit(...)`; None for no cap.
+    """
+    longest = padded_length + extra_length
+    return longest if limit is None else _minimum(longest, limit)
+
+
+def longest_decode_length(max_length: int, extra_length: int,
+                          position_encoding: str) -> int:
+    """The longest output any batch can get: a `max_length` input's limit.
+
+    The number of decoder positions an export must hold.
+    """
+    return max_decode_length(padded_length(max_length, max_length), extra_length,
+                             position_limit(position_encoding, max_length))
+
+
+def check_input_length(line: int, length: int, max_length: int, sentence: str) -> None:
+    """Refuse input line `line` (1-based) of `length` tokens (EOS included) if too long."""
+    if length > max_length:
+        raise UserError(
+            f"input line {line} has {length} tokens, more than the model's "
+            f"max_length of {max_length}; split the line. "
+            f"Received: line {line}={sentence[:60]!r}...")
+
+
+def cut_to_max_length(ids, max_length: int, pad_id: int, eos_id: int):
+    """Cut a batch of id rows to its longest row, then to `max_length` (EOS last).
+
+    Args:
+        ids: int32 tensor [B, S], each row EOS-terminated and PAD-padded, none
+            empty (an empty row is a lone EOS).
+    Returns:
+        (ids [B, L], L): L = min(longest row, max_length) as an int32 scalar
+        tensor; a row longer than L keeps its first L - 1 tokens and EOS.
+    """
+    import tensorflow as tf
+
+    lengths = tf.reduce_sum(tf.cast(tf.not_equal(ids, pad_id), tf.int32), axis=1)  # [B]
+    # (At least 1: reduce_max of an empty batch is the smallest int32.)
+    length = tf.minimum(tf.maximum(tf.reduce_max(lengths), 1), max_length)
+    ids = ids[:, :length]
+    too_long = lengths > length                                            # [B]
+    last = tf.one_hot(length - 1, length, on_value=True, off_value=False)  # [L]
+    ids = tf.where(tf.logical_and(too_long[:, None], last[None, :]), eos_id, ids)
+    return ids, length
+
+
+def length_sorted_batches(lengths: Sequence[int], batch_size: int) -> Iterator[list[int]]:
+    """Indices of the non-empty inputs, shortest first, `batch_size` at a time.
+
+    Equal lengths keep their input order (a stable sort).
+    """
+    order = sorted((i for i, n in enumerate(lengths) if n), key=lambda i: lengths[i])
+    for start in range(0, len(order), batch_size):
+        yield order[start:start + batch_size]
+
+
+def decode_in_length_order(lengths: Sequence[int], batch_size: int,
+                           decode_batch: Callable[[list[int]], Sequence[str]],
+                           progress: Callable[[int, int], None] | None = None) -> list[str]:
+    """Outputs in input order, decoded in `length_sorted_batches`.
+
+    Args:
+        lengths: the tokens of each input; 0 for an empty input, which gives "".
+        decode_batch: indices of one batch -> their outputs, in that order.
+        progress: called with (inputs done, all inputs) after each batch.
+    """
+    outputs = [""] * len(lengths)
+    done = sum(1 for n in lengths if not n)
+    for chunk in length_sorted_batches(lengths, batch_size):
+        results = list(decode_batch(chunk))
+        if len(results) != len(chunk):
+            raise ValueError(f"decode_batch returned {len(results)} outputs for "
+                             f"{len(chunk)} inputs")
+        for i, output in zip(chunk, results):
+            outputs[i] = output
+        done += len(chunk)
+        if progress:
+            progress(done, len(lengths))
+    return outputs
