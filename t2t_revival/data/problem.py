@@ -9,7 +9,6 @@ from typing import Any
 
 from absl import logging
 
-from t2t_revival.data import input_pipeline
 from t2t_revival.data.data_error import DataError
 from t2t_revival.data.subword_vocabulary import SubwordVocabulary
 from t2t_revival.registry import snake_case
@@ -110,6 +109,8 @@ class Problem:
     # ---- input pipeline ------------------------------------------------
     def batch_shapes(self, hparams: Any) -> list[tuple[int, int]]:
         """The fixed padded batch shapes `[(rows, length), ...]` of `dataset`."""
+        from t2t_revival.data import input_pipeline  # imports TensorFlow: only on use
+
         return input_pipeline.bucket_shapes(hparams.batch_size, hparams.max_length,
                                             hparams.bucket_boundaries)
 
@@ -154,6 +155,8 @@ class Problem:
         too_long = self.count_too_long(split, data_dir, limit)
         logging.info("%s %s: %d of %d pairs are longer than %d tokens and are dropped.",
                      self.name, split, too_long, total, limit)
+        from t2t_revival.data import input_pipeline  # imports TensorFlow: only on use
+
         return input_pipeline.token_bucketed_dataset(
             files, batch_size=hparams.batch_size, max_length=hparams.max_length,
             boundaries=hparams.bucket_boundaries, training=(mode == "train"),
