@@ -11,13 +11,12 @@ import time
 
 import pytest
 
-from conftest import ROOT
+from conftest import ENV, ROOT
 from hparams.parsing import transformer_parsing_base
 from problems.parsing_english import ParsingEnglishPtb16k, ParsingEnglishPtbSample
 from t2t_revival.data.data_error import DataError
 from t2t_revival.parsing import read_parsing_examples
 
-ENV = dict(os.environ, PYTHONPATH=str(ROOT), TF_CPP_MIN_LOG_LEVEL="2")
 SAMPLE_TREES = 3914
 
 
