@@ -2,19 +2,35 @@
 step, beside the PyTorch nn.Transformer peer (`../shared/peers/torch_transformer_train.py`)
 and the machine's measured matrix-multiply peak.
 
-One step = forward, backward and Adam(0.9, 0.98, 1e-9), with label-smoothed
-(0.1) cross-entropy over the non-pad target tokens, on a synthetic batch
-(default 64 sentences x 32 source and 32 target tokens, the peer's defaults).
-Shapes (`--shapes`, in one run):
+One step is the product's: with the TensorFlow backend the benchmark builds
+the trainer (`t2t_revival.train.trainer.Trainer`, hparam set transformer_base
+overridden to the shape below, one update per step: no gradient accumulation)
+and times `trainer.train_step(iterator)`, the very update `t2t-trainer` runs:
+its per-replica forward and backward (XLA-compiled with `--jit_compile true`,
+as `--xla` does), its label-smoothed cross-entropy (`train/losses.py`: eps on
+the other V-1 tokens, normalized by the global target token count), its
+all-reduce, and its Adam (`ReducedGradientsAdam`, beta2 0.98, eps 1e-9, the
+Noam schedule), under its tf.distribute strategy (one device, or every
+visible GPU). Only the input is synthetic: a full batch (default 64
+sentences x 32 source and 32 target tokens, the peer's defaults, no padding)
+repeated through `strategy.experimental_distribute_dataset`, so the input
+pipeline is not timed. Shapes (`--shapes`, in one run):
 
     base  d_model 512,  6 layers,  8 heads, d_ff 2048, vocab 32000 (transformer_base)
     big   d_model 1024, 6 layers, 16 heads, d_ff 4096, vocab 32000 (transformer_big)
     tiny  d_model 128,  2 layers,  4 heads, d_ff 512,  vocab 8192  (transformer_tiny, Multi30k)
 
-With the TensorFlow backend our step is a `tf.function`, timed with XLA
-(`jit_compile=True`) and without; the faster is compared with the peer. With
-`KERAS_BACKEND=jax` it is a `jax.jit` of Keras's stateless call and
-optimizer update (how GPU figures are taken; the model code is the same).
+With the TensorFlow backend the step is timed with XLA and without
+(`--jit_compile`); the faster is compared with the peer. With
+`KERAS_BACKEND=jax` (how GPU figures are taken) the TF trainer cannot run: the
+step is a `jax.jit` of Keras's stateless call and optimizer update on the same
+model and hparams, with the trainer's own loss function (`train/losses.py`,
+divided by the batch's target tokens as the trainer does with one replica)
+and the trainer's optimizer settings (Adam with its betas, epsilon, Noam
+schedule and clipping; plain `keras.optimizers.Adam`, which is what
+`ReducedGradientsAdam` is without tf.distribute). What differs from the
+trainer there: no tf.distribute and no all-reduce (one device), and the loss
+is not divided by `batch_size` before the gradient (a constant factor).
 
 FLOPs of one step (the usual 6 x parameters x tokens, split by the tokens each
 part of the model sees, plus the attention scores, which have no parameters):
@@ -120,47 +136,50 @@ def step_flops(shape, batch, src_len, tgt_len, enc_params, dec_params):
     return matmul + attention
 
 
-def label_smoothed_loss(logits, labels, smoothing):
-    """Mean over non-pad tokens of cross-entropy against (1-e) one-hot + e/V.
-
-    logits: float32 [B, T, V]; labels: int32 [B, T] (0 = PAD, ignored).
-    Uses -sum_v q_v log p_v = (1-e)(lse - logit_y) + e (lse - mean_v logit_v),
-    so no one-hot [B, T, V] is built.
-    """
-    from keras import ops
-    logits = ops.cast(logits, "float32")
-    lse = ops.logsumexp(logits, axis=-1)  # (B, T)
-    target = ops.squeeze(ops.take_along_axis(logits, labels[..., None], axis=-1), -1)
-    per_token = (1.0 - smoothing) * (lse - target) + smoothing * (lse - ops.mean(logits, -1))
-    weights = ops.cast(ops.not_equal(labels, 0), "float32")
-    return ops.sum(per_token * weights) / ops.maximum(ops.sum(weights), 1.0)
+PROBLEM = "translate_ende_multi30k"  # only its name: the batches are synthetic
 
 
-def build(shape, a):
-    """Our model, its Adam, a synthetic batch and the per-stack parameter counts."""
-    import keras
+def hparams_overrides(shape, a):
+    """The `--hparams` string that turns transformer_base into `shape`."""
+    values = dict(num_hidden_layers=shape["layers"], d_model=shape["d_model"],
+                  num_heads=shape["heads"], d_ff=shape["ff"], vocab_size=shape["vocab"],
+                  max_length=max(a.src_len, a.tgt_len), mixed_precision=a.mixed_precision,
+                  batch_size=a.batch * max(a.src_len, a.tgt_len),
+                  gradient_accumulation_steps=1)
+    return ",".join(f"{k}={v}" for k, v in values.items())
+
+
+def synthetic_batch(shape, a):
+    """Full batches of random non-pad ids: {"inputs": [B, S], "targets": [B, T]}."""
     import numpy as np
 
-    from t2t_revival.hparams import HParams
-    from t2t_revival.models.transformer import Transformer
-
-    keras.utils.set_random_seed(0)
-    hp = HParams(num_hidden_layers=shape["layers"], d_model=shape["d_model"],
-                 num_heads=shape["heads"], d_ff=shape["ff"], vocab_size=shape["vocab"],
-                 max_length=max(a.src_len, a.tgt_len), mixed_precision=a.mixed_precision)
-    keras.mixed_precision.set_global_policy(a.mixed_precision)
-    model = Transformer(hp)
-    model.build()
-    optimizer = keras.optimizers.Adam(1e-4, beta_1=0.9, beta_2=0.98, epsilon=1e-9)
-    optimizer.build(model.trainable_variables)
     rng = np.random.default_rng(0)
-    batch = {"inputs": rng.integers(1, shape["vocab"], (a.batch, a.src_len)).astype("int32"),
-             "targets": rng.integers(1, shape["vocab"], (a.batch, a.tgt_len)).astype("int32")}
+    return {"inputs": rng.integers(1, shape["vocab"], (a.batch, a.src_len)).astype("int32"),
+            "targets": rng.integers(1, shape["vocab"], (a.batch, a.tgt_len)).astype("int32")}
+
+
+def param_counts(model, shape):
+    """All weights, the encoder stack's, and the decoder stack's (the rest but
+    the shared embedding)."""
+    import numpy as np
+
     embedding = shape["vocab"] * shape["d_model"]
     enc = sum(int(np.prod(w.shape)) for w in model.weights if "encoder" in w.path)
     total = model.count_params()
-    dec = total - enc - embedding  # decoder stack (and any final norms)
-    return hp, model, optimizer, batch, {"params": total, "enc": enc, "dec": dec}
+    return {"params": total, "enc": enc, "dec": total - enc - embedding}
+
+
+def build(shape, a, output_dir, jit_compile=True):
+    """The trainer for `shape` (TensorFlow backend), a synthetic batch and the
+    parameter counts. Nothing is written to `output_dir` (no checkpoint is saved)."""
+    from t2t_revival.train.train_config import TrainConfig
+    from t2t_revival.train.trainer import Trainer
+
+    config = TrainConfig(problem=PROBLEM, output_dir=output_dir, data_dir=output_dir,
+                         hparams_set="transformer_base", hparams=hparams_overrides(shape, a),
+                         xla=jit_compile, seed=0)
+    trainer = Trainer(config, log=lambda *args: None)
+    return trainer, synthetic_batch(shape, a), param_counts(trainer.model, shape)
 
 
 def _timed(step, a):
@@ -175,39 +194,65 @@ def _timed(step, a):
 
 
 def time_ours_tensorflow(shape, a, jit_compile):
+    """Times `trainer.train_step`, the trainer's own update, on synthetic batches."""
+    import tempfile
+
     import tensorflow as tf
 
     if a.threads:
         tf.config.threading.set_intra_op_parallelism_threads(a.threads)
-    hp, model, optimizer, batch, counts = build(shape, a)
-    batch = {k: tf.constant(v) for k, v in batch.items()}
+    with tempfile.TemporaryDirectory() as output_dir:
+        trainer, batch, counts = build(shape, a, output_dir, jit_compile)
+        dataset = tf.data.Dataset.from_tensors(batch).repeat()
+        iterator = iter(trainer.strategy.experimental_distribute_dataset(dataset))
+        tokens = []
 
-    @tf.function(jit_compile=jit_compile)
-    def step(batch):
-        with tf.GradientTape() as tape:
-            logits = model(batch, training=True)
-            loss = label_smoothed_loss(logits, batch["targets"], hp.label_smoothing)
-        grads = tape.gradient(loss, model.trainable_variables)
-        optimizer.apply(grads, model.trainable_variables)
-        return loss
+        def step():
+            loss, step_tokens, _ = trainer.train_step(iterator)
+            tokens.append(float(step_tokens))
+            return float(loss)  # waits for the step
 
-    warmup_s, step_s, loss = _timed(lambda: float(step(batch)), a)
+        warmup_s, step_s, loss = _timed(step, a)
+        updates = trainer.step   # the trainer's optimizer counted every timed update
+    assert set(tokens) == {float(a.batch * a.tgt_len)}, tokens  # every target token counted
+    optimizer = getattr(trainer.optimizer, "inner_optimizer", trainer.optimizer)
     return {"backend": "tensorflow", "jit_compile": jit_compile,
-            "tensorflow": tf.__version__, "warmup_s": warmup_s, "step_s": step_s,
-            "loss": loss, **counts}
+            "tensorflow": tf.__version__, "step": "Trainer.train_step",
+            "optimizer": type(optimizer).__name__,
+            "replicas": trainer.strategy.num_replicas_in_sync, "updates": updates,
+            "warmup_s": warmup_s, "step_s": step_s, "loss": loss, **counts}
 
 
 def time_ours_jax(shape, a):
+    """A `jax.jit` step with the trainer's loss and optimizer settings (see the docstring)."""
     import jax
     import keras
 
-    hp, model, optimizer, batch, counts = build(shape, a)
-    batch = {k: jax.numpy.asarray(v) for k, v in batch.items()}
+    from t2t_revival import registry
+    from t2t_revival.hparams import resolve
+    from t2t_revival.models.transformer import Transformer
+    from t2t_revival.train.losses import smoothed_cross_entropy_sum
+    from t2t_revival.train.noam_schedule import NoamSchedule
+
+    registry.load_all()
+    hp = resolve("transformer_base", hparams_overrides(shape, a))
+    keras.utils.set_random_seed(0)
+    keras.mixed_precision.set_global_policy(hp.mixed_precision)
+    model = Transformer(hp)
+    model.build()
+    optimizer = keras.optimizers.Adam(
+        NoamSchedule(hp.d_model, hp.learning_rate_warmup_steps, hp.learning_rate),
+        beta_1=hp.adam_beta1, beta_2=hp.adam_beta2, epsilon=hp.adam_epsilon,
+        global_clipnorm=hp.clip_grad_norm or None)
+    optimizer.build(model.trainable_variables)
+    batch = {k: jax.numpy.asarray(v) for k, v in synthetic_batch(shape, a).items()}
 
     def loss_fn(trainable, non_trainable, batch):
         logits, non_trainable = model.stateless_call(trainable, non_trainable, batch,
                                                      training=True)
-        return label_smoothed_loss(logits, batch["targets"], hp.label_smoothing), non_trainable
+        loss_sum, tokens = smoothed_cross_entropy_sum(logits, batch["targets"],
+                                                      hp.label_smoothing)
+        return loss_sum / jax.numpy.maximum(tokens, 1.0), non_trainable
 
     grad_fn = jax.value_and_grad(loss_fn, has_aux=True)
 
@@ -229,8 +274,11 @@ def time_ours_jax(shape, a):
 
     warmup_s, step_s, loss = _timed(run, a)
     return {"backend": "jax", "jit_compile": True, "jax": jax.__version__,
+            "step": "jax.jit(stateless_call + trainer loss + Adam)",
+            "optimizer": type(optimizer).__name__,
             "devices": [str(d) for d in jax.devices()], "keras": keras.__version__,
-            "warmup_s": warmup_s, "step_s": step_s, "loss": loss, **counts}
+            "warmup_s": warmup_s, "step_s": step_s, "loss": loss,
+            **param_counts(model, shape)}
 
 
 def measured_peak(a):

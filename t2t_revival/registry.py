@@ -12,11 +12,22 @@ A duplicate name is an error. An unknown name is an error that lists every
 registered name and the closest match. Registration happens when `problems`
 and `hparams` (and `t2t_revival.models`) are imported; an import error there
 is loud, never swallowed.
+
+A model is a Keras class, and importing Keras imports TensorFlow (seconds).
+So `t2t_revival.models` registers its models *lazily*
+(`models.register_lazy("transformer", "t2t_revival.models.transformer:Transformer")`):
+the name is known at once, its description is read from the source, and the
+module is imported on the first `get`, where its `@register_model` decorator
+takes the place of the lazy entry. Listing names (`t2t-trainer
+--registry_help`) therefore never imports TensorFlow.
 """
 
 from __future__ import annotations
 
+import ast
 import difflib
+import importlib
+import importlib.util
 import re
 from typing import Any, Callable, Iterator
 
@@ -41,9 +52,37 @@ def closest(name: str, candidates, cutoff: float = 0.5) -> str | None:
 
 
 def one_line(obj: Any) -> str:
-    """The first line of an object's docstring (its one-line description)."""
-    doc = (getattr(obj, "__doc__", None) or "").strip()
-    return doc.splitlines()[0].strip() if doc else "(no description)"
+    """The first paragraph of an object's docstring, as one line (its description)."""
+    doc = obj.doc if isinstance(obj, LazyEntry) else getattr(obj, "__doc__", None)
+    summary = (doc or "").strip().split("\n\n")[0]
+    return " ".join(summary.split()) or "(no description)"
+
+
+class LazyEntry:
+    """A registered name whose object is `module:attr`, imported on first use.
+
+    Args:
+        target: "package.module:Attribute"; the module registers the real
+            object under the same name when imported.
+    """
+
+    def __init__(self, target: str):
+        self.target = target
+        self.module, _, self.attr = target.partition(":")
+
+    @property
+    def doc(self) -> str | None:
+        """The attribute's docstring, read from the module's source (no import)."""
+        spec = importlib.util.find_spec(self.module)
+        with open(spec.origin, encoding="utf-8") as f:
+            tree = ast.parse(f.read())
+        for node in tree.body:
+            if isinstance(node, (ast.ClassDef, ast.FunctionDef)) and node.name == self.attr:
+                return ast.get_docstring(node)
+        return None
+
+    def matches(self, obj: Any) -> bool:
+        return (obj.__module__, obj.__qualname__) == (self.module, self.attr)
 
 
 class Registry:
@@ -65,13 +104,24 @@ class Registry:
             return lambda obj: self._add(obj, name)
         return self._add(obj_or_name, name)
 
+    def register_lazy(self, name: str, target: str) -> None:
+        """Register `name` as "module:Attr", imported on the first `get(name)`."""
+        if name in self._entries:
+            raise RegistryError(f"A {self.kind} named '{name}' is already registered; "
+                                f"pick another name. Received: {self.kind}={target}")
+        self._entries[name] = LazyEntry(target)
+
     def _add(self, obj: Any, name: str | None) -> Any:
         key = name or snake_case(obj.__name__)
-        if key in self._entries:
-            existing = self._entries[key]
+        existing = self._entries.get(key)
+        if isinstance(existing, LazyEntry) and existing.matches(obj):
+            existing = None                    # the lazy entry's own module, now imported
+        if existing is not None:
+            owner = (existing.target if isinstance(existing, LazyEntry)
+                     else f"{existing.__module__}.{existing.__qualname__}")
             raise RegistryError(
                 f"A {self.kind} named '{key}' is already registered "
-                f"(by {existing.__module__}.{existing.__qualname__}); pick another "
+                f"(by {owner}); pick another "
                 f"name. Received: {self.kind}={obj.__module__}.{obj.__qualname__}"
             )
         self._entries[key] = obj
@@ -84,7 +134,14 @@ class Registry:
     def get(self, name: str) -> Any:
         """The object registered under `name`; an unknown name is a RegistryError."""
         if name in self._entries:
-            return self._entries[name]
+            entry = self._entries[name]
+            if isinstance(entry, LazyEntry):
+                importlib.import_module(entry.module)   # its decorator replaces the entry
+                entry = self._entries[name]
+                if isinstance(entry, LazyEntry):
+                    raise RuntimeError(f"importing {entry.module} did not register "
+                                       f"{self.kind} '{name}' (expected {entry.target})")
+            return entry
         known = ", ".join(sorted(self._entries)) or "(none)"
         near = closest(name, self._entries, cutoff=0.0)
         hint = f" Closest match: '{near}'." if near else ""

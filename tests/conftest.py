@@ -1,4 +1,6 @@
-"""Shared test set-up: the `slow` marker and the path of the shared data."""
+"""Shared test set-up: the `slow` marker, the path of the shared data, and the
+helpers several test files use (the subprocess environment, the one-line
+error check, the hparam sets the issues name)."""
 
 import os
 import pathlib
@@ -9,6 +11,26 @@ ROOT = pathlib.Path(__file__).resolve().parents[1]
 SHARED_DATA = pathlib.Path(os.environ.get("T2T_SHARED_DATA", ROOT.parent / "shared" / "data"))
 
 os.environ.setdefault("TF_CPP_MIN_LOG_LEVEL", "2")
+
+# The environment of a CLI run in a subprocess: this checkout's code.
+ENV = dict(os.environ, PYTHONPATH=str(ROOT), TF_CPP_MIN_LOG_LEVEL="2")
+
+# The hparam sets the issues ask for by name.
+ISSUE_HPARAMS_SETS = ("transformer_base", "transformer_big", "transformer_base_single_gpu",
+                      "transformer_big_single_gpu", "transformer_parsing_base",
+                      "transformer_parsing_big", "transformer_tiny", "transformer_small")
+
+
+def one_line_error(out, prog, *needles, status=2):
+    """`out` (a finished subprocess) failed with one `prog: error: ...` line
+    holding every needle, exit `status` and no traceback."""
+    assert out.returncode == status, (out.returncode, out.stderr[-2000:])
+    lines = [l for l in out.stderr.splitlines() if l.startswith(f"{prog}: error: ")]
+    assert len(lines) == 1, out.stderr[-2000:]
+    assert "Traceback" not in out.stderr
+    for needle in needles:
+        assert needle in lines[0], lines[0]
+    return lines[0]
 
 
 def pytest_addoption(parser):

@@ -1,5 +1,6 @@
-"""benchmarks/train_step.py's FLOP count: the formula, and the parameter split
-it relies on (encoder + decoder + shared embedding = every weight)."""
+"""benchmarks/train_step.py: its FLOP count (the formula, and the parameter
+split it relies on: encoder + decoder + shared embedding = every weight), and
+that the step it times is the trainer's own update."""
 
 import importlib.util
 
@@ -29,12 +30,15 @@ def test_step_flops_by_hand_at_the_tiny_shape():
     assert flops == matmul + attention
 
 
-def test_parameter_split_covers_every_weight():
+def test_parameter_split_covers_every_weight(tmp_path):
     bench = _train_step_module()
     args = bench.parse_args(["--shapes", "tiny", "--batch", "2", "--src_len", "4",
                              "--tgt_len", "4"])
-    _, model, _, batch, counts = bench.build(bench.SHAPES["tiny"], args)
+    trainer, batch, counts = bench.build(bench.SHAPES["tiny"], args, str(tmp_path))
+    model = trainer.model
     assert batch["inputs"].shape == (2, 4)
+    assert (trainer.hparams.d_model, trainer.hparams.vocab_size) == (128, 8192)
+    assert trainer.hparams.gradient_accumulation_steps == 1
     d, ff, vocab = 128, 512, 8192
     # Each encoder layer: self-attention (4 d^2, no biases), FFN (2 d ff + ff + d),
     # two layer norms (4 d); the decoder layer adds cross-attention and a norm.
@@ -54,3 +58,18 @@ def test_peer_precision_flags_need_a_peer_device(capsys):
     assert "--peer_autocast and --peer_compile need --peer_device" in capsys.readouterr().err
     args = bench.parse_args(["--peer_device", "cuda", "--peer_autocast", "bfloat16"])
     assert (args.peer_device, args.peer_autocast) == ("cuda", "bfloat16")
+
+
+def test_the_timed_step_is_the_trainers_update():
+    bench = _train_step_module()
+    args = bench.parse_args(["--shapes", "tiny", "--batch", "4", "--src_len", "6",
+                             "--tgt_len", "5", "--steps", "2", "--warmup", "1"])
+    result = bench.time_ours_tensorflow(bench.SHAPES["tiny"], args, jit_compile=False)
+    assert result["step"] == "Trainer.train_step"
+    assert result["optimizer"] == "ReducedGradientsAdam"     # not a plain Adam
+    assert result["updates"] == 3                              # warm-up + timed, all applied
+    # The trainer's smoothed loss (entropy of the target subtracted) at a random
+    # start: about ln(8192) - 1.2 = 7.8 (8.25 measured at batch 16), where a loss
+    # without the entropy term is about ln(8192) + 0.4 = 9.4.
+    assert 6.5 < result["loss"] < 9.0, result["loss"]
+    assert result["step_s"] > 0 and result["params"] > 0

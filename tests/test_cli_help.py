@@ -40,6 +40,7 @@ def _help(module, wrapper):
 def test_help_shows_the_cli_text_and_flags(module):
     title, expected_flags = CLIS[module]
     out = _help(module, f"/venv/bin/t2t-{module}")
+    assert out.returncode == 0, (out.returncode, out.stderr[-2000:])   # help is no failure
     assert "Traceback" not in out.stderr, out.stderr
     assert out.stdout.startswith(title), out.stdout[:300]
     listed = {line.split(":")[0].strip().replace("--[no]", "--")
@@ -51,5 +52,17 @@ def test_thin_wrapper_script_help_lists_the_trainer_flags():
     env = dict(os.environ, PYTHONPATH=str(ROOT))
     out = subprocess.run([sys.executable, str(ROOT / "t2t_trainer.py"), "--help"],
                          capture_output=True, text=True, env=env, timeout=120)
+    assert out.returncode == 0, (out.returncode, out.stderr[-2000:])
     assert out.stdout.startswith("`t2t-trainer`"), out.stdout[:300]
     assert "  --hparams_set: Registered hparam set name." in out.stdout
+
+
+@pytest.mark.parametrize("flag", ["--helpshort", "--helpfull"])
+def test_other_help_flags_exit_0_and_bad_flags_still_exit_2(flag):
+    code = ("import sys; sys.argv = ['/venv/bin/t2t-bleu', %r]; "
+            "from t2t_revival.cli.bleu import run; sys.exit(run())")
+    env = dict(os.environ, PYTHONPATH=str(ROOT))
+    for argv, status in ((flag, 0), ("--no_such_flag", 2)):
+        out = subprocess.run([sys.executable, "-c", code % argv], capture_output=True,
+                             text=True, env=env, timeout=120)
+        assert out.returncode == status, (argv, out.returncode, out.stderr[-2000:])

@@ -9,11 +9,9 @@ import sys
 import numpy as np
 import pytest
 
-from conftest import ROOT
+from conftest import ENV, ROOT, one_line_error
 
 ctranslate2 = pytest.importorskip("ctranslate2")
-
-ENV = dict(os.environ, PYTHONPATH=str(ROOT), TF_CPP_MIN_LOG_LEVEL="2")
 
 # Sentences for the tiny random models (any text: the vocabulary has byte fallback).
 SENTENCES = ["A man in a blue shirt is riding a bike.", "Two dogs play in the snow.",
@@ -23,15 +21,6 @@ SENTENCES = ["A man in a blue shirt is riding a bike.", "Two dogs play in the sn
 def _cli(*args):
     return subprocess.run([sys.executable, "-m", "t2t_revival.cli.exporter", *args],
                           capture_output=True, text=True, env=ENV, timeout=600)
-
-
-def _one_line_error(out, *needles):
-    assert out.returncode == 2, (out.returncode, out.stderr[-2000:])
-    lines = [l for l in out.stderr.splitlines() if l.startswith("t2t-exporter: error: ")]
-    assert len(lines) == 1, out.stderr[-2000:]
-    assert "Traceback" not in out.stderr
-    for needle in needles:
-        assert needle in lines[0], lines[0]
 
 
 @pytest.fixture(scope="module")
@@ -234,15 +223,15 @@ def test_every_engine_decodes_to_the_same_length_limit(encoding, vocab_file, tmp
 
 def test_exporter_cli_errors_are_one_line(tmp_path):
     missing = tmp_path / "nope"
-    _one_line_error(_cli(f"--output_dir={missing}", "--format=ctranslate2"),
-                    "does not exist", f"Received: output_dir='{missing}'")
-    _one_line_error(_cli(f"--output_dir={tmp_path}", "--format=onnx"),
-                    "--format", "saved_model", "ctranslate2")
-    _one_line_error(_cli(f"--output_dir={tmp_path}", "--quantization=int8"),
-                    "--format=ctranslate2 only", "Received: quantization='int8'")
-    _one_line_error(_cli(f"--output_dir={tmp_path}", "--format=ctranslate2",
-                         "--quantization=int4"), "int8_float32",
-                    "Received: quantization='int4'")
+    one_line_error(_cli(f"--output_dir={missing}", "--format=ctranslate2"), "t2t-exporter",
+                   "does not exist", f"Received: output_dir='{missing}'")
+    one_line_error(_cli(f"--output_dir={tmp_path}", "--format=onnx"), "t2t-exporter",
+                   "--format", "saved_model", "ctranslate2")
+    one_line_error(_cli(f"--output_dir={tmp_path}", "--quantization=int8"), "t2t-exporter",
+                   "--format=ctranslate2 only", "Received: quantization='int8'")
+    one_line_error(_cli(f"--output_dir={tmp_path}", "--format=ctranslate2",
+                        "--quantization=int4"), "t2t-exporter", "int8_float32",
+                   "Received: quantization='int4'")
 
 
 @pytest.mark.slow

@@ -1,14 +1,12 @@
 """t2t-decoder end to end on a briefly trained tiny model, and its user errors."""
 
-import os
 import subprocess
 import sys
 
 import pytest
 
-from conftest import ROOT
+from conftest import ENV, ROOT
 
-ENV = dict(os.environ, PYTHONPATH=str(ROOT), TF_CPP_MIN_LOG_LEVEL="2")
 
 
 def _decoder(*args, **kw):

@@ -10,9 +10,7 @@ import threading
 
 import pytest
 
-from conftest import ROOT
-
-ENV = dict(os.environ, PYTHONPATH=str(ROOT), TF_CPP_MIN_LOG_LEVEL="2")
+from conftest import ENV, ROOT, one_line_error
 
 
 def _cli(module, *args, **kw):
@@ -20,60 +18,20 @@ def _cli(module, *args, **kw):
                           text=True, env=ENV, timeout=900, **kw)
 
 
-def _one_line_error(out, prog, *needles):
-    assert out.returncode == 2, (out.returncode, out.stderr[-2000:])
-    # TensorFlow may log at import; the error itself is one line.
-    lines = [l for l in out.stderr.splitlines() if l.startswith(f"{prog}: error: ")]
-    assert len(lines) == 1, out.stderr[-2000:]
-    assert "Traceback" not in out.stderr
-    for needle in needles:
-        assert needle in lines[0], lines[0]
-
-
 # ---- the warm-up records -----------------------------------------------------
-def _fields(data: bytes) -> list[tuple[int, bytes]]:
-    """(field number, payload) of the length-delimited fields of a proto message."""
-    out, i = [], 0
-
-    def varint():
-        nonlocal i
-        value, shift = 0, 0
-        while True:
-            byte = data[i]
-            i += 1
-            value |= (byte & 0x7F) << shift
-            shift += 7
-            if byte < 0x80:
-                return value
-
-    while i < len(data):
-        key = varint()
-        assert key & 7 == 2, f"unexpected wire type {key & 7}"
-        size = varint()
-        out.append((key >> 3, data[i:i + size]))
-        i += size
-    return out
-
-
 def _parse_prediction_log(record: bytes):
-    """PredictionLog bytes -> (model name, signature name, {input: ndarray})."""
+    """PredictionLog bytes -> (model name, signature name, {input: ndarray}),
+    read with TF Serving's own protos (tensorflow-serving-api)."""
     import tensorflow as tf
-    from tensorflow.core.framework import tensor_pb2
+    from tensorflow_serving.apis import prediction_log_pb2
 
-    (log_field, predict_log), = _fields(record)
-    assert log_field == 6                      # PredictionLog.predict_log
-    (request_field, request), = _fields(predict_log)
-    assert request_field == 1                  # PredictLog.request
-    spec, inputs = {}, {}
-    for number, payload in _fields(request):
-        if number == 1:                        # PredictRequest.model_spec
-            spec = dict(_fields(payload))
-        else:
-            assert number == 2                 # PredictRequest.inputs (map entry)
-            entry = dict(_fields(payload))
-            inputs[entry[1].decode()] = tf.make_ndarray(
-                tensor_pb2.TensorProto.FromString(entry[2]))
-    return spec[1].decode(), spec[3].decode(), inputs
+    log = prediction_log_pb2.PredictionLog.FromString(record)
+    assert log.WhichOneof("log_type") == "predict_log"
+    # Nothing the protos do not know: the record is exactly their encoding.
+    assert log.SerializeToString(deterministic=True) == record
+    request = log.predict_log.request
+    inputs = {name: tf.make_ndarray(tensor) for name, tensor in request.inputs.items()}
+    return request.model_spec.name, request.model_spec.signature_name, inputs
 
 
 def test_prediction_log_bytes_round_trip():
@@ -95,9 +53,9 @@ def test_prediction_log_bytes_round_trip():
 # ---- t2t-exporter user errors -------------------------------------------------
 def test_exporter_user_errors_are_one_line(tmp_path):
     out = _cli("t2t_revival.cli.exporter", f"--output_dir={tmp_path / 'nope'}")
-    _one_line_error(out, "t2t-exporter", "does not exist", "Received: output_dir=")
+    one_line_error(out, "t2t-exporter", "does not exist", "Received: output_dir=")
     out = _cli("t2t_revival.cli.exporter")
-    _one_line_error(out, "t2t-exporter", "output_dir")
+    one_line_error(out, "t2t-exporter", "output_dir")
 
 
 # ---- the exported model --------------------------------------------------------
@@ -229,7 +187,7 @@ def test_exporter_cli_no_checkpoint_is_one_line(tiny_run, tmp_path):
     for name in ("hparams.json", "run.json", "vocab.model"):
         shutil.copy(out_dir / name, tmp_path / name)
     out = _cli("t2t_revival.cli.exporter", f"--output_dir={tmp_path}")
-    _one_line_error(out, "t2t-exporter", "no checkpoint", "Received: output_dir=")
+    one_line_error(out, "t2t-exporter", "no checkpoint", "Received: output_dir=")
     assert not (tmp_path / "export").exists() or not os.listdir(tmp_path / "export")
 
 
@@ -328,4 +286,4 @@ def test_query_cli_connection_error_is_one_line():
         port = s.getsockname()[1]
     out = _cli("t2t_revival.cli.query", f"--server=http://127.0.0.1:{port}",
                "--sentences=hello")
-    _one_line_error(out, "t2t-query", "cannot reach", f"127.0.0.1:{port}")
+    one_line_error(out, "t2t-query", "cannot reach", f"127.0.0.1:{port}")

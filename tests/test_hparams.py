@@ -7,6 +7,7 @@ import re
 
 import pytest
 
+from conftest import ISSUE_HPARAMS_SETS
 from t2t_revival import registry
 from t2t_revival.hparams import HParams, HParamsError, parse_overrides, resolve
 
@@ -16,9 +17,7 @@ README = pathlib.Path(__file__).resolve().parents[1] / "README.md"
 
 
 def test_the_issue_sets_are_registered():
-    for name in ("transformer_base", "transformer_big", "transformer_base_single_gpu",
-                 "transformer_big_single_gpu", "transformer_parsing_base",
-                 "transformer_parsing_big", "transformer_tiny", "transformer_small"):
+    for name in ISSUE_HPARAMS_SETS:
         assert name in ALL_SETS
 
 

@@ -60,8 +60,19 @@ def test_feed_forward_network():
     layer, _ = run_layer_test(FeedForwardNetwork, dict(d_ff=32, dropout=0.1), X,
                               expected_output_shape=(B, T, D))
     assert tuple(layer.inner_dense.kernel.shape) == (D, 32)
-    # ReLU: negative pre-activations contribute nothing.
-    assert layer.get_config()["activation"] == "relu"
+    # FFN(x) = max(0, x W1 + b1) W2 + b2 at inference (dropout off).
+    w1 = np.asarray(layer.inner_dense.kernel)
+    w2, b2 = (np.asarray(v) for v in (layer.output_dense.kernel, layer.output_dense.bias))
+    layer.inner_dense.bias.assign(RNG.normal(size=32).astype("float32"))
+    b1 = np.asarray(layer.inner_dense.bias)
+    pre = X @ w1 + b1
+    assert (pre < 0).any() and (pre > 0).any()  # both sides of the kink are exercised
+    np.testing.assert_allclose(np.asarray(layer(X, training=False)),
+                               np.maximum(pre, 0.0) @ w2 + b2, rtol=1e-5, atol=1e-5)
+    # Negative pre-activations contribute nothing: only b2 is left when all are < 0.
+    layer.inner_dense.bias.assign(np.full(32, -1e3, "float32"))
+    np.testing.assert_allclose(np.asarray(layer(X, training=False)),
+                               np.broadcast_to(b2, (B, T, D)), atol=1e-6)
 
 
 def test_token_embedding_scales_by_sqrt_d_model_and_projects():

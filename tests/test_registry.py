@@ -2,6 +2,7 @@
 
 import pytest
 
+from conftest import ISSUE_HPARAMS_SETS
 from t2t_revival import registry
 from t2t_revival.registry import Registry, RegistryError, snake_case
 
@@ -67,9 +68,7 @@ def test_unknown_name_lists_registered_and_closest():
 
 def test_help_text_lists_every_registered_set_with_description():
     text = registry.help_text()
-    for name in ("transformer_base", "transformer_big", "transformer_base_single_gpu",
-                 "transformer_big_single_gpu", "transformer_parsing_base",
-                 "transformer_parsing_big", "transformer_tiny", "transformer_small"):
+    for name in ISSUE_HPARAMS_SETS:
         line = next(l for l in text.splitlines() if l.strip().startswith(name + " "))
         assert len(line.split(None, 1)[1]) > 10  # a real one-line description
     assert text.startswith("Problems:")

@@ -4,7 +4,6 @@ SIGKILL, checkpoint averaging, user errors, and the README's main job."""
 import glob
 import json
 import math
-import os
 import re
 import signal
 import subprocess
@@ -14,9 +13,8 @@ import time
 import numpy as np
 import pytest
 
-from conftest import ROOT
+from conftest import ENV, ROOT
 
-ENV = dict(os.environ, PYTHONPATH=str(ROOT), TF_CPP_MIN_LOG_LEVEL="2")
 
 
 def _python(args, env=None, timeout=900, **kw):

@@ -69,8 +69,9 @@ def main(argv: list[str]) -> int:
                         f"format={FLAGS.format!r}")
     from t2t_revival.export.saved_model_export import export_saved_model
 
-    path = export_saved_model(FLAGS.output_dir, FLAGS.checkpoint_path,
-                              FLAGS.decode_hparams, FLAGS.export_dir, FLAGS.version)
+    with common.quiet_native_stderr():   # tensorflow-text's SentencePiece logs INFO
+        path = export_saved_model(FLAGS.output_dir, FLAGS.checkpoint_path,
+                                  FLAGS.decode_hparams, FLAGS.export_dir, FLAGS.version)
     print(f"Exported the SavedModel to {path}")
     return 0
 

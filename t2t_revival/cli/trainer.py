@@ -105,7 +105,8 @@ def main(argv: list[str]) -> int:
     if FLAGS.export_saved_model:
         from t2t_revival.export.saved_model_export import export_saved_model
 
-        path = export_saved_model(config.output_dir)
+        with common.quiet_native_stderr():   # tensorflow-text's SentencePiece logs INFO
+            path = export_saved_model(config.output_dir)
         print(f"Exported the SavedModel to {path}")
     return 0
 

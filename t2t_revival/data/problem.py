@@ -9,7 +9,6 @@ from typing import Any
 
 from absl import logging
 
-from t2t_revival.data import input_pipeline
 from t2t_revival.data.data_error import DataError
 from t2t_revival.data.subword_vocabulary import SubwordVocabulary
 from t2t_revival.registry import snake_case
@@ -110,6 +109,8 @@ class Problem:
     # ---- input pipeline ------------------------------------------------
     def batch_shapes(self, hparams: Any) -> list[tuple[int, int]]:
         """The fixed padded batch shapes `[(rows, length), ...]` of `dataset`."""
+        from t2t_revival.data import input_pipeline  # imports TensorFlow: only on use
+
         return input_pipeline.bucket_shapes(hparams.batch_size, hparams.max_length,
                                             hparams.bucket_boundaries)
 
@@ -162,6 +163,8 @@ class Problem:
         (TensorFlow's message names no file); None means the shards are
         intact and the error came from elsewhere (re-raise it then).
         """
+        from t2t_revival.data import input_pipeline  # imports TensorFlow: only on use
+
         bad = input_pipeline.unreadable_records(
             [f for split in self.num_shards for f in self.data_files(split, data_dir)
              if os.path.isfile(f)])
@@ -201,6 +204,8 @@ class Problem:
         if mode == "train" and "dev" in self.num_shards:
             # Evaluation runs after hours of training: refuse an empty dev split now.
             self._check_something_survives("dev", data_dir, limit)
+        from t2t_revival.data import input_pipeline  # imports TensorFlow: only on use
+
         return input_pipeline.token_bucketed_dataset(
             files, batch_size=hparams.batch_size, max_length=hparams.max_length,
             boundaries=hparams.bucket_boundaries, training=(mode == "train"),

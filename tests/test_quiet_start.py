@@ -1,0 +1,115 @@
+"""Quiet by default: no TensorFlow C++ start-up lines from the CLIs, and
+`t2t-trainer --registry_help` lists the registries without importing TensorFlow."""
+
+import os
+import re
+import subprocess
+import sys
+
+import pytest
+
+from conftest import ROOT
+from t2t_revival.cli import common
+
+# What TensorFlow's runtime prints at start-up on a machine like this one: the
+# CUDA stub, the failed cuInit, the CPU feature guard, oneDNN, XLA's service
+# lines, and any absl C++ log line (those carry a 0000 date before logging is
+# set up). Written independently of the CLI's own filter.
+NOISE = re.compile(r"cuda|cpu_feature_guard|TF_ENABLE_ONEDNN_OPTS|oneDNN|XLA service|"
+                   r"StreamExecutor|absl::InitializeLog|^[IWEF]0000 |precompiled_charsmap",
+                   re.IGNORECASE | re.MULTILINE)
+
+
+def _quiet_env():
+    """The user's environment: no TF_CPP_MIN_LOG_LEVEL of the test suite's."""
+    env = {k: v for k, v in os.environ.items() if k != "TF_CPP_MIN_LOG_LEVEL"}
+    env["PYTHONPATH"] = str(ROOT)
+    return env
+
+
+def _run(args, timeout=600):
+    return subprocess.run([sys.executable, *args], capture_output=True, text=True,
+                          env=_quiet_env(), timeout=timeout)
+
+
+def test_registry_help_is_quiet_whole_and_imports_no_tensorflow():
+    code = ("import sys; sys.argv = ['t2t-trainer', '--registry_help']\n"
+            "from t2t_revival.cli import trainer\n"
+            "try:\n    trainer.run()\nexcept SystemExit as e:\n    assert not e.code, e.code\n"
+            "heavy = sorted(m for m in sys.modules if m.split('.')[0] in "
+            "('tensorflow', 'keras', 'tensorflow_text', 'jax'))\n"
+            "print('HEAVY', heavy)")
+    out = _run(["-c", code], timeout=120)
+    assert out.returncode == 0, out.stderr[-3000:]
+    assert out.stdout.strip().splitlines()[-1] == "HEAVY []"
+    assert not NOISE.search(out.stdout + out.stderr), out.stderr
+    assert out.stderr == ""
+    lines = out.stdout.splitlines()
+    assert "  transformer  The paper's encoder-decoder Transformer, built from an `HParams`." \
+        in lines
+    sample = next(l for l in lines if l.startswith("  parsing_english_ptb_sample "))
+    # The whole first paragraph of the docstring, not its first line.
+    assert sample.endswith("0180-0199 test; 4000 shared pieces. Offline and for tests."), sample
+
+
+def test_models_registered_lazily_resolve_to_the_class():
+    from t2t_revival import registry
+
+    registry.load_all()
+    from t2t_revival.models.transformer import Transformer
+
+    assert registry.models.get("transformer") is Transformer
+    assert registry.models.names() == ["transformer"]
+
+
+def test_a_lazy_entry_is_replaced_only_by_its_own_target():
+    from t2t_revival.registry import Registry, RegistryError
+
+    reg = Registry("model")
+    reg.register_lazy("transformer", "t2t_revival.models.transformer:Transformer")
+    assert reg.descriptions()[0][1].startswith("The paper's encoder-decoder Transformer")
+
+    class Transformer:
+        """Another class of the same name."""
+
+    with pytest.raises(RegistryError, match="already registered .*by t2t_revival.models"):
+        reg.register("transformer")(Transformer)
+    with pytest.raises(RegistryError, match="already registered"):
+        reg.register_lazy("transformer", "elsewhere:Transformer")
+
+
+@pytest.mark.parametrize("argv,verbose", [
+    ([], False), (["--verbose"], True), (["--noverbose"], False),
+    (["--verbose=false"], False), (["--verbosity=1"], True), (["-v", "2"], True),
+    (["--verbosity=0"], False), (["-v=-1"], False), (["--problem=x"], False),
+])
+def test_what_counts_as_asking_for_verbose(argv, verbose):
+    assert common._verbose_requested(["prog", *argv]) is verbose
+
+
+def test_native_stderr_filter_drops_only_the_known_noise(capfd, monkeypatch):
+    monkeypatch.setattr(common, "_quiet", True)
+    with common.quiet_native_stderr():
+        os.write(2, b"I0000 00:00:1.2 1 cudart_stub.cc:31] Could not find cuda drivers\n"
+                    b"E0000 00:00:1.2 1 some_op.cc:12] a real error\n"
+                    b"normalizer.cc(51) LOG(INFO) precompiled_charsmap is empty. use id\n")
+    assert capfd.readouterr().err == "E0000 00:00:1.2 1 some_op.cc:12] a real error\n"
+    monkeypatch.setattr(common, "_quiet", False)     # --verbose: everything passes
+    with common.quiet_native_stderr():
+        os.write(2, b"I0000 cudart_stub.cc:31] Could not find cuda drivers\n")
+    assert "cudart_stub" in capfd.readouterr().err
+
+
+def test_a_tiny_training_run_prints_no_tensorflow_startup_lines(shared_data, tmp_path):
+    """datagen of the WSJ sample (about 10 s) and 2 steps of transformer_tiny."""
+    out = _run([str(ROOT / "t2t_trainer.py"), "--problem=parsing_english_ptb_sample",
+                "--hparams_set=transformer_tiny", f"--data_dir={tmp_path / 'data'}",
+                f"--tmp_dir={shared_data}", f"--output_dir={tmp_path / 'run'}",
+                "--train_steps=2", "--xla=false", "--eval_steps=1",
+                "--local_eval_frequency=0", "--save_checkpoints_steps=2"])
+    assert out.returncode == 0, out.stderr[-3000:]
+    assert "step 2/2" in out.stdout and "eval at step 2:" in out.stdout, out.stdout
+    assert not NOISE.search(out.stdout + out.stderr), out.stderr[-3000:]
+    # TensorFlow's own INFO lines (the checkpoint saver's) are hidden too; ours are not.
+    assert "Sharding callback" not in out.stderr
+    assert "parsing_english_ptb_sample train: 3396 pairs" in out.stderr
