@@ -18,6 +18,10 @@ flags.DEFINE_string("tmp_dir", None,
 flags.DEFINE_bool("download", True,
                   "Download missing corpora into --tmp_dir (short timeout); "
                   "--nodownload only reports what is missing.")
+flags.DEFINE_integer("num_workers", None,
+                     "Processes that encode and write the shards (default: the cores "
+                     "this process may use). The files are the same for any number.",
+                     lower_bound=1)
 
 
 def main(argv: list[str]) -> int:
@@ -28,7 +32,8 @@ def main(argv: list[str]) -> int:
     common.check_directory("tmp_dir", FLAGS.tmp_dir)
     logging.set_verbosity(logging.INFO)
     registry.load_all()
-    problem = registry.problems.get(FLAGS.problem)(download=FLAGS.download)
+    problem = registry.problems.get(FLAGS.problem)(download=FLAGS.download,
+                                                   num_workers=FLAGS.num_workers)
     problem.generate_data(FLAGS.data_dir, FLAGS.tmp_dir)
     print(f"{problem.name}: data in {FLAGS.data_dir}")
     return 0
