@@ -121,6 +121,10 @@ class Text2TextProblem(Problem):
                      time.time() - start)
         return vocab
 
+    def expected_pairs(self, split: str) -> int | None:
+        """The pairs `split` will give, when known (for the progress log's ETA)."""
+        return self._train_pairs if split == "train" else None
+
     def _write_split(self, split: str, vocab: SubwordVocabulary, data_dir: str,
                      tmp_dir: str) -> None:
         stats_path = self.stats_file(split, data_dir)
@@ -133,7 +137,7 @@ class Text2TextProblem(Problem):
             return
         readers = self.readers(split, tmp_dir)
         hist = writer.write(itertools.chain.from_iterable(readers), vocab.model_file,
-                            expected_pairs=self._train_pairs if split == "train" else None)
+                            expected_pairs=self.expected_pairs(split))
         counts = {
             "examples": sum(hist.values()),
             "empty_dropped": sum(r.empty_dropped for r in readers),
