@@ -9,13 +9,13 @@ each size and worker count and prints JSON: wall time, pairs/s, the
 vocabulary's share of the time, and peak resident memory (the largest
 process, and the whole tree of datagen and its workers, sampled with psutil).
 
-Projection (printed too): with V the vocabulary step (training on a sample
-of at most 1M sentences, so constant past 500k pairs) and, per pair, s
-seconds of serial work (reading the corpus in the parent process, twice) and
-p seconds that the workers share, T(N, W) = V + N * (s + p / W) (Amdahl's
-law). V, s and p are fitted from the largest size run at the smallest and
-the largest worker count; En-De (4.5M pairs) and En-Fr (36M) are projected on
-16 and 64 cores. On a 2-core machine the parent competes with two workers, so
+Projection (printed too): with F the fixed seconds (start-up, the vocabulary
+trained on a sample of at most 1M sentences, so constant past 500k pairs,
+dev and test) and, per pair, s seconds of serial work (reading the corpus in
+the parent process, twice) and p seconds that the workers share,
+T(N, W) = F + N * (s + p / W) (Amdahl's law). F and s + p / W are fitted by
+least squares over the sizes at the smallest and the largest worker count;
+En-De (4.5M pairs) and En-Fr (36M) are projected on 16 and 64 cores. On a 2-core machine the parent competes with two workers, so
 the fitted p is pessimistic and s optimistic: read the projection as a rough
 guide.
 
@@ -180,23 +180,44 @@ def run_datagen(tmp_dir: pathlib.Path, data_dir: pathlib.Path, workers: int) -> 
             "peak_rss_tree_mb": round(sampler.peak_tree / 2**20)}
 
 
+def _line(points: list[tuple[int, float]]) -> tuple[float, float]:
+    """Least-squares (intercept, slope) of wall time over pairs; one point: (0, t/N)."""
+    if len({n for n, _ in points}) < 2:
+        n, t = points[0]
+        return 0.0, t / n
+    mean_n = sum(n for n, _ in points) / len(points)
+    mean_t = sum(t for _, t in points) / len(points)
+    slope = (sum((n - mean_n) * (t - mean_t) for n, t in points)
+             / sum((n - mean_n) ** 2 for n, _ in points))
+    return mean_t - slope * mean_n, slope
+
+
 def project(runs: list[dict], targets: list[int], cores: list[int]) -> dict:
-    """Fit T(N, W) = V + N (s + p / W) on the largest size, project it."""
-    size = max(r["size"] for r in runs)
-    at = sorted((r for r in runs if r["size"] == size), key=lambda r: r["workers"])
-    lo, hi = at[0], at[-1]
-    model = {"model": "T(N, W) = V + N * (s + p / W): V the vocabulary step (constant "
-                      "past 1M sentences), s serial and p parallel seconds per pair; "
-                      f"fitted at N={size}, W={lo['workers']} and W={hi['workers']}"}
-    if lo["workers"] == hi["workers"]:
+    """Fit T(N, W) = F + N (s + p / W) (Amdahl's law per pair) and project it.
+
+    For each worker count, a line over the sizes gives F (fixed: start-up,
+    the vocabulary, dev and test) and the seconds per pair r(W) = s + p / W;
+    s and p come from r at the smallest and largest worker count.
+    """
+    by_w: dict[int, list[tuple[int, float]]] = {}
+    for r in runs:
+        by_w.setdefault(r["workers"], []).append((r["size"], r["wall_s"]))
+    lo, hi = min(by_w), max(by_w)
+    model = {"model": "T(N, W) = F + N * (s + p / W): F fixed seconds (start-up, the "
+                      "vocabulary on at most 1M sentences, dev/test), s serial and p "
+                      "parallel seconds per pair; F and s + p / W fitted over the sizes "
+                      f"at W={lo} and W={hi}"}
+    if lo == hi:
         return dict(model, error="needs two worker counts")
-    v = (lo["vocab_s"] + hi["vocab_s"]) / 2
-    rest_lo, rest_hi = (lo["wall_s"] - lo["vocab_s"]) / size, (hi["wall_s"] - hi["vocab_s"]) / size
-    p = (rest_lo - rest_hi) / (1 / lo["workers"] - 1 / hi["workers"])
-    s = rest_lo - p / lo["workers"]
-    model.update(V_s=round(v, 1), s_us_per_pair=round(s * 1e6, 2),
+    (f_lo, r_lo), (f_hi, r_hi) = _line(by_w[lo]), _line(by_w[hi])
+    if len({n for n, _ in by_w[lo]}) < 2:
+        model["warning"] = "one size only: F is taken as 0, so s holds the fixed costs"
+    p = (r_lo - r_hi) / (1 / lo - 1 / hi)
+    s = r_lo - p / lo
+    f = (f_lo + f_hi) / 2
+    model.update(F_s=round(f, 1), s_us_per_pair=round(s * 1e6, 2),
                  p_us_per_pair=round(p * 1e6, 2), projected_minutes={
-                     f"{n}_pairs_{w}_cores": round((v + n * (s + p / w)) / 60, 1)
+                     f"{n}_pairs_{w}_cores": round((f + n * (s + p / w)) / 60, 1)
                      for n in targets for w in cores})
     return model
 
