@@ -3,4 +3,5 @@
 Each family of problems lives in its own module; import it here.
 """
 
-from problems import parsing_english, translate_multi30k, translate_wmt  # noqa: F401  (registration)
+from problems import (  # noqa: F401  (registration)
+    parsing_english, translate_multi30k, translate_tfds, translate_wmt)

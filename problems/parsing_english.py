@@ -24,7 +24,8 @@ from typing import Any, Iterator, Sequence
 from absl import logging
 
 from t2t_revival.data.data_error import DataError
-from t2t_revival.data.text2text_problem import Text2TextProblem, _write_atomically
+from t2t_revival.data.atomic_file import write_atomically as _write_atomically
+from t2t_revival.data.text2text_problem import Text2TextProblem
 from t2t_revival.parsing import (
     EvalbScore, RepairedTree, TreebankError, delinearize, read_parsing_examples,
     repair_linearized, restore_gold_tags, score_trees)

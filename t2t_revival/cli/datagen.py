@@ -6,6 +6,7 @@ from absl import flags, logging
 
 from t2t_revival import registry
 from t2t_revival.cli import common
+from t2t_revival.data.tfds_translate_problem import TfdsTranslateProblem
 from t2t_revival.errors import UserError
 
 FLAGS = flags.FLAGS
@@ -18,18 +19,34 @@ flags.DEFINE_string("tmp_dir", None,
 flags.DEFINE_bool("download", True,
                   "Download missing corpora into --tmp_dir (short timeout); "
                   "--nodownload only reports what is missing.")
+flags.DEFINE_string("tfds_data_dir", None,
+                    "For a TFDS problem (translate_*_tfds): the TFDS data_dir the dataset "
+                    "was prepared in (default: TFDS's, ~/tensorflow_datasets); "
+                    "--tmp_dir is not needed then.")
+flags.DEFINE_integer("num_workers", None,
+                     "Processes that encode and write the shards (default: the cores "
+                     "this process may use). The files are the same for any number.",
+                     lower_bound=1)
 
 
 def main(argv: list[str]) -> int:
-    for name in ("data_dir", "tmp_dir"):
+    registry.load_all()
+    problem_cls = registry.problems.get(FLAGS.problem)
+    from_tfds = issubclass(problem_cls, TfdsTranslateProblem)
+    for name in ("data_dir",) if from_tfds else ("data_dir", "tmp_dir"):
         if not getattr(FLAGS, name):
             raise UserError(f"--{name} is required. Received: --{name}=None")
+    if FLAGS.tfds_data_dir and not from_tfds:
+        raise UserError(f"--tfds_data_dir is for the TFDS problems (translate_*_tfds); "
+                        f"{FLAGS.problem} reads its corpora from --tmp_dir. "
+                        f"Received: --tfds_data_dir={FLAGS.tfds_data_dir!r}")
     common.check_directory("data_dir", FLAGS.data_dir, writable=True)
-    common.check_directory("tmp_dir", FLAGS.tmp_dir)
+    if FLAGS.tmp_dir:
+        common.check_directory("tmp_dir", FLAGS.tmp_dir)
     logging.set_verbosity(logging.INFO)
-    registry.load_all()
-    problem = registry.problems.get(FLAGS.problem)(download=FLAGS.download)
-    problem.generate_data(FLAGS.data_dir, FLAGS.tmp_dir)
+    kwargs = {"tfds_data_dir": FLAGS.tfds_data_dir} if from_tfds else {}
+    problem = problem_cls(download=FLAGS.download, num_workers=FLAGS.num_workers, **kwargs)
+    problem.generate_data(FLAGS.data_dir, FLAGS.tmp_dir or "")
     print(f"{problem.name}: data in {FLAGS.data_dir}")
     return 0
 

@@ -67,9 +67,13 @@ class SubwordVocabulary:
         """Token ids of `text`, without EOS."""
         return self._sp.encode(text, out_type=int)
 
-    def encode_batch(self, texts: Sequence[str]) -> list[list[int]]:
-        """`encode` for many strings at once (one C++ call; faster)."""
-        return self._sp.encode(list(texts), out_type=int)
+    def encode_batch(self, texts: Sequence[str], num_threads: int = -1) -> list[list[int]]:
+        """`encode` for many strings at once (one C++ call; faster).
+
+        `num_threads`: SentencePiece's threads (-1: its default); datagen's
+        worker processes pass 1, being one per core already.
+        """
+        return self._sp.encode(list(texts), out_type=int, num_threads=num_threads)
 
     def decode(self, ids: Iterable[int]) -> str:
         """Text of `ids`: stops at the first EOS and drops PAD.

@@ -2,39 +2,29 @@
 
 from __future__ import annotations
 
-import collections
 import itertools
 import json
 import os
-import tempfile
 import time
 from typing import Iterator
 
 from absl import logging
 
+from t2t_revival.data.atomic_file import atomic_open, write_atomically
 from t2t_revival.data.problem import Problem
 from t2t_revival.data.remote_file import RemoteFile, fetch_all
 from t2t_revival.data.sharded_record_writer import ShardedRecordWriter
-from t2t_revival.data.subword_vocabulary import EOS_ID, SubwordVocabulary
+from t2t_revival.data.subword_vocabulary import SubwordVocabulary
 from t2t_revival.data.text_pair_reader import TextPairReader
+from t2t_revival.errors import UserError
 
-_ENCODE_CHUNK = 2000
 
-
-def _write_atomically(path: str, text: str) -> None:
-    directory = os.path.dirname(os.path.abspath(path))
-    os.makedirs(directory, exist_ok=True)
-    fd, tmp = tempfile.mkstemp(prefix="." + os.path.basename(path) + ".",
-                               suffix=".incomplete", dir=directory)
+def default_num_workers() -> int:
+    """The cores this process may run on (its CPU affinity), at least 1."""
     try:
-        with os.fdopen(fd, "w", encoding="utf-8") as f:
-            f.write(text)
-        os.chmod(tmp, 0o644)
-        os.replace(tmp, path)
-    except BaseException:
-        if os.path.exists(tmp):
-            os.unlink(tmp)
-        raise
+        return max(1, len(os.sched_getaffinity(0)))
+    except AttributeError:  # not Linux
+        return max(1, os.cpu_count() or 1)
 
 
 class Text2TextProblem(Problem):
@@ -50,16 +40,32 @@ class Text2TextProblem(Problem):
        what is missing);
     2. train the vocabulary on a seeded sample of at most
        `vocab_max_sentences` training sentences (both languages);
-    3. encode "train" and "dev", append EOS, write sharded TFRecords
-       (`ShardedRecordWriter`) and a stats JSON (counts and a histogram of
+    3. encode "train" and "dev" in `num_workers` processes, append EOS, write
+       sharded TFRecords (`ShardedRecordWriter`: the same bytes for any number
+       of workers, memory bounded whatever the corpus) and a stats JSON (counts and a histogram of
        pair lengths, used to report the pairs max_length drops);
     4. write the plain text of "dev" and "test" for decoding and BLEU.
     """
 
     vocab_max_sentences: int = 1_000_000
+    """Sentences (both languages) the vocabulary is trained on, at most: a seeded
+    reservoir sample of the training text (`SubwordVocabulary.train`), so the
+    vocabulary's memory and time are the same for 1M pairs and for 36M. A
+    million sentences (about 25M words of WMT) hold each of a 32k vocabulary's
+    pieces many times (a merge is kept for being frequent), while SentencePiece
+    training on them stays within a few GB."""
     seed: int = 1234
     vocab_split_by_unicode_script: bool = True
     """SentencePiece's no-mixed-script rule (False for linearized trees)."""
+
+    def __init__(self, download: bool = True, num_workers: int | None = None):
+        super().__init__(download=download)
+        if num_workers is not None and num_workers < 1:
+            raise UserError(f"num_workers must be at least 1. Received: "
+                            f"num_workers={num_workers}")
+        self.num_workers = num_workers or default_num_workers()
+        """Worker processes that encode and write the shards (output identical for any)."""
+        self._train_pairs: int | None = None
 
     def remote_files(self) -> list[RemoteFile]:
         return []
@@ -88,11 +94,13 @@ class Text2TextProblem(Problem):
             paths = self.source_target_files(split, data_dir)
             if all(os.path.isfile(p) for p in paths):
                 continue
-            pairs = list(self.text_pairs(split, tmp_dir))
-            for path, side in zip(paths, (0, 1)):
-                _write_atomically(path, "".join(p[side] + "\n" for p in pairs))
+            count = 0
+            with atomic_open(paths[0]) as src, atomic_open(paths[1]) as tgt:
+                for count, (s, t) in enumerate(self.text_pairs(split, tmp_dir), start=1):
+                    src.write(s + "\n")
+                    tgt.write(t + "\n")
             logging.info("%s %s: wrote %d source/target lines to %s", self.name,
-                         split, len(pairs), paths[0])
+                         split, count, paths[0])
 
     def _make_vocabulary(self, data_dir: str, tmp_dir: str) -> SubwordVocabulary:
         path = self.vocab_file(data_dir)
@@ -101,51 +109,43 @@ class Text2TextProblem(Problem):
         start = time.time()
         logging.info("%s: training a %d-piece BPE vocabulary on up to %d sentences",
                      self.name, self.vocab_size, self.vocab_max_sentences)
-        sentences = itertools.chain.from_iterable(self.text_pairs("train", tmp_dir))
+        counter = itertools.count()
+        pairs = self.text_pairs("train", tmp_dir)
+        sentences = itertools.chain.from_iterable(p for p, _ in zip(pairs, counter))
         vocab = SubwordVocabulary.train(sentences, path, self.vocab_size,
                                         max_sentences=self.vocab_max_sentences,
                                         seed=self.seed,
                                         split_by_unicode_script=self.vocab_split_by_unicode_script)
+        self._train_pairs = next(counter)  # the pairs read: the ETA of the train split
         logging.info("%s: vocabulary %s done in %.1f s", self.name, path,
                      time.time() - start)
         return vocab
 
-    def encoded_pairs(self, split: str, vocab: SubwordVocabulary, tmp_dir: str,
-                      counts: dict) -> Iterator[tuple[list[int], list[int]]]:
-        """(inputs, targets) id lists with EOS appended; fills `counts` on the way."""
-        readers = self.readers(split, tmp_dir)
-        hist: collections.Counter = collections.Counter()
-
-        def chunks():
-            for reader in readers:
-                it = iter(reader)
-                while chunk := list(itertools.islice(it, _ENCODE_CHUNK)):
-                    yield chunk
-
-        for chunk in chunks():
-            src = vocab.encode_batch([s for s, _ in chunk])
-            tgt = vocab.encode_batch([t for _, t in chunk])
-            for s, t in zip(src, tgt):
-                s.append(EOS_ID)
-                t.append(EOS_ID)
-                hist[max(len(s), len(t))] += 1
-                yield s, t
-        counts["examples"] = sum(hist.values())
-        counts["empty_dropped"] = sum(r.empty_dropped for r in readers)
-        counts["undecodable_skipped"] = sum(r.undecodable_skipped for r in readers)
-        counts["length_histogram"] = {str(k): hist[k] for k in sorted(hist)}
+    def expected_pairs(self, split: str) -> int | None:
+        """The pairs `split` will give, when known (for the progress log's ETA)."""
+        return self._train_pairs if split == "train" else None
 
     def _write_split(self, split: str, vocab: SubwordVocabulary, data_dir: str,
                      tmp_dir: str) -> None:
         stats_path = self.stats_file(split, data_dir)
         writer = ShardedRecordWriter(self.data_files(split, data_dir), seed=self.seed,
-                                     description=f"{self.name} {split}")
+                                     description=f"{self.name} {split}",
+                                     num_workers=self.num_workers)
         if not writer.missing() and os.path.isfile(stats_path):
+            writer.clean_up()  # left by a run killed after writing the stats
             logging.info("%s %s: already generated, skipping", self.name, split)
             return
-        counts: dict = {}
-        writer.write(self.encoded_pairs(split, vocab, tmp_dir, counts))
-        _write_atomically(stats_path, json.dumps(counts, indent=1) + "\n")
+        readers = self.readers(split, tmp_dir)
+        hist = writer.write(itertools.chain.from_iterable(readers), vocab.model_file,
+                            expected_pairs=self.expected_pairs(split))
+        counts = {
+            "examples": sum(hist.values()),
+            "empty_dropped": sum(r.empty_dropped for r in readers),
+            "undecodable_skipped": sum(r.undecodable_skipped for r in readers),
+            "length_histogram": {str(k): hist[k] for k in sorted(hist)},
+        }
+        write_atomically(stats_path, json.dumps(counts, indent=1) + "\n")
+        writer.clean_up()
         logging.info("%s %s: %d pairs (%d with an empty side dropped, %d undecodable "
                      "skipped)", self.name, split, counts["examples"],
                      counts["empty_dropped"], counts["undecodable_skipped"])
