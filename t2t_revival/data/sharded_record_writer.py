@@ -9,7 +9,8 @@ from typing import Iterable, Sequence
 
 from absl import logging
 
-EOS_ID = 1
+from t2t_revival.atomic_file import atomic_output
+
 _PROGRESS_EVERY = 100_000
 
 
@@ -85,11 +86,9 @@ class ShardedRecordWriter:
             raw = self.paths[i] + ".raw.incomplete"
             records = [r.numpy() for r in tf.data.TFRecordDataset(raw)]
             random.Random(self.seed * 100_003 + i).shuffle(records)
-            tmp = self.paths[i] + ".incomplete"
-            with tf.io.TFRecordWriter(tmp) as w:
+            with atomic_output(self.paths[i]) as tmp, tf.io.TFRecordWriter(tmp) as w:
                 for r in records:
                     w.write(r)
-            os.replace(tmp, self.paths[i])
             os.unlink(raw)
         logging.info("%s: %d pairs, %d of %d shards written in %.1f s", self.description,
                      count, len(todo), n, time.time() - start)

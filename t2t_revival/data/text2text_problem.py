@@ -6,35 +6,20 @@ import collections
 import itertools
 import json
 import os
-import tempfile
 import time
 from typing import Iterator
 
 from absl import logging
 
+from t2t_revival.atomic_file import write_atomically
 from t2t_revival.data.problem import Problem
 from t2t_revival.data.remote_file import RemoteFile, fetch_all
 from t2t_revival.data.sharded_record_writer import ShardedRecordWriter
-from t2t_revival.data.subword_vocabulary import EOS_ID, SubwordVocabulary
+from t2t_revival.data.subword_vocabulary import SubwordVocabulary
 from t2t_revival.data.text_pair_reader import TextPairReader
+from t2t_revival.special_ids import EOS_ID
 
 _ENCODE_CHUNK = 2000
-
-
-def _write_atomically(path: str, text: str) -> None:
-    directory = os.path.dirname(os.path.abspath(path))
-    os.makedirs(directory, exist_ok=True)
-    fd, tmp = tempfile.mkstemp(prefix="." + os.path.basename(path) + ".",
-                               suffix=".incomplete", dir=directory)
-    try:
-        with os.fdopen(fd, "w", encoding="utf-8") as f:
-            f.write(text)
-        os.chmod(tmp, 0o644)
-        os.replace(tmp, path)
-    except BaseException:
-        if os.path.exists(tmp):
-            os.unlink(tmp)
-        raise
 
 
 class Text2TextProblem(Problem):
@@ -90,7 +75,7 @@ class Text2TextProblem(Problem):
                 continue
             pairs = list(self.text_pairs(split, tmp_dir))
             for path, side in zip(paths, (0, 1)):
-                _write_atomically(path, "".join(p[side] + "\n" for p in pairs))
+                write_atomically(path, "".join(p[side] + "\n" for p in pairs))
             logging.info("%s %s: wrote %d source/target lines to %s", self.name,
                          split, len(pairs), paths[0])
 
@@ -145,7 +130,7 @@ class Text2TextProblem(Problem):
             return
         counts: dict = {}
         writer.write(self.encoded_pairs(split, vocab, tmp_dir, counts))
-        _write_atomically(stats_path, json.dumps(counts, indent=1) + "\n")
+        write_atomically(stats_path, json.dumps(counts, indent=1) + "\n")
         logging.info("%s %s: %d pairs (%d with an empty side dropped, %d undecodable "
                      "skipped)", self.name, split, counts["examples"],
                      counts["empty_dropped"], counts["undecodable_skipped"])

@@ -37,9 +37,10 @@ import os
 from typing import Callable, Sequence
 
 from t2t_revival.errors import UserError
+from t2t_revival.run_dir.file_names import VOCAB_FILE
 
 EXPORT_CONFIG = "t2t_export.json"
-VOCAB_FILE = "vocab.model"
+"""The export's decode settings, written by `export_ctranslate2`."""
 EOS_PIECE = "</s>"
 # Inputs are padded up to a multiple of this many tokens by `Decoder`; its
 # max decode length follows the padded length.

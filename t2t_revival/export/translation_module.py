@@ -30,8 +30,9 @@ from __future__ import annotations
 
 import tensorflow as tf
 
-from t2t_revival.decode.beam_search import EOS_ID, PAD_ID, beam_search
-from t2t_revival.train.checkpointing import model_variables
+from t2t_revival.decode.beam_search import beam_search
+from t2t_revival.run_dir.checkpoint_variables import model_variables
+from t2t_revival.special_ids import EOS_ID, PAD_ID
 
 # Inputs are padded to a multiple of this many tokens, as `Decoder` does.
 LENGTH_QUANTUM = 8
