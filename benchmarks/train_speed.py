@@ -57,7 +57,7 @@ def main():
             tokens += float(n)
         return time.perf_counter() - start, tokens
 
-    real = iter(trainer._train_dataset(0))
+    real = iter(trainer.train_dataset(0))
     timed(real, args.warmup_steps)
     t_real, tokens_real = timed(real, args.steps)
 

@@ -9,13 +9,15 @@ Besides what every Text2TextProblem writes, generate_data writes the gold
 trees of "dev" and "test" as bracketed trees, one a line
 (`gold_tree_file(split, data_dir)`), for `t2t-parse-eval --gold`.
 
-Decoding one of these problems with `t2t-decoder --decode_reference` scores
-EVALB labelled bracketing F1 (`score_predictions`) instead of BLEU.
+Their `eval_metric` is "evalb": decoding one of these problems with
+`t2t-decoder --decode_reference` scores EVALB labelled bracketing F1
+(`score_predictions`) instead of BLEU.
 """
 
 from __future__ import annotations
 
 import dataclasses
+import json
 import os
 import pathlib
 import re
@@ -24,7 +26,8 @@ from typing import Any, Iterator, Sequence
 from absl import logging
 
 from t2t_revival.data.data_error import DataError
-from t2t_revival.data.atomic_file import write_atomically as _write_atomically
+from t2t_revival.data.scored_predictions import ScoredPredictions
+from t2t_revival.atomic_file import write_atomically
 from t2t_revival.data.text2text_problem import Text2TextProblem
 from t2t_revival.parsing import (
     EvalbScore, RepairedTree, TreebankError, delinearize, read_parsing_examples,
@@ -63,7 +66,7 @@ class _ExampleReader:
 class _ParsingProblem(Text2TextProblem):
     """Linearized-tree parsing over `.mrg` files; subclasses pick the files."""
 
-    is_parsing = True
+    eval_metric = "evalb"
     # Let BPE fuse brackets with labels: `(NP` and `)NP` become one piece each
     # instead of two, which cuts target lengths by about a third.
     vocab_split_by_unicode_script = False
@@ -97,7 +100,7 @@ class _ParsingProblem(Text2TextProblem):
                 continue
             lines = [delinearize(target, source).to_string()
                      for source, target in self.text_pairs(split, str(tmp_dir))]
-            _write_atomically(path, "".join(line + "\n" for line in lines))
+            write_atomically(path, "".join(line + "\n" for line in lines))
             logging.info("%s %s: wrote %d gold trees to %s", self.name, split,
                          len(lines), path)
 
@@ -106,9 +109,19 @@ class _ParsingProblem(Text2TextProblem):
             os.path.isfile(self.gold_tree_file(s, data_dir)) for s in ("dev", "test"))
 
     # ---- scoring -----------------------------------------------------------
+    def score_predictions(self, predictions: Sequence[str], references: Sequence[str],
+                          sources: Sequence[str], language: str = "de") -> ScoredPredictions:
+        """EVALB F1 (`evalb`); `outputs["trees"]` holds the predicted trees,
+        bracketed. `language` is not used."""
+        score, trees = self.evalb(predictions, references, sources)
+        return ScoredPredictions(
+            metric="evalb", score=score.f1, text=score.summary(), details=score,
+            json_text=json.dumps({"evalb": score.to_dict()}, indent=2, sort_keys=True),
+            outputs={"trees": [t.tree.to_string() for t in trees]})
+
     @staticmethod
-    def score_predictions(predictions: Sequence[str], references: Sequence[str],
-                          sources: Sequence[str]) -> tuple[EvalbScore, list[RepairedTree]]:
+    def evalb(predictions: Sequence[str], references: Sequence[str],
+              sources: Sequence[str]) -> tuple[EvalbScore, list[RepairedTree]]:
         """EVALB of linearized predictions against linearized gold targets.
 
         Each prediction is rebuilt over its source words (`repair_linearized`,

@@ -15,11 +15,10 @@ from __future__ import annotations
 import dataclasses
 import json
 import math
-import os
-import tempfile
 import typing
 from typing import Any, Callable
 
+from t2t_revival.atomic_file import write_atomically
 from t2t_revival.errors import UserError
 from t2t_revival.registry import closest
 
@@ -213,18 +212,8 @@ class HParams:
         return cls.from_dict(values)
 
     def save(self, path: str) -> None:
-        """Write JSON to `path` atomically (temp file, then rename)."""
-        directory = os.path.dirname(os.path.abspath(path))
-        os.makedirs(directory, exist_ok=True)
-        fd, tmp = tempfile.mkstemp(prefix=".hparams.", dir=directory)
-        try:
-            with os.fdopen(fd, "w", encoding="utf-8") as f:
-                f.write(self.to_json())
-            os.replace(tmp, path)
-        except BaseException:
-            if os.path.exists(tmp):
-                os.unlink(tmp)
-            raise
+        """Write JSON to `path` atomically (temp file, then rename), mode 0644."""
+        write_atomically(path, self.to_json())
 
     @classmethod
     def load(cls, path: str) -> "HParams":
@@ -452,7 +441,7 @@ def resolve(hparams_set: str, overrides: str = "", problem: Any = None) -> HPara
 
     parsed = parse_overrides(overrides)  # fail fast on a malformed string
     hp = hparams_sets.get(hparams_set)()
-    if problem is not None and hasattr(problem, "hparams_overrides"):
+    if problem is not None:
         hp = hp.replace(**problem.hparams_overrides(hp))
     hp = hp.replace(**parsed)
     known = getattr(problem, "vocab_size", 0)

@@ -1,10 +1,12 @@
-"""Reading user text files: one sentence a line, UTF-8, plain or gzipped."""
+"""User text files: one sentence a line, UTF-8, read plain or gzipped."""
 
 from __future__ import annotations
 
 import gzip
 import io
+from typing import Sequence
 
+from t2t_revival.atomic_file import write_atomically
 from t2t_revival.errors import UserError
 
 
@@ -33,3 +35,8 @@ def read_text_lines(path: str, what: str, error: type[UserError] = UserError) ->
                     f"{line} cannot be decoded; convert it (e.g. iconv -t UTF-8). "
                     f"Received: {what}={path!r}") from None
     return [line.rstrip("\n") for line in io.StringIO(text, newline=None)]
+
+
+def write_text_lines(path: str, lines: Sequence[str]) -> None:
+    """Write lines, each ended by a newline, atomically (a temp name, then rename)."""
+    write_atomically(path, "".join(line + "\n" for line in lines))

@@ -45,7 +45,7 @@ def _random_run(out_dir, vocab_file, **overrides):
 
     from t2t_revival.hparams import HParams
     from t2t_revival.models.transformer import Transformer
-    from t2t_revival.train.checkpointing import make_checkpoint
+    from t2t_revival.run_dir.checkpoint_variables import make_checkpoint
 
     hparams = HParams().replace(**{
         **dict(vocab_size=400, d_model=32, num_heads=2, d_ff=64, num_hidden_layers=2,

@@ -124,7 +124,7 @@ def test_export_layout_and_warmup(exported):
 
 @pytest.mark.slow
 def test_saved_model_matches_decoder_in_a_clean_process(exported, tmp_path):
-    from t2t_revival.decode.beam_search import EOS_ID
+    from t2t_revival.special_ids import EOS_ID
     from t2t_revival.decode.decoder import Decoder
 
     out_dir, _, path = exported

@@ -15,7 +15,7 @@ from conftest import ENV, ROOT
 from hparams.parsing import transformer_parsing_base
 from problems.parsing_english import ParsingEnglishPtb16k, ParsingEnglishPtbSample
 from t2t_revival.data.data_error import DataError
-from t2t_revival.parsing import read_parsing_examples
+from t2t_revival.parsing import delinearize, read_parsing_examples
 
 SAMPLE_TREES = 3914
 
@@ -104,14 +104,20 @@ def test_score_predictions_gold_scores_100_and_garbage_is_repaired(sample_data_d
     source, target = problem.source_target_files("test", str(sample_data_dir))
     sources = open(source, encoding="utf-8").read().splitlines()[:20]
     targets = open(target, encoding="utf-8").read().splitlines()[:20]
-    score, trees = problem.score_predictions(targets, targets, sources)
+    assert problem.eval_metric == "evalb"
+    scored = problem.score_predictions(targets, targets, sources)
+    score = scored.details
     assert (score.sentences, score.scored, score.repaired, score.f1) == (20, 20, 0, 100.0)
+    assert (scored.metric, scored.score) == ("evalb", 100.0)
+    assert scored.outputs["trees"] == [delinearize(t, s).to_string()
+                                       for t, s in zip(targets, sources)]
+    assert json.loads(scored.format(as_json=True))["evalb"]["f1"] == 100.0
     broken = [t.rsplit(" ", 3)[0] for t in targets[:10]] + [""] * 10
-    score, trees = problem.score_predictions(broken, targets, sources)
+    score, trees = problem.evalb(broken, targets, sources)
     assert score.repaired == 20 and score.flat == 10 and 0 < score.f1 < 100
+    assert problem.score_predictions(broken, targets, sources).score == score.f1
     assert score.scored == 20  # gold tags restored: no "length unmatch" skips
     assert [t.tree.words() for t in trees] == [s.split() for s in sources]
-    from t2t_revival.parsing import delinearize
     assert [t.tree.tags() for t in trees] == [delinearize(g, s).tags()
                                              for g, s in zip(targets, sources)]
 

@@ -80,7 +80,7 @@ def test_user_errors_are_one_line(tmp_path):
 
 
 def test_averaging_copies_of_one_checkpoint_gives_it_back(tmp_path):
-    from t2t_revival.train.checkpoint_averaging import average_checkpoints
+    from t2t_revival.run_dir.training_directory import TrainingDirectory
     from t2t_revival.train.train_config import TrainConfig
     from t2t_revival.train.trainer import Trainer
 
@@ -97,12 +97,11 @@ def test_averaging_copies_of_one_checkpoint_gives_it_back(tmp_path):
     model_keys = [k for k in saved.get_variable_to_shape_map()
                   if k.startswith("model/") and k.endswith("VARIABLE_VALUE")]
     assert len(model_keys) == len(trainer.model.weights) > 30  # every layer's weights
-    path = average_checkpoints(str(tmp_path), 3, log=lambda *a: None)
+    directory = TrainingDirectory(tmp_path)
+    path = directory.average_checkpoints(3, log=lambda *a: None)
     assert path.endswith("averaged/ckpt-3")
-    from t2t_revival.train.checkpoint_averaging import build_model
-    from t2t_revival.train.checkpointing import restore_model
-    model, _ = build_model(str(tmp_path))
-    restore_model(model, path)
+    model = directory.build_model(directory.read_hparams())
+    directory.restore_weights(model, path)
     assert len(model.weights) == len(expected)
     for w, e in zip(model.weights, expected):
         np.testing.assert_allclose(w.numpy(), e, rtol=1e-6, atol=1e-7)
@@ -111,8 +110,8 @@ def test_averaging_copies_of_one_checkpoint_gives_it_back(tmp_path):
     w0.assign(w0.numpy() + 3.0)
     trainer.optimizer.iterations.assign(4)
     trainer.save()
-    path = average_checkpoints(str(tmp_path), 2, log=lambda *a: None)
-    restore_model(model, path)
+    path = directory.average_checkpoints(2, log=lambda *a: None)
+    directory.restore_weights(model, path)
     np.testing.assert_allclose(model.weights[0].numpy(), expected[0] + 1.5, rtol=1e-5)
 
 
@@ -207,5 +206,30 @@ def test_readme_main_job_dev_loss_falls(tiny_run):
     assert evals and evals[-1] < 0.6 * chance, stdout
     for name in ("hparams.json", "run.json", "vocab.model", "checkpoint"):
         assert (out_dir / name).exists()
+    # Every file, checkpoints and summaries included, is readable by other users.
+    files = [p for p in out_dir.rglob("*") if p.is_file()]
+    assert len(files) > 10
+    assert [str(p) for p in files if p.stat().st_mode & 0o044 != 0o044] == []
     assert glob.glob(str(out_dir / "train" / "events.out.tfevents.*"))
     assert glob.glob(str(out_dir / "eval" / "events.out.tfevents.*"))
+
+
+def test_training_stats_progress_line_throughput_and_eta():
+    import tensorflow as tf
+
+    from t2t_revival.train.training_stats import TrainingStats
+
+    now = [100.0]
+    stats = TrainingStats(start_step=10, train_steps=110, writer=tf.summary.create_noop_writer(),
+                          clock=lambda: now[0])
+    for _ in range(5):
+        now[0] += 2.0
+        stats.update(400.0)
+    line = stats.report(15, 2.5, 1e-3, 0.75)
+    # 2,000 tokens in 10 s; 2 s a step for the 95 steps left.
+    assert line == ("step 15/110  loss 2.5000  lr 0.001  grad_norm 0.75  "
+                    "200 tokens/s  ETA 0h03m10s")
+    assert stats.elapsed() == 10.0
+    now[0] += 1.0
+    stats.update(50.0)
+    assert "50 tokens/s" in stats.report(16, 2.0, 1e-3, 0.5)  # a new window

@@ -17,9 +17,10 @@ flags.mark_flag_as_required("output_dir")
 
 def main(argv: list[str]) -> int:
     common.check_directory("output_dir", FLAGS.output_dir)
-    from t2t_revival.train.checkpoint_averaging import average_checkpoints
+    from t2t_revival.run_dir.training_directory import TrainingDirectory
 
-    average_checkpoints(FLAGS.output_dir, FLAGS.num_last_checkpoints, FLAGS.model)
+    TrainingDirectory(FLAGS.output_dir).average_checkpoints(FLAGS.num_last_checkpoints,
+                                                            FLAGS.model)
     return 0
 
 

@@ -1,11 +1,12 @@
 """`t2t-decoder`: translate with a trained model (beam search), score BLEU.
 
-For a parsing problem (its class has `score_predictions`, e.g.
-parsing_english_ptb_sample), `--decode_reference` takes the linearized gold
-targets written by t2t-datagen (`<problem>-test.target.txt`, sources in
-`<problem>-test.source.txt`) and reports EVALB labelled bracketing
-precision/recall/F1 instead of BLEU; the predicted trees, repaired where
-malformed, are also written bracketed to `<decode_to_file>.trees`.
+`--decode_reference` is scored with the run's problem's `eval_metric`: BLEU
+for translation. For a parsing problem (e.g. parsing_english_ptb_sample) it
+takes the linearized gold targets written by t2t-datagen
+(`<problem>-test.target.txt`, sources in `<problem>-test.source.txt`) and
+reports EVALB labelled bracketing precision/recall/F1; the predicted trees,
+repaired where malformed, are also written bracketed to
+`<decode_to_file>.trees`.
 
     t2t-decoder --output_dir=t2t_train/tiny \\
         --decode_from_file=test.en --decode_to_file=test.hyp.de \\
@@ -17,8 +18,6 @@ Reads hparams.json, run.json, vocab.model and the latest checkpoint (or
 
 from __future__ import annotations
 
-import json
-import os
 import sys
 
 from absl import flags
@@ -48,33 +47,32 @@ flags.mark_flag_as_required("output_dir")
 
 
 def _default_output(decoder) -> str:
-    run, dhp = decoder.run_info, decoder.decode_hparams
-    return (f"{FLAGS.decode_from_file}.{run.get('model', 'transformer')}."
-            f"{run.get('hparams_set', 'hparams')}.beam{dhp.beam_size}.alpha{dhp.alpha}.decodes")
+    run, dhp = decoder.run_record, decoder.decode_hparams
+    return (f"{FLAGS.decode_from_file}.{run.model}.{run.hparams_set or 'hparams'}"
+            f".beam{dhp.beam_size}.alpha{dhp.alpha}.decodes")
 
 
-def _parsing_problem(decoder):
-    """The problem class of the run when it scores parses, else None."""
+def _problem(name: str):
+    """The run's registered problem; the base Problem (BLEU) when the name is
+    missing or not registered."""
     from t2t_revival import registry
-    from t2t_revival.registry import RegistryError
-    try:
-        cls = registry.problems.get(decoder.problem_name)
-    except RegistryError:  # an unregistered or missing problem name: score BLEU
-        return None
-    return cls if callable(getattr(cls, "score_predictions", None)) else None
+    from t2t_revival.data.problem import Problem
+
+    registry.load_all()
+    return registry.problems.get(name)() if name in registry.problems else Problem()
 
 
-def _score_parses(problem_cls, predictions, references, sources, out_path) -> None:
-    """EVALB of linearized predictions; writes the bracketed trees to out_path.trees."""
+def _score(decoder, predictions, references, sources, out_path) -> None:
+    """Print the problem's metric; write its extra outputs beside out_path."""
     from t2t_revival.decode.decoder import write_text_lines
-    score, trees = problem_cls.score_predictions(predictions, references, sources)
-    trees_path = out_path + ".trees"
-    write_text_lines(trees_path, [t.tree.to_string() for t in trees])
-    print(f"Wrote {len(trees)} trees to {trees_path}", file=sys.stderr)
-    if FLAGS.json:
-        print(json.dumps({"evalb": score.to_dict()}, indent=2, sort_keys=True))
-    else:
-        print(score.summary())
+
+    scored = _problem(decoder.run_record.problem).score_predictions(
+        predictions, references, sources, language=FLAGS.language)
+    for suffix, lines in scored.outputs.items():
+        path = f"{out_path}.{suffix}"
+        write_text_lines(path, lines)
+        print(f"Wrote {len(lines)} {suffix} to {path}", file=sys.stderr)
+    print(scored.format(FLAGS.json))
 
 
 def _interactive_line(raw: bytes, number: int) -> str:
@@ -104,9 +102,9 @@ def main(argv: list[str]) -> int:
                         f"Received: decode_reference={FLAGS.decode_reference!r}")
     # Cheap checks first: the decode hparams, the training directory, the files.
     from t2t_revival.decode.decode_hparams import parse_decode_hparams
-    from t2t_revival.hparams import HParams
+    from t2t_revival.run_dir.training_directory import TrainingDirectory
     parse_decode_hparams(FLAGS.decode_hparams)
-    HParams.load(os.path.join(FLAGS.output_dir, "hparams.json"))
+    TrainingDirectory(FLAGS.output_dir).read_hparams()
     sources = read_text_lines(FLAGS.decode_from_file, "decode_from_file") \
         if FLAGS.decode_from_file else []
     references = read_text_lines(FLAGS.decode_reference, "decode_reference") \
@@ -130,13 +128,7 @@ def main(argv: list[str]) -> int:
         print(f"Wrote {len(translations)} translations to {out_path}", file=sys.stderr)
         if references is not None:
             best = [t.split("\t", 1)[0] for t in translations]
-            if _parsing_problem(decoder) is not None:
-                _score_parses(_parsing_problem(decoder), best, references, sources, out_path)
-                return 0
-            from t2t_revival.metrics.bleu import format_scores, sacre_bleu, tokenized_bleu
-            scores = [sacre_bleu(best, references),
-                      tokenized_bleu(best, references, FLAGS.language)]
-            print(format_scores(scores, FLAGS.json))
+            _score(decoder, best, references, sources, out_path)
     if FLAGS.decode_interactive:
         print("Type a sentence and press Enter (Ctrl-D to quit).", file=sys.stderr)
         for number, raw in enumerate(sys.stdin.buffer, start=1):

@@ -2,6 +2,7 @@
 
 - `problem.Problem`: the base every registered problem derives from (contract
   in its docstring); `text2text_problem.Text2TextProblem` for sentence pairs.
+- `scored_predictions.ScoredPredictions`: a problem's metric over predictions.
 - `subword_vocabulary.SubwordVocabulary`: shared SentencePiece BPE (PAD=0,
   EOS=1, UNK=2), same ids in Python and in-graph (tensorflow_text).
 - `text_pair_reader.TextPairReader`: aligned plain/.gz/.sgm files -> pairs.

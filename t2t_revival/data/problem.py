@@ -5,11 +5,12 @@ from __future__ import annotations
 import glob
 import json
 import os
-from typing import Any
+from typing import Any, Sequence
 
 from absl import logging
 
 from t2t_revival.data.data_error import DataError
+from t2t_revival.data.scored_predictions import ScoredPredictions
 from t2t_revival.data.subword_vocabulary import SubwordVocabulary
 from t2t_revival.registry import snake_case
 
@@ -41,7 +42,10 @@ class Problem:
     - `source_target_files(split, data_dir) -> (source_path, target_path)`:
       the plain-text source sentences and references of "dev" or "test", one
       sentence a line, written by generate_data (the decoder translates the
-      first and scores BLEU against the second).
+      first and scores the second with `score_predictions`).
+    - `eval_metric`: what predictions are scored with, "bleu" (the default)
+      or "evalb"; `score_predictions(predictions, references, sources)`
+      computes it (t2t-decoder --decode_reference reports it).
 
     Subclasses set `vocab_size` and implement `generate_data`; see
     `Text2TextProblem` for translation-style problems.
@@ -57,6 +61,10 @@ class Problem:
     """The declared size of the shared vocabulary (pieces, special ids included)."""
     num_shards: dict[str, int] = {"train": 10, "dev": 1}
     """TFRecord shards per split (at least the number of training workers)."""
+    eval_metric: str = "bleu"
+    """The metric of `score_predictions`: "bleu" (sacreBLEU and the paper's
+    tokenized BLEU; sacreBLEU is the headline) or "evalb" (labelled bracketing
+    F1 of parses)."""
 
     def __init__(self, download: bool = True):
         self.download = download
@@ -105,6 +113,22 @@ class Problem:
     def hparams_overrides(self, hparams: Any) -> dict[str, Any]:
         """HParams fields this problem sets: the vocabulary size."""
         return {"vocab_size": self.vocab_size}
+
+    def score_predictions(self, predictions: Sequence[str], references: Sequence[str],
+                          sources: Sequence[str], language: str = "de") -> ScoredPredictions:
+        """Score decoded `predictions` against `references` with `eval_metric`.
+
+        Here BLEU: sacreBLEU (cased, 13a) and the paper's tokenized BLEU, whose
+        Moses tokenizer takes `language`. Subclasses with another metric
+        override this (and may use `sources`).
+        """
+        from t2t_revival.metrics.bleu import format_scores, sacre_bleu, tokenized_bleu
+
+        scores = [sacre_bleu(predictions, references),
+                  tokenized_bleu(predictions, references, language)]
+        return ScoredPredictions(metric="bleu", score=scores[0].score,
+                                 text=format_scores(scores), details=scores,
+                                 json_text=format_scores(scores, as_json=True))
 
     # ---- input pipeline ------------------------------------------------
     def batch_shapes(self, hparams: Any) -> list[tuple[int, int]]:

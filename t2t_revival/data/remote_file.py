@@ -12,6 +12,7 @@ from typing import Sequence
 
 from absl import logging
 
+from t2t_revival.atomic_file import atomic_output
 from t2t_revival.data.data_error import DataError
 
 DOWNLOAD_TIMEOUT_S = 20
@@ -39,19 +40,15 @@ class RemoteFile:
     def download(self, tmp_dir: str) -> bool:
         """Download to `tmp_dir` (temp name, then rename); False when it fails."""
         target = self.path(tmp_dir)
-        os.makedirs(tmp_dir, exist_ok=True)
-        tmp = target + ".incomplete"
         logging.info("Downloading %s to %s", self.url, target)
         try:
-            with urllib.request.urlopen(self.url, timeout=DOWNLOAD_TIMEOUT_S) as r, \
+            with atomic_output(target) as tmp, \
+                    urllib.request.urlopen(self.url, timeout=DOWNLOAD_TIMEOUT_S) as r, \
                     open(tmp, "wb") as f:
                 shutil.copyfileobj(r, f, length=1 << 20)
-            os.replace(tmp, target)
             return True
         except (urllib.error.URLError, OSError, ValueError) as e:
             logging.warning("Could not download %s: %s", self.url, e)
-            if os.path.exists(tmp):
-                os.unlink(tmp)
             return False
 
 
@@ -82,10 +79,8 @@ def extract_member(archive: str, member: str, out_dir: str) -> str:
     target = os.path.join(out_dir, os.path.basename(archive) + ".d", member)
     if os.path.isfile(target):
         return target
-    os.makedirs(os.path.dirname(target), exist_ok=True)
-    tmp = target + ".incomplete"
     try:
-        with tarfile.open(archive, "r:*") as tar:
+        with atomic_output(target) as tmp, tarfile.open(archive, "r:*") as tar:
             try:
                 info = tar.getmember(member)
             except KeyError:
@@ -97,10 +92,7 @@ def extract_member(archive: str, member: str, out_dir: str) -> str:
             with src, open(tmp, "wb") as f:
                 shutil.copyfileobj(src, f, length=1 << 20)
     except (tarfile.TarError, EOFError, OSError) as e:
-        if os.path.exists(tmp):
-            os.unlink(tmp)
         raise DataError(
             f"Cannot read the archive {archive} ({e}); it is damaged or incomplete, "
             f"download it again. Received: archive={archive!r}") from None
-    os.replace(tmp, target)
     return target

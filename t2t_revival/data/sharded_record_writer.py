@@ -24,8 +24,9 @@ from typing import Iterable, Iterator, Sequence
 import google_crc32c
 from absl import logging
 
-from t2t_revival.data.atomic_file import write_atomically
-from t2t_revival.data.subword_vocabulary import EOS_ID, SubwordVocabulary
+from t2t_revival.atomic_file import atomic_open, write_atomically
+from t2t_revival.data.subword_vocabulary import SubwordVocabulary
+from t2t_revival.special_ids import EOS_ID
 
 _CHUNK_PAIRS = 2000
 """Pairs per task sent to a worker (big enough to amortize the pickling)."""
@@ -150,12 +151,10 @@ def _shuffle_shard(raw: str, path: str, seed: int) -> str:
     offsets = _record_offsets(raw)
     order = array.array("Q", range(len(offsets) - 1))
     random.Random(seed).shuffle(order)
-    tmp = path + ".incomplete"
-    with open(raw, "rb") as f, open(tmp, "wb") as out:
+    with open(raw, "rb") as f, atomic_open(path, "wb") as out:
         for i in order:
             f.seek(offsets[i])
             out.write(f.read(offsets[i + 1] - offsets[i]))
-    os.replace(tmp, path)
     os.unlink(raw)
     return path
 

@@ -6,16 +6,13 @@ import io
 import os
 import random
 import re
-import tempfile
 from typing import Iterable, Sequence
 
 import sentencepiece as spm
 
+from t2t_revival.atomic_file import write_atomically
 from t2t_revival.data.data_error import DataError
-
-PAD_ID = 0
-EOS_ID = 1
-UNK_ID = 2
+from t2t_revival.special_ids import EOS_ID, PAD_ID, UNK_ID
 
 
 class SubwordVocabulary:
@@ -182,16 +179,5 @@ class SubwordVocabulary:
                 f"larger corpus, or a problem with a smaller vocab_size. Received: "
                 f"vocab_size={vocab_size}, sentences={len(sample)}, "
                 f"model_file={model_file!r}") from None
-        directory = os.path.dirname(os.path.abspath(model_file))
-        os.makedirs(directory, exist_ok=True)
-        fd, tmp = tempfile.mkstemp(prefix=".vocab.", suffix=".incomplete", dir=directory)
-        try:
-            with os.fdopen(fd, "wb") as f:
-                f.write(buffer.getvalue())
-            os.chmod(tmp, 0o644)
-            os.replace(tmp, model_file)
-        except BaseException:
-            if os.path.exists(tmp):
-                os.unlink(tmp)
-            raise
+        write_atomically(model_file, buffer.getvalue())
         return cls(model_file)

@@ -30,8 +30,7 @@ from typing import Any, Callable
 import keras
 from keras import ops
 
-PAD_ID = 0
-EOS_ID = 1
+from t2t_revival.special_ids import EOS_ID, PAD_ID
 
 # A finite "minus infinity": log-probs of dead hypotheses. Finite so that
 # arithmetic on it (adding log-probs, dividing by a penalty) never makes NaN.

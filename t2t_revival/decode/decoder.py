@@ -1,38 +1,34 @@
 """Translating text with a trained model directory.
 
-A training `output_dir` holds everything decoding needs: `hparams.json` (the
-resolved config), `run.json` (problem and model names), `vocab.model` (the
-shared SentencePiece vocabulary) and the checkpoints, so no training flag is
-needed again.
+A training `output_dir` holds everything decoding needs (the resolved
+hparams, the run record with the problem and model names, the shared
+SentencePiece vocabulary and the checkpoints; see `TrainingDirectory`), so no
+training flag is needed again.
 """
 
 from __future__ import annotations
 
-import json
-import os
 import sys
 import time
 from typing import Callable, Sequence
 
 import tensorflow as tf
 
-from t2t_revival import registry
-from t2t_revival.data.subword_vocabulary import SubwordVocabulary
-from t2t_revival.decode.beam_search import EOS_ID, PAD_ID, beam_search
+from t2t_revival.decode.beam_search import beam_search
 from t2t_revival.decode.decode_hparams import DecodeHParams
 from t2t_revival.decode_length import (check_input_length, decode_in_length_order,
                                        max_decode_length, padded_length, position_limit)
-from t2t_revival.errors import UserError
-from t2t_revival.hparams import HParams
-from t2t_revival.text_lines import read_text_lines  # noqa: F401  (re-exported for callers)
-from t2t_revival.train.checkpointing import restore_model
+from t2t_revival.run_dir.training_directory import TrainingDirectory
+from t2t_revival.special_ids import EOS_ID, PAD_ID
+# Re-exported for callers: the decoder reads and writes text files.
+from t2t_revival.text_lines import read_text_lines, write_text_lines  # noqa: F401
 
 
 class Decoder:
     """Beam-search translation with the model of a training directory.
 
     Args:
-        output_dir: the training directory (hparams.json, run.json, vocab.model).
+        output_dir: the training directory (`TrainingDirectory`).
         checkpoint_path: a checkpoint prefix (e.g. `output_dir/averaged/ckpt-5000`);
             default the latest in output_dir.
         decode_hparams: `"beam_size=4,alpha=0.6,extra_length=50,batch_size=32,
@@ -42,36 +38,16 @@ class Decoder:
     def __init__(self, output_dir: str, checkpoint_path: str | None = None,
                  decode_hparams: str = ""):
         self.output_dir = output_dir
-        self.hparams = HParams.load(os.path.join(output_dir, "hparams.json"))
-        self.run_info = _read_json(os.path.join(output_dir, "run.json"))
+        trained = TrainingDirectory(output_dir).load(checkpoint_path)
+        self.hparams, self.run_record = trained.hparams, trained.run_record
         self.decode_hparams = DecodeHParams.from_hparams(self.hparams, decode_hparams)
-        vocab_file = os.path.join(output_dir, self.run_info.get("vocab_file", "vocab.model"))
-        if not os.path.isfile(vocab_file):
-            raise UserError(f"the vocabulary {vocab_file} is missing from the training "
-                            f"directory; rerun t2t-trainer there to restore it. "
-                            f"Received: output_dir={output_dir!r}")
-        self.vocab = SubwordVocabulary(vocab_file)
-        self.checkpoint_path = checkpoint_path or tf.train.latest_checkpoint(output_dir)
-        if not self.checkpoint_path:
-            raise UserError(f"no checkpoint in {output_dir}; train first, or pass "
-                            f"--checkpoint_path. Received: output_dir={output_dir!r}")
-        if not tf.io.gfile.exists(self.checkpoint_path + ".index"):
-            raise UserError(f"no checkpoint at {self.checkpoint_path} (its .index file "
-                            f"is missing). Received: checkpoint_path={self.checkpoint_path!r}")
-        registry.load_all()
-        self.model = registry.models.get(self.run_info.get("model", "transformer"))(self.hparams)
-        dummy = tf.zeros([1, 8], tf.int32)
-        self.model({"inputs": dummy, "targets": dummy}, training=False)
-        restore_model(self.model, self.checkpoint_path)
+        self.vocab, self.checkpoint_path = trained.vocab, trained.checkpoint_path
+        self.model = trained.model
         # autograph=False: the model and beam search use no Python control flow
         # on tensors (beam search loops with ops.while_loop), and autograph's
         # conversion cache can hand back a stale function in long processes.
         self._search = tf.function(self._search_batch, reduce_retracing=True,
                                    autograph=False)
-
-    @property
-    def problem_name(self) -> str:
-        return self.run_info.get("problem", "")
 
     # ------------------------------------------------------------------
     def _search_batch(self, inputs, max_decode_length: int):
@@ -116,32 +92,6 @@ class Decoder:
 
         return decode_in_length_order([len(ids) for ids in encoded], dhp.batch_size,
                                       decode_batch, progress)
-
-
-def _read_json(path: str) -> dict:
-    try:
-        with open(path, encoding="utf-8") as f:
-            return json.load(f)
-    except FileNotFoundError:
-        raise UserError(f"{path} is missing; --output_dir must be a directory written "
-                        f"by t2t-trainer. Received: path={path!r}") from None
-    except json.JSONDecodeError as e:
-        raise UserError(f"{path} is corrupt ({e}); rerun t2t-trainer in that directory "
-                        f"to rewrite it. Received: path={path!r}") from None
-
-
-def write_text_lines(path: str, lines: Sequence[str]) -> None:
-    """Write lines atomically (a temp name, then rename)."""
-    directory = os.path.dirname(os.path.abspath(path))
-    os.makedirs(directory, exist_ok=True)
-    tmp = f"{path}.tmp{os.getpid()}"
-    try:
-        with open(tmp, "w", encoding="utf-8") as f:
-            f.writelines(line + "\n" for line in lines)
-        os.replace(tmp, path)
-    finally:
-        if os.path.exists(tmp):
-            os.unlink(tmp)
 
 
 class ProgressBar:

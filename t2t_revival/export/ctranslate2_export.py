@@ -37,7 +37,6 @@ How our architecture maps onto the spec, exactly:
 from __future__ import annotations
 
 import json
-import math
 import os
 import shutil
 
@@ -45,13 +44,14 @@ import numpy as np
 
 from t2t_revival.decode_length import longest_decode_length
 from t2t_revival.errors import UserError
+from t2t_revival.export.ctranslate2_translator import EXPORT_CONFIG
 from t2t_revival.export.version_directory import checkpoint_version, write_version_directory
+from t2t_revival.run_dir.file_names import VOCAB_FILE
+from t2t_revival.special_ids import EOS_ID, PAD_ID, UNK_ID
 
 # Weight types CTranslate2 can store (ctranslate2.specs.model_spec.ACCEPTED_MODEL_TYPES).
 QUANTIZATIONS = ("float32", "int8", "int8_float32", "int8_float16", "int8_bfloat16",
                  "int16", "float16", "bfloat16")
-EXPORT_CONFIG = "t2t_export.json"
-VOCAB_FILE = "vocab.model"
 INSTALL_HINT = 'pip install "t2t-revival[ctranslate2]"'
 
 
@@ -72,17 +72,13 @@ def _numpy(variable) -> np.ndarray:
     return np.asarray(keras.ops.convert_to_numpy(variable), dtype=np.float32)
 
 
-def _sinusoid_table(num_positions: int, d_model: int) -> np.ndarray:
-    """The paper's table `[num_positions, d_model]`, sin/cos interleaved (3.5).
+def _sinusoid_table(layer, num_positions: int, d_model: int) -> np.ndarray:
+    """The table `[num_positions, d_model]` of the model's sinusoid `layer` (3.5),
+    computed by that layer in float32."""
+    from t2t_revival.layers.sinusoidal_position_encoding import SinusoidalPositionEncoding
 
-    The same values as `SinusoidalPositionEncoding` (float32 angles).
-    """
-    position = np.arange(num_positions, dtype=np.float32)[:, None]
-    inv_freq = np.exp(np.arange(0, d_model, 2, dtype=np.float32)
-                      * np.float32(-math.log(10000.0) / d_model))
-    angle = position * inv_freq[None, :]                          # (P, D/2)
-    table = np.stack([np.sin(angle), np.cos(angle)], axis=-1)     # (P, D/2, 2)
-    return table.reshape(num_positions, d_model).astype(np.float32)
+    float32 = SinusoidalPositionEncoding(max_wavelength=layer.max_wavelength, dtype="float32")
+    return _numpy(float32(np.zeros((1, num_positions, d_model), np.float32)))
 
 
 def _check_supported(model, hparams) -> None:
@@ -144,7 +140,8 @@ def _build_spec(model, hparams, pieces: list[str], num_positions: int):
         encoder_positions = _numpy(model.encoder_position.position_embeddings)
         decoder_positions = _numpy(model.decoder_position.position_embeddings)
     else:
-        encoder_positions = decoder_positions = _sinusoid_table(num_positions, hp.d_model)
+        encoder_positions = decoder_positions = _sinusoid_table(
+            model.encoder_position, num_positions, hp.d_model)
 
     encoder.embeddings[0].weight = source_emb
     encoder.embeddings[0].multiply_by_sqrt_depth = True
@@ -176,11 +173,11 @@ def _build_spec(model, hparams, pieces: list[str], num_positions: int):
     spec.register_source_vocabulary(pieces)
     spec.register_target_vocabulary(pieces)
     config = spec.config
-    config.unk_token = pieces[2]
-    config.eos_token = pieces[1]
+    config.unk_token = pieces[UNK_ID]
+    config.eos_token = pieces[EOS_ID]
     # There is no BOS: the decoder's start symbol is PAD (id 0).
-    config.bos_token = pieces[0]
-    config.decoder_start_token = pieces[0]
+    config.bos_token = pieces[PAD_ID]
+    config.decoder_start_token = pieces[PAD_ID]
     config.add_source_bos = False
     config.add_source_eos = True
     config.layer_norm_epsilon = float(hp.layer_norm_epsilon)
@@ -201,7 +198,7 @@ def _vocabulary_pieces(vocab, vocab_size: int) -> list[str]:
         raise UserError("the SentencePiece vocabulary has duplicate pieces, so its ids "
                         "cannot map 1:1 onto CTranslate2 tokens; regenerate it with "
                         f"t2t-datagen. Received: model_file={vocab.model_file!r}")
-    if pieces[:3] != ["<pad>", "</s>", "<unk>"]:
+    if [pieces[PAD_ID], pieces[EOS_ID], pieces[UNK_ID]] != ["<pad>", "</s>", "<unk>"]:
         raise UserError("the vocabulary's first pieces are not <pad>, </s>, <unk> "
                         "(PAD=0, EOS=1, UNK=2); regenerate it with t2t-datagen. "
                         f"Received: pieces={pieces[:3]!r}")
@@ -268,35 +265,29 @@ def export_ctranslate2(output_dir: str, checkpoint_path: str | None = None,
     if quantization not in QUANTIZATIONS:
         raise UserError(f"unknown quantization; use one of {', '.join(QUANTIZATIONS)}. "
                         f"Received: quantization={quantization!r}")
-    if not os.path.isdir(output_dir):
-        raise UserError(f"the training directory {output_dir} does not exist; pass the "
-                        f"--output_dir of t2t-trainer. Received: output_dir={output_dir!r}")
+    from t2t_revival.export.export_source import load_export_source, require_directory
+
+    require_directory(output_dir)
     ctranslate2 = _import_ctranslate2()
 
-    from t2t_revival.decode.decoder import Decoder
-
-    decoder = Decoder(output_dir, checkpoint_path, decode_hparams)
-    hparams, dhp = decoder.hparams, decoder.decode_hparams
-    if dhp.return_beams:
-        raise UserError("the export returns the best translation only; drop "
-                        "return_beams from --decode_hparams. "
-                        f"Received: decode_hparams={decode_hparams!r}")
-    _check_supported(decoder.model, hparams)
-    pieces = _vocabulary_pieces(decoder.vocab, hparams.vocab_size)
+    directory, trained, dhp = load_export_source(output_dir, checkpoint_path, decode_hparams)
+    hparams = trained.hparams
+    _check_supported(trained.model, hparams)
+    pieces = _vocabulary_pieces(trained.vocab, hparams.vocab_size)
     num_positions = longest_decode_length(hparams.max_length, dhp.extra_length,
                                           hparams.position_encoding)
-    spec = _build_spec(decoder.model, hparams, pieces, num_positions)
+    spec = _build_spec(trained.model, hparams, pieces, num_positions)
     spec.validate()
     spec.optimize(quantization=quantization)
 
-    step = checkpoint_version(decoder.checkpoint_path)
+    step = checkpoint_version(trained.checkpoint_path)
     version = step if version is None else int(version)
-    export_dir = export_dir or os.path.join(output_dir, "export", "ctranslate2")
+    export_dir = export_dir or directory.ctranslate2_export_dir
     final = os.path.join(export_dir, str(version))
     settings = {
         "format": "ctranslate2",
         "ctranslate2_version": ctranslate2.__version__,
-        "checkpoint": os.path.abspath(decoder.checkpoint_path),
+        "checkpoint": os.path.abspath(trained.checkpoint_path),
         "step": step,
         "quantization": quantization,
         "beam_size": dhp.beam_size,
@@ -308,13 +299,13 @@ def export_ctranslate2(output_dir: str, checkpoint_path: str | None = None,
         # The longest output the position table allows.
         "max_decode_length": num_positions,
         "position_encoding": hparams.position_encoding,
-        "problem": decoder.problem_name,
+        "problem": trained.run_record.problem,
     }
 
     def write(tmp: str) -> None:
         os.makedirs(tmp)
         spec.save(tmp)
-        shutil.copyfile(decoder.vocab.model_file, os.path.join(tmp, VOCAB_FILE))
+        shutil.copyfile(trained.vocab.model_file, os.path.join(tmp, VOCAB_FILE))
         with open(os.path.join(tmp, EXPORT_CONFIG), "w", encoding="utf-8") as f:
             json.dump(settings, f, indent=2, sort_keys=True)
             f.write("\n")

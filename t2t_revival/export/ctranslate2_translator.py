@@ -38,9 +38,10 @@ from typing import Callable, Sequence
 
 from t2t_revival import decode_length
 from t2t_revival.errors import UserError
+from t2t_revival.run_dir.file_names import VOCAB_FILE
 
 EXPORT_CONFIG = "t2t_export.json"
-VOCAB_FILE = "vocab.model"
+"""The export's decode settings, written by `export_ctranslate2`."""
 EOS_PIECE = "</s>"
 
 

@@ -14,7 +14,6 @@ from __future__ import annotations
 
 import os
 
-from t2t_revival.errors import UserError
 from t2t_revival.export.version_directory import checkpoint_version, write_version_directory
 
 
@@ -34,24 +33,17 @@ def export_saved_model(output_dir: str, checkpoint_path: str | None = None,
     """
     import tensorflow as tf
 
-    from t2t_revival.decode.decoder import Decoder
+    from t2t_revival.export.export_source import load_export_source
     from t2t_revival.export.translation_module import TranslationModule
     from t2t_revival.export.warmup_requests import WARMUP_FILE, write_warmup_requests
 
-    if not os.path.isdir(output_dir):
-        raise UserError(f"the training directory {output_dir} does not exist; pass the "
-                        f"--output_dir of t2t-trainer. Received: output_dir={output_dir!r}")
-    decoder = Decoder(output_dir, checkpoint_path, decode_hparams)
-    if decoder.decode_hparams.return_beams:
-        raise UserError("the export returns the best translation only; drop "
-                        "return_beams from --decode_hparams. "
-                        f"Received: decode_hparams={decode_hparams!r}")
-    with open(decoder.vocab.model_file, "rb") as f:
+    directory, trained, settings = load_export_source(output_dir, checkpoint_path,
+                                                      decode_hparams)
+    with open(trained.vocab.model_file, "rb") as f:
         vocab_model = f.read()
-    module = TranslationModule(decoder.model, decoder.hparams, decoder.decode_hparams,
-                               vocab_model)
-    export_dir = export_dir or os.path.join(output_dir, "export")
-    version = checkpoint_version(decoder.checkpoint_path) if version is None else int(version)
+    module = TranslationModule(trained.model, trained.hparams, settings, vocab_model)
+    export_dir = export_dir or directory.export_dir
+    version = checkpoint_version(trained.checkpoint_path) if version is None else int(version)
 
     def write(tmp: str) -> None:
         signatures = {

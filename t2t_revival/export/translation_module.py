@@ -32,9 +32,10 @@ from __future__ import annotations
 import tensorflow as tf
 
 from t2t_revival import decode_length
-from t2t_revival.decode.beam_search import EOS_ID, PAD_ID, beam_search
+from t2t_revival.decode.beam_search import beam_search
 from t2t_revival.decode_length import cut_to_max_length, padded_length
-from t2t_revival.train.checkpointing import model_variables
+from t2t_revival.run_dir.checkpoint_variables import model_variables
+from t2t_revival.special_ids import EOS_ID, PAD_ID
 
 
 class TranslationModule(tf.Module):

@@ -8,16 +8,17 @@ server polling `export_dir` never loads half a model.
 from __future__ import annotations
 
 import os
-import re
 import shutil
 import time
 from typing import Callable
 
+from t2t_revival.run_dir.file_names import checkpoint_step
+
 
 def checkpoint_version(checkpoint_path: str) -> int:
     """The step of a checkpoint prefix (`.../ckpt-300` -> 300), else the Unix time."""
-    match = re.search(r"-(\d+)$", checkpoint_path)
-    return int(match.group(1)) if match else int(time.time())
+    step = checkpoint_step(checkpoint_path)
+    return int(time.time()) if step is None else step
 
 
 def write_version_directory(export_dir: str, version: int,

@@ -12,8 +12,7 @@ from t2t_revival.layers.position_embedding import PositionEmbedding
 from t2t_revival.layers.sinusoidal_position_encoding import SinusoidalPositionEncoding
 from t2t_revival.layers.token_embedding import TokenEmbedding
 from t2t_revival.registry import register_model
-
-PAD_ID = 0
+from t2t_revival.special_ids import PAD_ID
 
 
 @register_model("transformer")

@@ -43,7 +43,7 @@ from t2t_revival.parsing.repair import (
 from t2t_revival.parsing.repaired_tree import RepairedTree
 from t2t_revival.parsing.tree import Tree
 from t2t_revival.parsing.treebank import (
-    normalize_tree, parse_tree, parse_trees, read_treebank_file)
+    cut_at_function_tag, normalize_tree, parse_tree, parse_trees, read_treebank_file)
 from t2t_revival.parsing.treebank_error import TreebankError
 
 DELETE_LABELS = frozenset({"TOP", "-NONE-", ",", ":", "``", "''", "."})
@@ -54,7 +54,7 @@ Bracket = tuple[str, int, int]  # (label, start word, end word), end exclusive
 
 def evalb_label(label: str) -> str:
     """The label EVALB scores: cut at the first `-` or `=`, PRT read as ADVP."""
-    label = re.split(r"[-=]", label, maxsplit=1)[0]
+    label = cut_at_function_tag(label)
     return EQUIVALENT_LABELS.get(label, label)
 
 

@@ -33,11 +33,11 @@ over the words, `flat_tree`, counted as `flat`):
 from __future__ import annotations
 
 import collections
-import re
 from typing import Sequence
 
 from t2t_revival.parsing.repaired_tree import RepairedTree
 from t2t_revival.parsing.tree import Tree
+from t2t_revival.parsing.treebank import TOKEN
 
 UNKNOWN_TAG = "XX"
 ADDED_ROOT = "TOP"
@@ -49,8 +49,6 @@ _PUNCTUATION_TAGS = {
     "-LRB-": "-LRB-", "-RRB-": "-RRB-", "-LCB-": "-LRB-", "-RCB-": "-RRB-",
     "$": "$", "#": "#",
 }
-
-_TOKEN = re.compile(r"\(|\)|[^\s()]+")
 
 
 def guess_tag(word: str) -> str:
@@ -165,7 +163,7 @@ def repair_bracketed(text: str, words: Sequence[str] | None = None) -> RepairedT
     repairs: collections.Counter = collections.Counter()
     root = Tree("", [])
     stack = [root]
-    tokens = _TOKEN.findall(text)
+    tokens = TOKEN.findall(text)
     i = 0
     while i < len(tokens):
         tok = tokens[i]

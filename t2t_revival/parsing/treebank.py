@@ -33,7 +33,9 @@ import re
 from t2t_revival.parsing.tree import Tree
 from t2t_revival.parsing.treebank_error import TreebankError
 
-_TOKEN = re.compile(r"\(|\)|[^\s()]+")
+TOKEN = re.compile(r"\(|\)|[^\s()]+")
+"""A token of a bracketed tree: `(`, `)`, or a label or word (no white space or bracket)."""
+_FUNCTION_TAG = re.compile(r"[-=]")
 
 NONE_TAG = "-NONE-"
 OUTER_LABELS = ("", "TOP", "ROOT")
@@ -59,7 +61,7 @@ def parse_trees(text: str, source: str = "<string>") -> list[Tree]:
     """
     trees: list[Tree] = []
     stack: list[tuple[Tree, int]] = []  # (open node, offset of its "(")
-    tokens = list(_TOKEN.finditer(text))
+    tokens = list(TOKEN.finditer(text))
     i = 0
     while i < len(tokens):
         match = tokens[i]
@@ -162,11 +164,17 @@ def read_treebank(path: str | os.PathLike) -> list[Tree]:
     return trees
 
 
+def cut_at_function_tag(label: str) -> str:
+    """`label` up to its first `-` or `=`: `NP-SBJ-1` -> `NP`, `PP-LOC=2` -> `PP`
+    (and `-NONE-` -> ``: see `strip_function_tags`)."""
+    return _FUNCTION_TAG.split(label, maxsplit=1)[0]
+
+
 def strip_function_tags(label: str) -> str:
     """`NP-SBJ-1` -> `NP`, `PP-LOC=2` -> `PP`; `-NONE-`, `-LRB-` unchanged."""
     if not label or label[0] in "-=":
         return label
-    return re.split(r"[-=]", label, maxsplit=1)[0]
+    return cut_at_function_tag(label)
 
 
 def normalize_tree(tree: Tree) -> Tree | None:

@@ -9,7 +9,7 @@ import math
 
 from keras import ops
 
-PAD_ID = 0
+from t2t_revival.special_ids import PAD_ID
 
 
 def smoothed_cross_entropy_sum(logits, targets, label_smoothing):

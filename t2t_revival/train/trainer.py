@@ -20,12 +20,10 @@ inside `strategy.run`; the all-reduce and the optimizer update stay outside it.
 
 from __future__ import annotations
 
-import json
 import math
 import os
 import shutil
 import tempfile
-import time
 from typing import Any
 
 import keras
@@ -33,20 +31,18 @@ import tensorflow as tf
 
 from t2t_revival import registry
 from t2t_revival.errors import UserError
-from t2t_revival.hparams import HParams, resolve
-from t2t_revival.train.checkpointing import make_checkpoint
+from t2t_revival.hparams import resolve
+from t2t_revival.run_dir.checkpoint_variables import make_checkpoint
+from t2t_revival.run_dir.run_record import RunRecord
+from t2t_revival.run_dir.training_directory import TrainingDirectory
 from t2t_revival.train.losses import smoothed_cross_entropy_sum, token_metrics_sums
 from t2t_revival.train.noam_schedule import NoamSchedule
 from t2t_revival.train.reduced_gradients_adam import ReducedGradientsAdam
 from t2t_revival.train.strategy import is_chief, make_strategy
 from t2t_revival.train.train_config import TrainConfig
+from t2t_revival.train.training_stats import TrainingStats
 
-HPARAMS_FILE = "hparams.json"
 DEFAULT_TMP_DIR = os.path.join(tempfile.gettempdir(), "t2t_datagen")  # tensor2tensor's
-RUN_FILE = "run.json"
-VOCAB_FILE = "vocab.model"
-CHECKPOINT_PREFIX = "ckpt"
-
 
 
 class Trainer:
@@ -62,11 +58,11 @@ class Trainer:
                  log=print):
         self.config = config
         self.log = log
+        self.directory = TrainingDirectory(config.output_dir)
         # User errors first, before TensorFlow sets up its devices.
         registry.load_all()
-        self.hparams = resolve(config.hparams_set, config.hparams)
         self.problem = registry.problems.get(config.problem)()
-        self.model_cls = registry.models.get(config.model)
+        registry.models.get(config.model)  # an unknown name is a UserError here
         self.hparams = resolve(config.hparams_set, config.hparams, self.problem)
         self._check_resume_config()
         self.strategy = strategy or make_strategy(config.num_cpu_devices, config.worker_gpu)
@@ -75,8 +71,7 @@ class Trainer:
         keras.mixed_precision.set_global_policy(self.hparams.mixed_precision)
         self.fp16 = self.hparams.mixed_precision == "mixed_float16"
         with self.strategy.scope():
-            self.model = self.model_cls(self.hparams)
-            self._build_model()
+            self.model = self.directory.build_model(self.hparams, config.model)
             optimizer = ReducedGradientsAdam(
                 learning_rate=NoamSchedule(self.hparams.d_model,
                                            self.hparams.learning_rate_warmup_steps,
@@ -92,9 +87,8 @@ class Trainer:
             self.optimizer = optimizer
             self.optimizer.build(self.model.trainable_variables)
         self.checkpoint = make_checkpoint(self.model, self.optimizer)
-        self.manager = tf.train.CheckpointManager(
-            self.checkpoint, self._checkpoint_dir(), max_to_keep=config.keep_checkpoint_max,
-            checkpoint_name=CHECKPOINT_PREFIX)
+        self.manager = self.directory.checkpoint_manager(
+            self.checkpoint, config.keep_checkpoint_max, directory=self._checkpoint_dir())
         # autograph=False throughout: no Python control flow on tensors here,
         # and autograph's conversion cache can go stale in long processes.
         self.grad_fn = tf.function(self._replica_grads, jit_compile=config.xla,
@@ -106,16 +100,14 @@ class Trainer:
     # ------------------------------------------------------------------ setup
     def _checkpoint_dir(self) -> str:
         if self.chief:
-            return self.config.output_dir
+            return self.directory.path
         # Non-chief MultiWorker replicas must save too (collectives), elsewhere.
-        resolver = self.strategy.cluster_resolver
-        return os.path.join(self.config.output_dir, f".worker_{resolver.task_id}")
+        return self.directory.worker_dir(self.strategy.cluster_resolver.task_id)
 
     def _check_resume_config(self) -> None:
-        path = os.path.join(self.config.output_dir, HPARAMS_FILE)
-        if not os.path.exists(path):
+        if not os.path.exists(self.directory.hparams_file):
             return
-        saved = HParams.load(path)
+        saved = self.directory.read_hparams()
         if saved != self.hparams:
             diff = [f"{k}: saved {v!r}, now {self.hparams.to_dict()[k]!r}"
                     for k, v in saved.to_dict().items() if self.hparams.to_dict()[k] != v]
@@ -124,30 +116,15 @@ class Trainer:
                 f"rerun with the same --hparams_set/--hparams to resume, or use a new "
                 f"--output_dir. Received: output_dir={self.config.output_dir}")
 
-    def _build_model(self) -> None:
-        dummy = tf.zeros([1, 8], tf.int32)
-        self.model({"inputs": dummy, "targets": dummy}, training=False)
-
     def _write_run_files(self) -> None:
-        """hparams.json, run.json and a copy of the vocabulary in output_dir."""
-        out = self.config.output_dir
-        os.makedirs(out, exist_ok=True)
-        self.hparams.save(os.path.join(out, HPARAMS_FILE))
-        vocab = self.problem.vocabulary(self.config.data_dir)
-        vocab_copy = os.path.join(out, VOCAB_FILE)
-        tmp = vocab_copy + ".tmp"
-        shutil.copyfile(vocab.model_file, tmp)
-        os.replace(tmp, vocab_copy)
-        run = {"problem": self.config.problem, "model": self.config.model,
-               "hparams_set": self.config.hparams_set, "hparams": self.config.hparams,
-               "data_dir": os.path.abspath(self.config.data_dir),
-               "vocab_file": VOCAB_FILE,
-               "vocab_source": os.path.abspath(vocab.model_file)}
-        tmp = os.path.join(out, RUN_FILE + ".tmp")
-        with open(tmp, "w", encoding="utf-8") as f:
-            json.dump(run, f, indent=2, sort_keys=True)
-            f.write("\n")
-        os.replace(tmp, os.path.join(out, RUN_FILE))
+        """hparams.json, a copy of the vocabulary and run.json in output_dir."""
+        config = self.config
+        vocab = self.problem.vocabulary(config.data_dir)
+        record = RunRecord(problem=config.problem, model=config.model,
+                           hparams_set=config.hparams_set, hparams=config.hparams,
+                           data_dir=os.path.abspath(config.data_dir),
+                           vocab_source=os.path.abspath(vocab.model_file))
+        self.directory.write_run_files(self.hparams, record, vocab.model_file)
 
     # ------------------------------------------------------- the replica step
     def _replica_grads(self, batch: dict[str, tf.Tensor]):
@@ -197,23 +174,6 @@ class Trainer:
         grads, loss, total_tokens, grad_norm = self._reduce(grads, loss_sum, tokens)
         self.optimizer.apply(grads, self.model.trainable_variables)
         return loss, total_tokens, grad_norm
-
-    def global_gradients(self, batch):
-        """The reduced gradients and loss of one distributed batch, not applied.
-
-        `batch` is a per-replica value (e.g. from
-        `strategy.experimental_distribute_values_from_function`). For tests and
-        diagnostics: the same computation as one update's, without the update.
-        """
-        @tf.function(autograph=False)
-        def compute(batch):
-            def replica(b):
-                grads, loss, tokens, _ = self._reduce(*self._first_micro(b))
-                return grads, loss, tokens
-            grads, loss, tokens = self.strategy.run(replica, (batch,))
-            first = self.strategy.experimental_local_results
-            return [first(g)[0] for g in grads], first(loss)[0], first(tokens)[0]
-        return compute(batch)
 
     def _train_step(self, iterator):
         """One optimizer update over `gradient_accumulation_steps` micro-batches."""
@@ -266,7 +226,8 @@ class Trainer:
             shutil.rmtree(self._checkpoint_dir(), ignore_errors=True)
         return path
 
-    def _train_dataset(self, step: int):
+    def train_dataset(self, step: int):
+        """The distributed training dataset of a run (re)starting at `step`."""
         seed = self.config.seed + step  # a resumed run does not replay the same order
 
         def dataset_fn(input_context):
@@ -275,56 +236,48 @@ class Trainer:
 
         return self.strategy.distribute_datasets_from_function(dataset_fn)
 
-    def train(self) -> dict[str, Any]:
-        """Train to `config.train_steps`, saving and evaluating on the way."""
+    def _prepare_data(self) -> None:
+        """Run the problem's datagen when data_dir lacks its data."""
         config = self.config
         if not self.problem.has_data(config.data_dir):
             self.log(f"No {config.problem} data in {config.data_dir}: running datagen first.")
             self.problem.generate_data(config.data_dir, config.tmp_dir or DEFAULT_TMP_DIR)
+
+    def _summary_writer(self, name: str):
+        """A TensorBoard writer into output_dir/<name> on the chief, a no-op elsewhere."""
+        if not self.chief:
+            return tf.summary.create_noop_writer()
+        return tf.summary.create_file_writer(os.path.join(self.directory.path, name))
+
+    def train(self) -> dict[str, Any]:
+        """Train to `config.train_steps`, saving and evaluating on the way."""
+        config = self.config
+        self._prepare_data()
         if self.chief:
             self._write_run_files()
         step = self.restore()
         if step >= config.train_steps:
             self.log(f"Already at step {step} >= --train_steps={config.train_steps}.")
             return {"step": step}
-        iterator = iter(self._train_dataset(step))
-        writer = (tf.summary.create_file_writer(os.path.join(config.output_dir, "train"))
-                  if self.chief else tf.summary.create_noop_writer())
-        eval_writer = (tf.summary.create_file_writer(os.path.join(config.output_dir, "eval"))
-                       if self.chief else tf.summary.create_noop_writer())
-        start_step, started = step, time.time()
-        window_tokens, window_start, window_steps = 0.0, time.time(), 0
-        result: dict[str, Any] = {}
+        iterator = iter(self.train_dataset(step))
+        writer, eval_writer = self._summary_writer("train"), self._summary_writer("eval")
+        stats = TrainingStats(step, config.train_steps, writer)
         while step < config.train_steps:
             loss, tokens, grad_norm = self.train_step(iterator)
             step = self.step
-            window_tokens += float(tokens)
-            window_steps += 1
+            stats.update(tokens)
             on_log_step = step % config.log_every == 0 or step == config.train_steps
             if on_log_step:
-                elapsed = time.time() - window_start
-                tps = window_tokens / max(elapsed, 1e-9)
-                per_step = (time.time() - started) / max(step - start_step, 1)
-                eta = per_step * (config.train_steps - step)
-                lr = float(self.optimizer.learning_rate)
-                self.log(f"step {step}/{config.train_steps}  loss {float(loss):.4f}  "
-                         f"lr {lr:.3g}  grad_norm {float(grad_norm):.3g}  "
-                         f"{tps:,.0f} tokens/s  ETA {_format_eta(eta)}")
-                with writer.as_default(step=step):
-                    tf.summary.scalar("loss", loss)
-                    tf.summary.scalar("learning_rate", lr)
-                    tf.summary.scalar("tokens_per_second", tps)
-                    tf.summary.scalar("grad_norm", grad_norm)
-                    if self.fp16:
-                        tf.summary.scalar("loss_scale", self.optimizer.dynamic_scale)
-                window_tokens, window_start, window_steps = 0.0, time.time(), 0
+                self.log(stats.report(
+                    step, loss, float(self.optimizer.learning_rate), grad_norm,
+                    loss_scale=self.optimizer.dynamic_scale if self.fp16 else None))
             if config.save_every and step % config.save_every == 0:
                 self.save()
             if config.eval_every and step % config.eval_every == 0 \
                     and step != config.train_steps:
                 self._log_eval(step, eval_writer)
             if on_log_step and config.max_train_minutes and step < config.train_steps \
-                    and self._time_is_up(started):
+                    and self._time_is_up(stats.elapsed()):
                 self.log(f"Stopping at step {step}: the --max_train_minutes="
                          f"{config.max_train_minutes:g} budget is spent.")
                 break
@@ -337,9 +290,10 @@ class Trainer:
         eval_writer.flush()
         return result
 
-    def _time_is_up(self, started: float) -> bool:
-        """Whether the time budget is spent; every worker gets the same answer."""
-        up = (time.time() - started) >= 60.0 * self.config.max_train_minutes
+    def _time_is_up(self, elapsed: float) -> bool:
+        """Whether the time budget is spent after `elapsed` seconds; every worker
+        gets the same answer."""
+        up = elapsed >= 60.0 * self.config.max_train_minutes
         if isinstance(self.strategy, tf.distribute.MultiWorkerMirroredStrategy):
             # Workers' clocks differ: stop when any one of them is out of time,
             # or the others would wait forever in the next all-reduce.
@@ -357,11 +311,6 @@ class Trainer:
             for name, value in metrics.items():
                 tf.summary.scalar(name, value)
         return dict(metrics)
-
-
-def _format_eta(seconds: float) -> str:
-    seconds = int(seconds)
-    return f"{seconds // 3600}h{seconds % 3600 // 60:02d}m{seconds % 60:02d}s"
 
 
 def train(config: TrainConfig, strategy: tf.distribute.Strategy | None = None,

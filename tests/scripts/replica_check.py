@@ -19,6 +19,26 @@ config = TrainConfig(problem="translate_ende_multi30k", output_dir=out_dir, data
                      hparams_set="transformer_tiny",
                      hparams="dropout=0.0,attention_dropout=0.0,relu_dropout=0.0",
                      seed=3)
+
+
+def global_gradients(trainer, batch):
+    """The reduced gradients, loss and tokens of one distributed batch, not applied.
+
+    `batch` is a per-replica value (from
+    `strategy.experimental_distribute_values_from_function`): the same
+    computation as one update's, without the update.
+    """
+    @tf.function(autograph=False)
+    def compute(batch):
+        def replica(b):
+            grads, loss, tokens, _ = trainer._reduce(*trainer._first_micro(b))
+            return grads, loss, tokens
+        grads, loss, tokens = trainer.strategy.run(replica, (batch,))
+        first = trainer.strategy.experimental_local_results
+        return [first(g)[0] for g in grads], first(loss)[0], first(tokens)[0]
+    return compute(batch)
+
+
 t1 = Trainer(config, strategy=one, log=lambda *a: None)
 t2 = Trainer(config, strategy=two, log=lambda *a: None)
 for a, b in zip(t2.model.weights, t1.model.weights):
@@ -36,10 +56,10 @@ for row, n in enumerate([12, 11, 3, 2]):
 full = {"inputs": inputs, "targets": targets}
 halves = [{k: v[:2] for k, v in full.items()}, {k: v[2:] for k, v in full.items()}]
 
-g1, loss1, tok1 = t1.global_gradients(
-    one.experimental_distribute_values_from_function(lambda ctx: full))
-g2, loss2, tok2 = t2.global_gradients(
-    two.experimental_distribute_values_from_function(
+g1, loss1, tok1 = global_gradients(
+    t1, one.experimental_distribute_values_from_function(lambda ctx: full))
+g2, loss2, tok2 = global_gradients(
+    t2, two.experimental_distribute_values_from_function(
         lambda ctx: halves[ctx.replica_id_in_sync_group]))
 grad_diff = max(float(np.max(np.abs(a.numpy() - b.numpy()))) for a, b in zip(g1, g2))
 grad_scale = max(float(np.max(np.abs(a.numpy()))) for a in g1)

@@ -6,14 +6,13 @@ checkpointing the model object would silently leave them out. We checkpoint
 explicit maps instead: model variables by their path inside the model (without
 the model's own, instance-numbered, name) and optimizer variables by position,
 which is fixed by the model's trainable variables. The resolved hparams.json
-beside the checkpoints guarantees the same structure on restore.
+beside the checkpoints guarantees the same structure on restore
+(`TrainingDirectory.restore_weights`).
 """
 
 from __future__ import annotations
 
 import tensorflow as tf
-
-from t2t_revival.errors import UserError
 
 
 def model_variables(model) -> dict[str, tf.Variable]:
@@ -44,15 +43,3 @@ def make_checkpoint(model, optimizer=None) -> tf.train.Checkpoint:
     return tf.train.Checkpoint(model=model_variables(model),
                                optimizer=optimizer_variables(optimizer))
 
-
-def restore_model(model, path: str) -> None:
-    """Load the model weights of a training or averaged checkpoint into `model`."""
-    try:
-        status = make_checkpoint(model).restore(path).expect_partial()
-        status.assert_existing_objects_matched()
-    except (AssertionError, ValueError, tf.errors.OpError) as e:
-        first = str(e).split("\n", 1)[0][:200]
-        raise UserError(
-            f"the checkpoint {path} does not hold this model's weights ({first}); it was "
-            f"written by another model or version. Decode with the hparams.json it was "
-            f"trained with, or retrain. Received: checkpoint_path={path!r}") from None

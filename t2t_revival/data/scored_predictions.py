@@ -1,0 +1,32 @@
+"""`ScoredPredictions`: a problem's metric over a list of predictions."""
+
+from __future__ import annotations
+
+import dataclasses
+from typing import Any
+
+
+@dataclasses.dataclass(frozen=True)
+class ScoredPredictions:
+    """What `Problem.score_predictions` returns, whatever the metric.
+
+    Attributes:
+        metric: the problem's `eval_metric` ("bleu" or "evalb").
+        score: the headline figure, higher is better: sacreBLEU, or EVALB F1.
+        text: the report t2t-decoder prints.
+        json_text: the same report as one JSON object (t2t-decoder --json).
+        details: the metric's own result: [sacreBLEU, tokenized BLEU]
+            `BleuScore`s, or the `EvalbScore`.
+        outputs: files to write beside the predictions, by suffix: one
+            line each (e.g. {"trees": the predicted trees, bracketed}).
+    """
+
+    metric: str
+    score: float
+    text: str
+    json_text: str
+    details: Any = None
+    outputs: dict[str, list[str]] = dataclasses.field(default_factory=dict)
+
+    def format(self, as_json: bool = False) -> str:
+        return self.json_text if as_json else self.text

@@ -1,0 +1,35 @@
+"""The names of the files of a training directory (no TensorFlow here).
+
+    output_dir/
+      hparams.json        the resolved HParams (`HPARAMS_FILE`)
+      run.json            the run record: problem, model, flags (`RUN_FILE`)
+      vocab.model         a copy of the SentencePiece vocabulary (`VOCAB_FILE`)
+      checkpoint          TensorFlow's index of the checkpoints below
+      ckpt-<step>.*       training checkpoints (`CHECKPOINT_PREFIX`)
+      averaged/ckpt-<step>.*   t2t-avg-checkpoints' output (`AVERAGED_DIR`)
+      export/<version>/   TF Serving SavedModels (`EXPORT_DIR`)
+      export/ctranslate2/<version>/   CTranslate2 models (`CTRANSLATE2_EXPORT_DIR`)
+      train/, eval/       TensorBoard summaries
+"""
+
+from __future__ import annotations
+
+import re
+
+HPARAMS_FILE = "hparams.json"
+RUN_FILE = "run.json"
+VOCAB_FILE = "vocab.model"
+"""The SentencePiece model, in a training directory and in a CTranslate2 export."""
+CHECKPOINT_PREFIX = "ckpt"
+AVERAGED_DIR = "averaged"
+EXPORT_DIR = "export"
+CTRANSLATE2_EXPORT_DIR = "ctranslate2"
+"""Below EXPORT_DIR."""
+
+_STEP = re.compile(r"-(\d+)$")
+
+
+def checkpoint_step(checkpoint_path: str) -> int | None:
+    """The step in a checkpoint prefix (`.../ckpt-300` -> 300), None without one."""
+    match = _STEP.search(checkpoint_path)
+    return int(match.group(1)) if match else None

@@ -1,0 +1,55 @@
+"""`RunRecord`: what `run.json` says about the run that wrote a training directory."""
+
+from __future__ import annotations
+
+import dataclasses
+import json
+
+from t2t_revival.errors import UserError
+from t2t_revival.run_dir.file_names import VOCAB_FILE
+
+
+@dataclasses.dataclass(frozen=True)
+class RunRecord:
+    """The run's names and flags, written by the trainer, read by every other tool.
+
+    `run.json` is this record as a JSON object with these keys. A key missing
+    from the file (a directory written by hand, or by an older version) takes
+    the default below; a key this version does not know is ignored.
+
+    Attributes:
+        problem: the registered problem name ("" when unknown: scored with BLEU).
+        model: the registered model name.
+        hparams_set: the registered hparam set name.
+        hparams: the `--hparams` overrides of that set.
+        data_dir: the absolute data directory the run trained on.
+        vocab_file: the vocabulary's file name inside the training directory.
+        vocab_source: the absolute path the vocabulary was copied from.
+    """
+
+    problem: str = ""
+    model: str = "transformer"
+    hparams_set: str = ""
+    hparams: str = ""
+    data_dir: str = ""
+    vocab_file: str = VOCAB_FILE
+    vocab_source: str = ""
+
+    def to_json(self) -> str:
+        return json.dumps(dataclasses.asdict(self), indent=2, sort_keys=True) + "\n"
+
+    @classmethod
+    def from_json(cls, text: str, path: str) -> "RunRecord":
+        """Parse `run.json` text; a UserError naming `path` when it is not a record."""
+        try:
+            values = json.loads(text)
+        except json.JSONDecodeError as e:
+            raise UserError(f"{path} is corrupt ({e}); rerun t2t-trainer in that directory "
+                            f"to rewrite it. Received: path={path!r}") from None
+        names = {f.name for f in dataclasses.fields(cls)}
+        if not isinstance(values, dict) or not all(
+                isinstance(values[k], str) for k in names & set(values)):
+            raise UserError(f"{path} is corrupt (not an object of strings); rerun "
+                            f"t2t-trainer in that directory to rewrite it. "
+                            f"Received: path={path!r}")
+        return cls(**{k: v for k, v in values.items() if k in names})
