@@ -98,8 +98,12 @@ def test_averaging_copies_of_one_checkpoint_gives_it_back(tmp_path):
                   if k.startswith("model/") and k.endswith("VARIABLE_VALUE")]
     assert len(model_keys) == len(trainer.model.weights) > 30  # every layer's weights
     directory = TrainingDirectory(tmp_path)
-    path = directory.average_checkpoints(3, log=lambda *a: None)
+    logs = []
+    path = directory.average_checkpoints(3, log=logs.append)
     assert path.endswith("averaged/ckpt-3")
+    # Steps 1..3 span 67% of the run: the averager warns (the README's quick
+    # start once averaged steps 1000 and 2000 and lost 1.6 BLEU).
+    assert [l for l in logs if l.startswith("Warning: the 3 checkpoints span steps 1 to 3")]
     model = directory.build_model(directory.read_hparams())
     directory.restore_weights(model, path)
     assert len(model.weights) == len(expected)
@@ -110,7 +114,9 @@ def test_averaging_copies_of_one_checkpoint_gives_it_back(tmp_path):
     w0.assign(w0.numpy() + 3.0)
     trainer.optimizer.iterations.assign(4)
     trainer.save()
-    path = directory.average_checkpoints(2, log=lambda *a: None)
+    logs = []
+    path = directory.average_checkpoints(2, log=logs.append)
+    assert not [l for l in logs if "Warning" in l], logs   # steps 3 and 4: 25% of the run
     directory.restore_weights(model, path)
     np.testing.assert_allclose(model.weights[0].numpy(), expected[0] + 1.5, rtol=1e-5)
 
@@ -212,6 +218,12 @@ def test_readme_main_job_dev_loss_falls(tiny_run):
     assert [str(p) for p in files if p.stat().st_mode & 0o044 != 0o044] == []
     assert glob.glob(str(out_dir / "train" / "events.out.tfevents.*"))
     assert glob.glob(str(out_dir / "eval" / "events.out.tfevents.*"))
+    # The run ends saying where its result is and what to run next.
+    assert f"Done: step 300, dev loss {evals[-1]:.4f}" in stdout, stdout[-2000:]
+    assert f"the latest {out_dir}/ckpt-300." in stdout
+    assert (f"t2t-avg-checkpoints --output_dir={out_dir} --num_last_checkpoints=5"
+            in stdout)
+    assert f"--checkpoint_path={out_dir}/averaged/ckpt-300 --decode_from_file=" in stdout
 
 
 def test_training_stats_progress_line_throughput_and_eta():

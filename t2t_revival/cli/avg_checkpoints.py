@@ -19,8 +19,10 @@ def main(argv: list[str]) -> int:
     common.check_directory("output_dir", FLAGS.output_dir)
     from t2t_revival.run_dir.training_directory import TrainingDirectory
 
-    TrainingDirectory(FLAGS.output_dir).average_checkpoints(FLAGS.num_last_checkpoints,
-                                                            FLAGS.model)
+    path = TrainingDirectory(FLAGS.output_dir).average_checkpoints(
+        FLAGS.num_last_checkpoints, FLAGS.model)
+    print(f"Next: t2t-decoder --output_dir={FLAGS.output_dir} --checkpoint_path={path} "
+          f"--decode_from_file=FILE (or t2t-exporter with the same --checkpoint_path).")
     return 0
 
 

@@ -60,22 +60,23 @@ flags.DEFINE_bool("export_saved_model", False,
                   "(as t2t-exporter does, with the decode settings of hparams.json).")
 
 
-def _train_naming_corrupt_shards(train, config) -> None:
-    """`train(config)`; a DataLossError from a corrupt data shard becomes a DataError naming it.
+def _print_summary(config, result: dict) -> None:
+    """Where the result is and what to run next, after a run."""
+    from t2t_revival.run_dir.file_names import AVERAGED_DIR, CHECKPOINT_PREFIX
 
-    (TensorFlow's DataLossError names no file. This belongs in the trainer's
-    loop and evaluation, around the reads of `problem.dataset`; it sits here
-    until the loop's rewrite lands.)
-    """
-    import tensorflow as tf
-
-    try:
-        train(config)
-    except tf.errors.DataLossError:
-        error = registry.problems.get(config.problem)().corrupt_data_error(config.data_dir)
-        if error is None:  # the shards are intact: not a data fault, keep the traceback
-            raise
-        raise error from None
+    out = config.output_dir
+    averaged = os.path.join(out, AVERAGED_DIR, f"{CHECKPOINT_PREFIX}-{result['step']}")
+    if result.get("checkpoint"):
+        print(f"Done: step {result['step']}, dev loss {result['loss']:.4f} "
+              f"(perplexity {result['perplexity']:.2f}); the checkpoints are in {out}, "
+              f"the latest {result['checkpoint']}.")
+    source, target = registry.problems.get(config.problem)().source_target_files(
+        "test", config.data_dir)
+    print("Next, average the last checkpoints and translate the test set:\n"
+          f"  t2t-avg-checkpoints --output_dir={out} --num_last_checkpoints=5\n"
+          f"  t2t-decoder --output_dir={out} --checkpoint_path={averaged} "
+          f"--decode_from_file={source} --decode_reference={target} "
+          f"--decode_to_file={out}/test.decodes")
 
 
 def main(argv: list[str]) -> int:
@@ -101,7 +102,8 @@ def main(argv: list[str]) -> int:
         keep_checkpoint_max=FLAGS.keep_checkpoint_max, log_every=FLAGS.log_step_count_steps,
         seed=FLAGS.seed, xla=FLAGS.xla, num_cpu_devices=FLAGS.cpu_devices,
         worker_gpu=FLAGS.worker_gpu)
-    _train_naming_corrupt_shards(train, config)
+    result = train(config)
+    _print_summary(config, result)
     if FLAGS.export_saved_model:
         from t2t_revival.export.saved_model_export import export_saved_model
 

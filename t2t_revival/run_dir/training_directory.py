@@ -20,6 +20,10 @@ from t2t_revival.run_dir.run_record import RunRecord
 from t2t_revival.run_dir.trained_model import TrainedModel
 
 _AVERAGES_KEPT = 3
+# Averaging smooths the noise of the last updates; checkpoints spread over more
+# than this share of the run mix in a much weaker model (the paper averaged
+# checkpoints written 10 minutes apart: a few percent of the run).
+_AVERAGE_SPAN_WARNING = 0.25
 
 
 class TrainingDirectory:
@@ -149,6 +153,14 @@ class TrainingDirectory:
         if num_last > len(paths):
             log(f"Only {len(paths)} checkpoints in {self.path}; averaging all of them.")
         paths = paths[-num_last:]
+        first, last = checkpoint_step(paths[0]), checkpoint_step(paths[-1])
+        if len(paths) > 1 and first is not None and last \
+                and last - first > _AVERAGE_SPAN_WARNING * last:
+            log(f"Warning: the {len(paths)} checkpoints span steps {first} to {last}, "
+                f"{100.0 * (last - first) / last:.0f}% of the run; an average of checkpoints "
+                f"that far apart is usually worse than the last one. Save them closer "
+                f"together (t2t-trainer --save_checkpoints_steps) or average fewer "
+                f"(--num_last_checkpoints).")
         model = self.build_model(self.read_hparams(), model_name)
         sums = [np.zeros(w.shape, np.float64) for w in model.weights]
         for path in paths:

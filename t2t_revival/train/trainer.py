@@ -20,6 +20,7 @@ inside `strategy.run`; the all-reduce and the optimizer update stay outside it.
 
 from __future__ import annotations
 
+import contextlib
 import math
 import os
 import shutil
@@ -194,11 +195,12 @@ class Trainer:
         """Loss, per-token accuracy and perplexity on the dev split."""
         dataset = self.problem.dataset("eval", self.config.data_dir, self.hparams)
         xent = correct = tokens = 0.0
-        for i, batch in enumerate(dataset):
-            if self.config.eval_steps and i >= self.config.eval_steps:
-                break
-            x, c, t = self.eval_fn(batch)
-            xent, correct, tokens = xent + float(x), correct + float(c), tokens + float(t)
+        with self._corrupt_shards_named():
+            for i, batch in enumerate(dataset):
+                if self.config.eval_steps and i >= self.config.eval_steps:
+                    break
+                x, c, t = self.eval_fn(batch)
+                xent, correct, tokens = xent + float(x), correct + float(c), tokens + float(t)
         if not tokens:
             raise UserError(f"the dev split of {self.config.problem} in "
                             f"{self.config.data_dir} is empty; rerun t2t-datagen. "
@@ -263,7 +265,8 @@ class Trainer:
         writer, eval_writer = self._summary_writer("train"), self._summary_writer("eval")
         stats = TrainingStats(step, config.train_steps, writer)
         while step < config.train_steps:
-            loss, tokens, grad_norm = self.train_step(iterator)
+            with self._corrupt_shards_named():
+                loss, tokens, grad_norm = self.train_step(iterator)
             step = self.step
             stats.update(tokens)
             on_log_step = step % config.log_every == 0 or step == config.train_steps
@@ -286,9 +289,24 @@ class Trainer:
             self.save()
         result = self._log_eval(step, eval_writer)
         result["step"] = step
+        result["checkpoint"] = self.manager.latest_checkpoint
         writer.flush()
         eval_writer.flush()
         return result
+
+    @contextlib.contextmanager
+    def _corrupt_shards_named(self):
+        """TensorFlow's DataLossError names no file: name the corrupt data shard.
+
+        Intact shards (the error came from elsewhere) keep the traceback.
+        """
+        try:
+            yield
+        except tf.errors.DataLossError:
+            error = self.problem.corrupt_data_error(self.config.data_dir)
+            if error is None:
+                raise
+            raise error from None
 
     def _time_is_up(self, elapsed: float) -> bool:
         """Whether the time budget is spent after `elapsed` seconds; every worker
