@@ -296,3 +296,16 @@ def test_ctranslate2_agrees_with_t2t_decoder_on_multi30k(tiny_run, shared_data, 
             print(f"  line {i + 1}:\n    t2t ({score_a:.3f}): {a}\n    ct2 ({score_b:.3f}): {b}")
             assert score_a >= score_b - 1e-3, (i + 1, a, b)
     assert same >= 0.95 * len(sources)
+
+
+def test_translator_given_the_folder_of_versions_takes_the_highest(tmp_path):
+    """As TF Serving's model base path: `export/ctranslate2` means its newest version."""
+    from t2t_revival.export.ctranslate2_translator import EXPORT_CONFIG, _newest_version
+
+    for version in ("7", "12", "9"):
+        (tmp_path / version).mkdir()
+        (tmp_path / version / EXPORT_CONFIG).write_text("{}")
+    (tmp_path / "30").mkdir()                      # no export in it: not a version
+    (tmp_path / ".40.incomplete123").mkdir()       # an export being written
+    assert _newest_version(str(tmp_path)) == str(tmp_path / "12")
+    assert _newest_version(str(tmp_path / "9")) == str(tmp_path / "9")

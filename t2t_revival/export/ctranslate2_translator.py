@@ -50,7 +50,9 @@ class CTranslate2Translator:
 
     Args:
         export_dir: a version directory written by `export_ctranslate2`
-            (model.bin, vocab.model, t2t_export.json).
+            (model.bin, vocab.model, t2t_export.json), or the folder of versions
+            above it (`output_dir/export/ctranslate2`): then the highest version,
+            as TF Serving picks from its model base path.
         device: "cpu", "cuda" or "auto".
         compute_type: CTranslate2's compute type ("default" = as stored,
             "int8", "int8_float32", "float32", "float16", ...).
@@ -72,6 +74,7 @@ class CTranslate2Translator:
                             f"ctranslate2 package ({e}); install it with "
                             f'pip install "t2t-revival[ctranslate2]". '
                             f"Received: export_dir={export_dir!r}") from None
+        export_dir = _newest_version(export_dir)
         config_file = os.path.join(export_dir, EXPORT_CONFIG)
         try:
             with open(config_file, encoding="utf-8") as f:
@@ -165,3 +168,12 @@ class CTranslate2Translator:
         return decode_length.decode_in_length_order(
             [len(p) for p in encoded], int(self.settings["batch_size"]), decode_batch,
             progress)
+
+
+def _newest_version(export_dir: str) -> str:
+    """`export_dir` itself when it holds an export, else its highest numbered version."""
+    if os.path.isfile(os.path.join(export_dir, EXPORT_CONFIG)) or not os.path.isdir(export_dir):
+        return export_dir
+    versions = [int(n) for n in os.listdir(export_dir)
+                if n.isdigit() and os.path.isfile(os.path.join(export_dir, n, EXPORT_CONFIG))]
+    return os.path.join(export_dir, str(max(versions))) if versions else export_dir
