@@ -26,6 +26,7 @@ from absl import logging
 
 from t2t_revival.atomic_file import atomic_open, write_atomically
 from t2t_revival.data.subword_vocabulary import SubwordVocabulary
+from t2t_revival.protobuf_wire import varint
 from t2t_revival.special_ids import EOS_ID
 
 _CHUNK_PAIRS = 2000
@@ -36,25 +37,13 @@ _PROGRESS_EVERY_S = 15.0
 
 
 # ---- the bytes of one record ------------------------------------------------
-def _varint(n: int) -> bytes:
-    out = bytearray()
-    while True:
-        byte = n & 0x7F
-        n >>= 7
-        if n:
-            out.append(byte | 0x80)
-        else:
-            out.append(byte)
-            return bytes(out)
-
-
-_SMALL_VARINTS = [_varint(i) for i in range(1 << 16)]
+_SMALL_VARINTS = [varint(i) for i in range(1 << 16)]   # the common case, precomputed
 
 
 def _int64_varint(i: int) -> bytes:
     if 0 <= i < len(_SMALL_VARINTS):
         return _SMALL_VARINTS[i]
-    return _varint(i & 0xFFFFFFFFFFFFFFFF)  # negative int64: ten-byte two's complement
+    return varint(i)
 
 
 def _len_field(tag: int, payload: bytes) -> bytes:

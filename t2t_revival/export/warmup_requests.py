@@ -22,6 +22,8 @@ from typing import Mapping, Sequence
 
 import tensorflow as tf
 
+from t2t_revival.protobuf_wire import length_delimited as field
+
 WARMUP_FILE = "tf_serving_warmup_requests"
 # Sentences of a few lengths, so warm-up traces the usual shapes.
 DEFAULT_WARMUP_SENTENCES = (
@@ -29,23 +31,6 @@ DEFAULT_WARMUP_SENTENCES = (
     "Two young children are playing with a ball on the grass in a park near a lake.",
     "",
 )
-
-
-def _varint(value: int) -> bytes:
-    out = bytearray()
-    while True:
-        byte = value & 0x7F
-        value >>= 7
-        if value:
-            out.append(byte | 0x80)
-        else:
-            out.append(byte)
-            return bytes(out)
-
-
-def _field(number: int, payload: bytes) -> bytes:
-    """A length-delimited field (wire type 2): a string, bytes or a message."""
-    return _varint(number << 3 | 2) + _varint(len(payload)) + payload
 
 
 def predict_log_bytes(model_name: str, signature_name: str,
@@ -57,12 +42,12 @@ def predict_log_bytes(model_name: str, signature_name: str,
         signature_name: the signature the request calls.
         inputs: {input name: value}, each turned into a TensorProto.
     """
-    spec = _field(1, model_name.encode()) + _field(3, signature_name.encode())
-    request = _field(1, spec)
+    spec = field(1, model_name.encode()) + field(3, signature_name.encode())
+    request = field(1, spec)
     for key, value in inputs.items():
         proto = tf.make_tensor_proto(value).SerializeToString()
-        request += _field(2, _field(1, key.encode()) + _field(2, proto))
-    return _field(6, _field(1, request))
+        request += field(2, field(1, key.encode()) + field(2, proto))
+    return field(6, field(1, request))
 
 
 def write_warmup_requests(path: str, sentences: Sequence[str] = DEFAULT_WARMUP_SENTENCES,
