@@ -47,7 +47,9 @@ def main(argv: list[str]) -> int:
     kwargs = {"tfds_data_dir": FLAGS.tfds_data_dir} if from_tfds else {}
     problem = problem_cls(download=FLAGS.download, num_workers=FLAGS.num_workers, **kwargs)
     problem.generate_data(FLAGS.data_dir, FLAGS.tmp_dir or "")
-    print(f"{problem.name}: data in {FLAGS.data_dir}")
+    print(f"{problem.name}: data in {FLAGS.data_dir}. Next, train on it: t2t-trainer "
+          f"--problem={problem.name} --hparams_set=SET --data_dir={FLAGS.data_dir} "
+          f"--output_dir=DIR (t2t-trainer --registry_help lists the sets).")
     return 0
 
 
