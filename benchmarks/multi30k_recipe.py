@@ -131,7 +131,8 @@ def main():
     if args.average > 1:
         lines = stages.run("average", "avg_checkpoints", f"--output_dir={args.output_dir}",
                            f"--num_last_checkpoints={args.average}")
-        checkpoint = [f"--checkpoint_path={lines[-1].rsplit(' ', 1)[-1]}"]
+        averaged = next(line for line in lines if line.startswith("Averaged "))
+        checkpoint = [f"--checkpoint_path={averaged.rsplit(' ', 1)[-1]}"]
     hypotheses = os.path.join(args.output_dir, "test_2016_flickr.de.decodes")
     lines = stages.run("decode", "decoder", f"--output_dir={args.output_dir}", *checkpoint,
                        f"--decode_from_file={os.path.join(args.raw_dir, TEST_SOURCE)}",

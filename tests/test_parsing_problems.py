@@ -194,7 +194,7 @@ def test_parse_sample_end_to_end(sample_data_dir, tmp_path):
     # (an empty output, repaired to a flat tree: F1 0.0 on this test split).
     targets = open(target, encoding="utf-8").read().splitlines()
     sources = open(source, encoding="utf-8").read().splitlines()
-    flat, _ = problem.score_predictions([""] * len(sources), targets, sources)
+    flat, _ = problem.evalb([""] * len(sources), targets, sources)
     assert flat.flat == 245 and evalb["f1"] > flat.f1, (evalb["f1"], flat.f1)
     trees = (tmp_path / "test.decodes.trees").read_text().splitlines()
     assert len(trees) == 245 and all(t.startswith("(") for t in trees)
