@@ -279,8 +279,7 @@ class ShardedRecordWriter:
         start_time = time.time()
         pool = self._pool(vocab_file)
         try:
-            hists = self._encode_all(pairs, pool, n, encode, records_of, expected_pairs,
-                                     start_time)
+            self._encode_all(pairs, pool, n, encode, records_of, expected_pairs, start_time)
             shuffles = [pool.apply_async(_shuffle_shard, (self._raw_file(i), self.paths[i],
                                                           self._shuffle_seed(i)))
                         for i in range(n) if i not in done]
