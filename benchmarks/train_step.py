@@ -75,6 +75,9 @@ import time
 
 os.environ.setdefault("TF_CPP_MIN_LOG_LEVEL", "2")
 os.environ.setdefault("KERAS_BACKEND", "tensorflow")
+# JAX takes 75% of the GPU's memory up front by default, which leaves the
+# PyTorch peer (a subprocess on the same GPU) too little: allocate as needed.
+os.environ.setdefault("XLA_PYTHON_CLIENT_PREALLOCATE", "false")
 
 ROOT = pathlib.Path(__file__).resolve().parents[1]
 sys.path.insert(0, str(ROOT))
@@ -117,6 +120,9 @@ def parse_args(argv=None):
     p.add_argument("--peer_compile", action="store_true",
                    help="with --peer_device: torch.compile the peer's model")
     p.add_argument("--skip_peer", action="store_true")
+    p.add_argument("--hparams", default="",
+                   help="more overrides of our model's hparams (e.g. dropout=0.0), "
+                        "after the shape's")
     a = p.parse_args(argv)
     if not a.peer_device and (a.peer_autocast != "none" or a.peer_compile):
         p.error("--peer_autocast and --peer_compile need --peer_device (e.g. cuda or cpu); "
@@ -146,7 +152,7 @@ def hparams_overrides(shape, a):
                   max_length=max(a.src_len, a.tgt_len), mixed_precision=a.mixed_precision,
                   batch_size=a.batch * max(a.src_len, a.tgt_len),
                   gradient_accumulation_steps=1)
-    return ",".join(f"{k}={v}" for k, v in values.items())
+    return ",".join([f"{k}={v}" for k, v in values.items()] + ([a.hparams] if a.hparams else []))
 
 
 def synthetic_batch(shape, a):
@@ -329,13 +335,17 @@ def main(argv=None):
     else:
         peak, peak_source = measured_peak(a), f"measured {a.matmul_dtype} {a.matmul_n}^3 matmul"
     result = {"benchmark": "train_step", "backend": backend,
-              "mixed_precision": a.mixed_precision,
+              "mixed_precision": a.mixed_precision, "hparams": a.hparams,
+              "jax_prng": os.environ.get("JAX_DEFAULT_PRNG_IMPL", "threefry2x32"),
               "run": {name: getattr(a, name) for name, _ in RUN_FLAGS},
               "peak_tflops": round(peak / 1e12, 4), "peak": peak_source,
               "machine": f"{platform.machine()} {os.cpu_count()} cores", "shapes": {}}
     tokens = a.batch * a.tgt_len
     for name in a.shapes:
         shape = SHAPES[name]
+        # The peer runs first, so its process has ended (and given back the
+        # GPU's memory) before ours allocates.
+        peer = None if a.skip_peer else run_peer(shape, a)
         if backend == "jax":
             ours = [time_ours_jax(shape, a)]
         else:
@@ -350,8 +360,7 @@ def main(argv=None):
                  "ours": {("xla" if r["jit_compile"] else "no_xla"): r for r in ours}}
         best = max(ours, key=lambda r: r["tgt_tokens_per_s"])
         entry["ours_best"] = "xla" if best["jit_compile"] else "no_xla"
-        if not a.skip_peer:
-            peer = run_peer(shape, a)
+        if peer is not None:
             peer["flops_fraction"] = flops / peer["step_s"] / peak
             entry["peer"] = peer
             entry["ratio"] = best["tgt_tokens_per_s"] / peer["tgt_tokens_per_s"]
