@@ -17,6 +17,7 @@ from t2t_revival.cli import common
 
 FLAGS = flags.FLAGS
 
+common.define_usr_dir_flag(__name__)
 flags.DEFINE_bool("registry_help", False,
                   "Print every registered problem, model and hparam set, then exit.")
 flags.DEFINE_string("problem", "translate_ende_multi30k", "Registered problem name.")
@@ -81,10 +82,12 @@ def _print_summary(config, result: dict) -> None:
 
 def main(argv: list[str]) -> int:
     if FLAGS.registry_help:
+        common.import_usr_dir()
         print(registry.help_text())
         return 0
     output_dir = common.check_directory("output_dir", os.path.expanduser(FLAGS.output_dir),
                                         writable=True)
+    usr_dir = common.import_usr_dir(output_dir)   # the flag, or the run's own when resuming
     data_dir = common.check_directory("data_dir", os.path.expanduser(FLAGS.data_dir))
     from t2t_revival.train.train_config import TrainConfig
     from t2t_revival.train.trainer import train
@@ -101,7 +104,7 @@ def main(argv: list[str]) -> int:
         eval_every=FLAGS.local_eval_frequency, save_every=FLAGS.save_checkpoints_steps,
         keep_checkpoint_max=FLAGS.keep_checkpoint_max, log_every=FLAGS.log_step_count_steps,
         seed=FLAGS.seed, xla=FLAGS.xla, num_cpu_devices=FLAGS.cpu_devices,
-        worker_gpu=FLAGS.worker_gpu)
+        worker_gpu=FLAGS.worker_gpu, usr_dir=usr_dir or "")
     result = train(config)
     _print_summary(config, result)
     if FLAGS.export_saved_model:
