@@ -48,6 +48,7 @@ def main(argv: list[str]) -> int:
     logging.set_verbosity(logging.INFO)
     kwargs = {"tfds_data_dir": FLAGS.tfds_data_dir} if from_tfds else {}
     problem = problem_cls(download=FLAGS.download, num_workers=FLAGS.num_workers, **kwargs)
+    problem.locate_data(FLAGS.data_dir, FLAGS.tmp_dir or "")
     problem.generate_data(FLAGS.data_dir, FLAGS.tmp_dir or "")
     print(f"{problem.name}: data in {FLAGS.data_dir}. Next, train on it: t2t-trainer "
           f"--problem={problem.name} --hparams_set=SET --data_dir={FLAGS.data_dir} "

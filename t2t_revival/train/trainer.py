@@ -63,6 +63,7 @@ class Trainer:
         # User errors first, before TensorFlow sets up its devices.
         registry.load_all()
         self.problem = registry.problems.get(config.problem)()
+        self.problem.locate_data(config.data_dir, config.tmp_dir or DEFAULT_TMP_DIR)
         registry.models.get(config.model)  # an unknown name is a UserError here
         self.hparams = resolve(config.hparams_set, config.hparams, self.problem)
         self._check_resume_config()
