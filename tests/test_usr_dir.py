@@ -130,3 +130,44 @@ def test_recorded_usr_dir_is_imported_and_flag_wins(tmp_path):
     (good / "explicit_mod.py").write_text("X = 1\n")
     out = _cli("avg_checkpoints", f"--output_dir={out_dir}", f"--t2t_usr_dir={good}")
     one_line_error(out, "t2t-avg-checkpoints", "no checkpoints")
+
+
+def _readme_block(needle):
+    import re
+
+    text = (ROOT / "README.md").read_text(encoding="utf-8")
+    blocks = re.findall(r"```\w*\n(.*?)```", text, re.S)
+    return next(b for b in blocks if needle in b)
+
+
+@pytest.mark.slow
+def test_readme_usr_dir_problem_end_to_end(tmp_path):
+    """The README's usr_dir, saved in a temp folder outside the repo: datagen,
+    a few training steps, then decoding that directory without the flag."""
+    work = tmp_path / "work"
+    (work / "my_usr_dir").mkdir(parents=True)
+    (work / "my_usr_dir" / "__init__.py").write_text(_readme_block("class TranslateEndeMySample"))
+    commands = [" ".join(l.split()) for l in
+                _readme_block("--problem=translate_ende_my_sample").replace("\\\n", " ").splitlines()
+                if l.strip()]
+    assert [c.split()[0] for c in commands] == ["t2t-datagen", "t2t-trainer", "t2t-decoder"]
+    shared = ROOT.parent / "shared"
+    modules = {"t2t-datagen": "datagen", "t2t-trainer": "trainer", "t2t-decoder": "decoder"}
+    extra = {"t2t-trainer": ["--train_steps=30", "--local_eval_frequency=0", "--eval_steps=3",
+                             "--log_step_count_steps=10"]}
+    for command in commands:
+        prog, *args = command.split()
+        args = [a.replace("../shared", str(shared)) for a in args]
+        if prog == "t2t-decoder":
+            source = work / "my_sample_data/translate_ende_my_sample-test.source.txt"
+            source.write_text("".join(source.read_text().splitlines(keepends=True)[:4]))
+        out = subprocess.run([sys.executable, "-m", f"t2t_revival.cli.{modules[prog]}", *args,
+                              *extra.get(prog, [])], capture_output=True, text=True,
+                             env=ENV, cwd=work, timeout=1500)
+        assert out.returncode == 0, (command, out.stderr[-3000:])
+    record = json.loads((work / "t2t_train/my_sample/run.json").read_text())
+    assert record["usr_dir"] == str(work / "my_usr_dir")
+    assert record["problem"] == "translate_ende_my_sample"
+    assert len((work / "my.hyp.de").read_text().splitlines()) == 4
+    # The decoder took the usr_dir from run.json: the problem is not built in.
+    assert "translate_ende_my_sample" not in _cli("trainer", "--registry_help").stdout
