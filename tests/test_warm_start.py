@@ -12,7 +12,9 @@ from t2t_revival.train.warm_start import warm_start
 
 
 def _model(**overrides):
-    import hparams  # noqa: F401  (registration)
+    from t2t_revival import registry
+
+    registry.load_all()
 
     text = ",".join(f"{k}={v}" for k, v in {"vocab_size": 64, **overrides}.items())
     return TrainingDirectory.build_model(resolve("transformer_tiny", text))
@@ -69,3 +71,48 @@ def test_no_checkpoint_is_refused(tmp_path):
         warm_start(_model(), str(tmp_path), "v", log=lambda _: None)
     with pytest.raises(UserError, match="names no checkpoint"):
         warm_start(_model(), str(tmp_path / "ckpt-5"), "v", log=lambda _: None)
+
+
+@pytest.mark.slow
+def test_warm_start_on_multi30k_starts_near_the_source_loss(tiny_run, multi30k_data_dir,
+                                                           tmp_path):
+    """One fresh-optimizer update after a warm start leaves the dev loss near
+    the source run's; the same update from random weights does not. A
+    checkpoint of another shape is one line and exit 2."""
+    import json
+    import re
+    import subprocess
+    import sys
+
+    from conftest import ENV, ROOT, one_line_error
+
+    source_dir, source_stdout = tiny_run
+    data_dir, _ = multi30k_data_dir
+    source_loss = float(re.search(r"Done: step \d+, dev loss ([\d.]+)", source_stdout).group(1))
+
+    def train(name, *flags):
+        return subprocess.run(
+            [sys.executable, str(ROOT / "t2t_trainer.py"), "--problem=translate_ende_multi30k",
+             "--hparams_set=transformer_tiny", f"--data_dir={data_dir}",
+             f"--output_dir={tmp_path / name}", "--train_steps=1", "--local_eval_frequency=0",
+             *flags], capture_output=True, text=True, env=ENV, timeout=1200)
+
+    def dev_loss(out):
+        assert out.returncode == 0, out.stderr[-3000:]
+        return float(re.search(r"Done: step 1, dev loss ([\d.]+)", out.stdout).group(1))
+
+    warm = train("warm", f"--warm_start_from={source_dir}")
+    warm_loss = dev_loss(warm)
+    cold_loss = dev_loss(train("cold"))
+    print(f"source {source_loss:.4f}  warm-started {warm_loss:.4f}  random init {cold_loss:.4f}")
+    assert abs(warm_loss - source_loss) <= 0.05 * source_loss, (warm_loss, source_loss)
+    assert cold_loss > source_loss + 1.0, (cold_loss, source_loss)
+    assert "Warm-started the model weights from" in warm.stdout
+    record = json.loads((tmp_path / "warm" / "run.json").read_text())
+    assert record["warm_start_from"] == str(source_dir / "ckpt-300")
+    # Resuming the warm-started directory continues it; the flag is ignored, the record kept.
+    again = train("warm", f"--warm_start_from={source_dir}", "--train_steps=2")
+    assert again.returncode == 0 and "is ignored" in again.stdout, again.stderr[-2000:]
+    assert json.loads((tmp_path / "warm" / "run.json").read_text()) == record
+    bad = train("bad", f"--warm_start_from={source_dir}", "--hparams=d_ff=256")
+    one_line_error(bad, "t2t-trainer", "[128, 512] there and [128, 256] here")
