@@ -4,4 +4,4 @@ Each family of problems lives in its own module; import it here.
 """
 
 from problems import (  # noqa: F401  (registration)
-    parsing_english, translate_multi30k, translate_tfds, translate_wmt)
+    parsing_english, translate_multi30k, translate_plain_text, translate_tfds, translate_wmt)

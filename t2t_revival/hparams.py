@@ -116,6 +116,12 @@ class HParams:
     compiles once per bucket); empty means a geometric series from 8 to
     max_length chosen by the input pipeline."""
 
+    corpus_weights: tuple[float, ...] = ()
+    """Sampling weights of the training corpora of a multi-corpus problem
+    (translate_plain_text: one per "train" corpus of corpora.json, which sets
+    them); e.g. [3,1] draws three examples of the first corpus for one of the
+    second. Empty for single-corpus problems."""
+
     # ---- Decoding (section 6.1, 6.3) ----
     beam_size: int = 4
     """Beam width at decode time (6.1: 4; parsing 6.3: 21)."""
@@ -193,8 +199,9 @@ class HParams:
             raise _unknown_field(unknown[0], values[unknown[0]])
         converted = {}
         for key, value in values.items():
-            if _field_type(fields[key]) == tuple[int, ...] and isinstance(value, list):
-                value = tuple(value)
+            if _field_type(fields[key]) in _TUPLES and isinstance(value, list):
+                value = tuple(float(v) if _field_type(fields[key]) == tuple[float, ...]
+                              and isinstance(v, int) else v for v in value)
             if _field_type(fields[key]) is float and isinstance(value, int) \
                     and not isinstance(value, bool):
                 value = float(value)
@@ -262,6 +269,10 @@ def _check_ranges(hp: "HParams") -> None:
         value = getattr(hp, name)
         if not test(value):
             raise HParamsError(f"hparam '{name}' {valid}. Received: {name}={value!r}")
+    if any(not (math.isfinite(w) and w > 0) for w in hp.corpus_weights):
+        raise HParamsError("corpus_weights must all be positive numbers (a corpus's share "
+                           f"of the training examples). Received: corpus_weights="
+                           f"{list(hp.corpus_weights)}")
     if any(b <= 0 for b in hp.bucket_boundaries):
         raise HParamsError("bucket_boundaries must all be positive (> 0). "
                            f"Received: bucket_boundaries={list(hp.bucket_boundaries)}")
@@ -293,9 +304,14 @@ def _field_type(field: dataclasses.Field) -> Any:
     return _HINTS[field.name]
 
 
+_TUPLES = (tuple[int, ...], tuple[float, ...])
+
+
 def _type_name(tp: Any) -> str:
     if tp == tuple[int, ...]:
         return "a list of int, e.g. [8,16,32]"
+    if tp == tuple[float, ...]:
+        return "a list of numbers, e.g. [3,1]"
     return {int: "int", float: "float", bool: "bool (true/false)", str: "str"}[tp]
 
 
@@ -310,6 +326,8 @@ def _type_ok(value: Any, tp: Any) -> bool:
         return isinstance(value, str)
     if tp == tuple[int, ...]:
         return isinstance(value, tuple) and all(_type_ok(v, int) for v in value)
+    if tp == tuple[float, ...]:
+        return isinstance(value, tuple) and all(_type_ok(v, float) for v in value)
     raise TypeError(f"unsupported hparam type {tp}")
 
 
@@ -373,14 +391,15 @@ def _convert(key: str, raw: str, tp: Any, names=None, what: str = "hparam",
         if len(text) >= 2 and text[0] == text[-1] and text[0] in "'\"":
             text = text[1:-1]
         return text
-    if tp == tuple[int, ...]:
+    if tp in _TUPLES:
         if not (text.startswith("[") and text.endswith("]")):
             raise bad()
         inner = text[1:-1].strip()
         if not inner:
             return ()
         try:
-            return tuple(int(v) for v in inner.split(","))
+            return tuple((int if tp == tuple[int, ...] else float)(v)
+                         for v in inner.split(","))
         except ValueError:
             raise bad() from None
     raise TypeError(f"unsupported hparam type {tp}")

@@ -37,7 +37,7 @@ def test_run_record_reads_old_directories_and_writes_the_same_format(tmp_path):
 
 
 def test_run_record_defaults_missing_keys_and_ignores_unknown_ones(tmp_path):
-    (tmp_path / "run.json").write_text('{"problem": "p", "usr_dir": "x"}')
+    (tmp_path / "run.json").write_text('{"problem": "p", "a_future_key": "x"}')
     record = TrainingDirectory(tmp_path).read_run_record()
     assert record == RunRecord(problem="p")
     assert (record.model, record.vocab_file, record.hparams_set) == (
@@ -111,3 +111,11 @@ def test_the_atomic_writer_leaves_the_old_file_on_error(tmp_path):
     assert os.listdir(path.parent) == ["f.txt"]
     write_atomically(str(path), b"new")
     assert path.read_bytes() == b"new" and stat.S_IMODE(os.stat(path).st_mode) == 0o644
+
+
+def test_run_record_keeps_usr_dir_and_warm_start(tmp_path):
+    record = RunRecord(problem="p", usr_dir="/u", warm_start_from="/r/ckpt-3")
+    (tmp_path / "run.json").write_text(record.to_json())
+    assert TrainingDirectory(tmp_path).read_run_record() == record
+    assert '"usr_dir": "/u"' in record.to_json()
+    assert "usr_dir" not in RunRecord(problem="p").to_json()

@@ -7,6 +7,7 @@ from absl import flags
 from t2t_revival.cli import common
 
 FLAGS = flags.FLAGS
+common.define_usr_dir_flag(__name__)
 flags.DEFINE_string("output_dir", None, "The training directory (holds hparams.json).")
 flags.DEFINE_integer("num_last_checkpoints", 5,
                      "How many of the latest checkpoints to average (paper: 5 base, 20 big).",
@@ -17,6 +18,7 @@ flags.mark_flag_as_required("output_dir")
 
 def main(argv: list[str]) -> int:
     common.check_directory("output_dir", FLAGS.output_dir)
+    common.import_usr_dir(FLAGS.output_dir)
     from t2t_revival.run_dir.training_directory import TrainingDirectory
 
     path = TrainingDirectory(FLAGS.output_dir).average_checkpoints(

@@ -155,6 +155,61 @@ def quiet_tensorflow_startup(argv: list[str]) -> None:
             logger.addFilter(_LibraryInfoFilter())
 
 
+USR_DIR_FLAG = "t2t_usr_dir"
+
+
+def define_usr_dir_flag(module_name: str) -> None:
+    """Define `--t2t_usr_dir` (once per process) and show it in `module_name`'s help.
+
+    Called at the top of every CLI that resolves registered names.
+    """
+    if USR_DIR_FLAG not in flags.FLAGS:
+        flags.DEFINE_string(
+            USR_DIR_FLAG, None,
+            "A folder of your own @register_problem/@register_hparams/@register_model "
+            "code (a package with __init__.py, or a folder of modules), imported before "
+            "any name is looked up, as in tensor2tensor. The trainer records it in "
+            "run.json, so the decoder, exporter and averager of that output_dir import "
+            "it without the flag.")
+    flags.FLAGS.register_key_flag_for_module(module_name, flags.FLAGS[USR_DIR_FLAG])
+
+
+def import_usr_dir(output_dir: str | None = None) -> str | None:
+    """Import `--t2t_usr_dir`, or else the usr_dir that output_dir's run.json records.
+
+    Returns the absolute usr_dir imported (None when there is none). The flag,
+    when given, wins over the record. A recorded usr_dir that no longer exists
+    is a UserError saying to pass --t2t_usr_dir.
+    """
+    from t2t_revival.usr_dir import import_usr_dir as import_dir
+
+    given = flags.FLAGS[USR_DIR_FLAG].value if USR_DIR_FLAG in flags.FLAGS else None
+    if given:
+        return import_dir(given)
+    recorded = _recorded_usr_dir(output_dir) if output_dir else ""
+    if not recorded:
+        return None
+    if not os.path.isdir(recorded):
+        raise UserError(f"the usr_dir {recorded} that {output_dir}'s run.json records no "
+                        f"longer exists; pass --t2t_usr_dir=DIR where that code is now. "
+                        f"Received: output_dir={output_dir!r}")
+    return import_dir(recorded)
+
+
+def _recorded_usr_dir(output_dir: str) -> str:
+    """The usr_dir in output_dir/run.json ("" without a run.json or a usr_dir)."""
+    from t2t_revival.run_dir.file_names import RUN_FILE
+    from t2t_revival.run_dir.run_record import RunRecord
+
+    path = os.path.join(output_dir, RUN_FILE)
+    try:
+        with open(path, encoding="utf-8") as f:
+            text = f.read()
+    except (FileNotFoundError, NotADirectoryError, IsADirectoryError):
+        return ""
+    return RunRecord.from_json(text, path).usr_dir
+
+
 def report(prog: str, message: str) -> None:
     """Print `prog: error: message` as one line on stderr (and go on)."""
     one_line = " ".join(str(message).split())

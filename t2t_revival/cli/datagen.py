@@ -11,6 +11,7 @@ from t2t_revival.errors import UserError
 
 FLAGS = flags.FLAGS
 
+common.define_usr_dir_flag(__name__)
 flags.DEFINE_string("problem", "translate_ende_multi30k", "Registered problem name.")
 flags.DEFINE_string("data_dir", None, "Where to write the vocabulary and TFRecords.")
 flags.DEFINE_string("tmp_dir", None,
@@ -30,6 +31,7 @@ flags.DEFINE_integer("num_workers", None,
 
 
 def main(argv: list[str]) -> int:
+    common.import_usr_dir()
     registry.load_all()
     problem_cls = registry.problems.get(FLAGS.problem)
     from_tfds = issubclass(problem_cls, TfdsTranslateProblem)
@@ -46,6 +48,7 @@ def main(argv: list[str]) -> int:
     logging.set_verbosity(logging.INFO)
     kwargs = {"tfds_data_dir": FLAGS.tfds_data_dir} if from_tfds else {}
     problem = problem_cls(download=FLAGS.download, num_workers=FLAGS.num_workers, **kwargs)
+    problem.locate_data(FLAGS.data_dir, FLAGS.tmp_dir or "")
     problem.generate_data(FLAGS.data_dir, FLAGS.tmp_dir or "")
     print(f"{problem.name}: data in {FLAGS.data_dir}. Next, train on it: t2t-trainer "
           f"--problem={problem.name} --hparams_set=SET --data_dir={FLAGS.data_dir} "

@@ -33,6 +33,7 @@ from t2t_revival.cli import common
 FLAGS = flags.FLAGS
 PROG = "t2t-decoder"
 
+common.define_usr_dir_flag(__name__)
 flags.DEFINE_string("output_dir", None, "The training directory (hparams.json, checkpoints).")
 flags.DEFINE_string("checkpoint_path", None,
                     "A checkpoint prefix to decode with (default: the latest in output_dir), "
@@ -130,6 +131,7 @@ def _score_pairs() -> int:
 
 def main(argv: list[str]) -> int:
     common.check_directory("output_dir", FLAGS.output_dir)
+    common.import_usr_dir(FLAGS.output_dir)
     if FLAGS.decode_to_file:
         common.check_output_file("decode_to_file", FLAGS.decode_to_file)
     from t2t_revival.decode.decoder import (Decoder, ProgressBar, read_text_lines,

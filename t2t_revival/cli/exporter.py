@@ -29,6 +29,7 @@ from t2t_revival.cli import common
 
 FLAGS = flags.FLAGS
 
+common.define_usr_dir_flag(__name__)
 flags.DEFINE_enum("format", "saved_model", ["saved_model", "ctranslate2"],
                   "What to export: a TF Serving SavedModel, or a CTranslate2 model "
                   "directory (needs the ctranslate2 extra).")
@@ -53,6 +54,7 @@ def main(argv: list[str]) -> int:
     from t2t_revival.errors import UserError
 
     common.check_directory("output_dir", FLAGS.output_dir)
+    common.import_usr_dir(FLAGS.output_dir)
     if FLAGS.export_dir is not None:
         common.check_directory("export_dir", FLAGS.export_dir)
     if FLAGS.format == "ctranslate2":

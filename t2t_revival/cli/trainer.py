@@ -17,6 +17,7 @@ from t2t_revival.cli import common
 
 FLAGS = flags.FLAGS
 
+common.define_usr_dir_flag(__name__)
 flags.DEFINE_bool("registry_help", False,
                   "Print every registered problem, model and hparam set, then exit.")
 flags.DEFINE_string("problem", "translate_ende_multi30k", "Registered problem name.")
@@ -55,6 +56,13 @@ flags.DEFINE_integer("worker_gpu", 0, "Use the first N visible GPUs (0 = all).",
 flags.DEFINE_integer("cpu_devices", 0,
                      "Split the CPU into N logical devices and mirror over them "
                      "(tests the multi-replica path without GPUs).", lower_bound=0)
+flags.DEFINE_string("warm_start_from", None,
+                    "Fine-tuning: initialize the model weights from this checkpoint prefix, "
+                    "or from the latest checkpoint of this training directory (same model "
+                    "shape and vocabulary); the optimizer, the step and the learning-rate "
+                    "schedule start fresh (shorter warmup: --hparams "
+                    "learning_rate_warmup_steps=N). Only for a new output_dir; a resume "
+                    "continues the run itself.")
 flags.DEFINE_bool("export_saved_model", False,
                   "After training, export a TF Serving SavedModel to output_dir/export/<step> "
                   "(as t2t-exporter does, with the decode settings of hparams.json).")
@@ -81,10 +89,12 @@ def _print_summary(config, result: dict) -> None:
 
 def main(argv: list[str]) -> int:
     if FLAGS.registry_help:
+        common.import_usr_dir()
         print(registry.help_text())
         return 0
     output_dir = common.check_directory("output_dir", os.path.expanduser(FLAGS.output_dir),
                                         writable=True)
+    usr_dir = common.import_usr_dir(output_dir)   # the flag, or the run's own when resuming
     data_dir = common.check_directory("data_dir", os.path.expanduser(FLAGS.data_dir))
     from t2t_revival.train.train_config import TrainConfig
     from t2t_revival.train.trainer import train
@@ -101,7 +111,8 @@ def main(argv: list[str]) -> int:
         eval_every=FLAGS.local_eval_frequency, save_every=FLAGS.save_checkpoints_steps,
         keep_checkpoint_max=FLAGS.keep_checkpoint_max, log_every=FLAGS.log_step_count_steps,
         seed=FLAGS.seed, xla=FLAGS.xla, num_cpu_devices=FLAGS.cpu_devices,
-        worker_gpu=FLAGS.worker_gpu)
+        worker_gpu=FLAGS.worker_gpu, usr_dir=usr_dir or "",
+        warm_start_from=FLAGS.warm_start_from or "")
     result = train(config)
     _print_summary(config, result)
     if FLAGS.export_saved_model:

@@ -139,9 +139,51 @@ def token_bucketed_dataset(files: Sequence[str], batch_size: int, max_length: in
         shuffle_buffer: examples in the shuffle buffer.
     """
     shapes = bucket_shapes(batch_size, max_length, boundaries)
-    bounds = [b for _, b in shapes]
-    rows = [r for r, _ in shapes]
     shuffle = training if shuffle is None else shuffle
+    ds = _examples(files, shapes[-1][1], training, shuffle, input_context, seed,
+                   shuffle_buffer)
+    return _bucketed(ds, shapes, training)
+
+
+def weighted_token_bucketed_dataset(file_groups: Sequence[Sequence[str]],
+                                    weights: Sequence[float], batch_size: int,
+                                    max_length: int, boundaries: Sequence[int] = (),
+                                    input_context=None, seed: int | None = None,
+                                    shuffle_buffer: int = DEFAULT_SHUFFLE_BUFFER
+                                    ) -> tf.data.Dataset:
+    """Training batches drawn from several corpora in the ratio of `weights`.
+
+    Each group of files (one corpus) is read, filtered and shuffled as in
+    `token_bucketed_dataset`, repeated forever; `tf.data.Dataset.
+    sample_from_datasets` picks each next example from corpus i with
+    probability weights[i] / sum(weights) (upsampling without copies on
+    disk); the mix is then bucketed by tokens like a single corpus.
+
+    Args:
+        file_groups: the TFRecord shards of each corpus.
+        weights: one positive weight per group.
+        Others: as for `token_bucketed_dataset` (training mode, shuffled).
+    """
+    if len(file_groups) != len(weights):
+        raise DataError(f"one weight per corpus is needed: {len(file_groups)} corpora, "
+                        f"{len(weights)} weights. Received: weights={list(weights)}")
+    if any(not (w > 0 and w < float("inf")) for w in weights):
+        raise DataError(f"corpus weights must be positive numbers. "
+                        f"Received: weights={list(weights)}")
+    shapes = bucket_shapes(batch_size, max_length, boundaries)
+    parts = [_examples(files, shapes[-1][1], True, True, input_context,
+                       None if seed is None else seed + i, shuffle_buffer)
+             for i, files in enumerate(file_groups)]
+    total = float(sum(weights))
+    ds = tf.data.Dataset.sample_from_datasets(parts, weights=[w / total for w in weights],
+                                              seed=seed)
+    return _bucketed(ds, shapes, True)
+
+
+def _examples(files: Sequence[str], limit: int, training: bool, shuffle: bool,
+              input_context, seed: int | None, shuffle_buffer: int) -> tf.data.Dataset:
+    """Unpadded `{"inputs": int32 [n], "targets": int32 [n]}` of `files` no longer
+    than `limit` (repeated and shuffled when training)."""
     files = sorted(str(f) for f in files)
     if not files:
         raise DataError("No TFRecord files to read; run t2t-datagen first. Received: files=[]")
@@ -166,13 +208,20 @@ def token_bucketed_dataset(files: Sequence[str], batch_size: int, max_length: in
     ds = ds.batch(_PARSE_BATCH).map(_parse, num_parallel_calls=tf.data.AUTOTUNE,
                                     deterministic=not shuffle).unbatch()
     ds = ds.map(_unpad, num_parallel_calls=tf.data.AUTOTUNE, deterministic=not shuffle)
-    limit = bounds[-1]
     ds = ds.filter(lambda ex: tf.logical_and(_length(ex) <= limit, _length(ex) > 0))
     if shuffle:
         ds = ds.shuffle(shuffle_buffer, seed=seed, reshuffle_each_iteration=True)
+    return ds
+
+
+def _bucketed(ds: tf.data.Dataset, shapes: Sequence[tuple[int, int]],
+              training: bool) -> tf.data.Dataset:
+    """Examples -> batches of the declared `shapes` [(rows, length), ...]."""
+    bounds = [b for _, b in shapes]
+    rows = [r for r, _ in shapes]
     # bucket_by_sequence_length's bucket k holds lengths < boundary k and pads
     # to boundary k - 1 (with pad_to_bucket_boundary), hence the +1. Its extra
-    # last bucket (length >= max) never fills: the filter above emptied it.
+    # last bucket (length >= max) never fills: the filter of _examples emptied it.
     ds = ds.bucket_by_sequence_length(
         _length,
         bucket_boundaries=[b + 1 for b in bounds],

@@ -31,6 +31,10 @@ class Problem:
       (`source_target_files(split, data_dir)`). A rerun skips finished work
       and completes an interrupted run, with identical results. The trainer
       calls it when `has_data(data_dir)` is False.
+    - `locate_data(data_dir, tmp_dir)`: called by t2t-datagen and the trainer
+      right after construction, before anything else; a problem whose
+      definition lives in the data (translate_plain_text's corpora.json) reads
+      it here. The base does nothing.
     - `vocabulary(data_dir) -> SubwordVocabulary` (ids PAD=0, EOS=1, UNK=2).
     - `hparams_overrides(hparams) -> dict` of HParams fields the problem sets
       (`vocab_size` at least); works before datagen.
@@ -104,6 +108,9 @@ class Problem:
         return all(os.path.isfile(p) for p in needed)
 
     # ---- what subclasses provide ---------------------------------------
+    def locate_data(self, data_dir: str, tmp_dir: str) -> None:
+        """Where this run's data and raw corpora are (before `hparams_overrides`)."""
+
     def generate_data(self, data_dir: str, tmp_dir: str) -> None:
         raise NotImplementedError
 
@@ -212,6 +219,10 @@ class Problem:
         if mode not in MODES:
             raise DataError(f"mode must be 'train' or 'eval'. Received: mode={mode!r}")
         split = MODES[mode]
+        if mode == "train" and getattr(hparams, "corpus_weights", ()):
+            raise DataError(f"hparam corpus_weights applies to problems with several "
+                            f"training corpora (translate_plain_text); {self.name} has one. "
+                            f"Received: corpus_weights={list(hparams.corpus_weights)}")
         files = self.data_files(split, data_dir)
         missing = [f for f in files if not os.path.isfile(f)]
         if missing:

@@ -135,9 +135,16 @@ class Text2TextProblem(Problem):
             writer.clean_up()  # left by a run killed after writing the stats
             logging.info("%s %s: already generated, skipping", self.name, split)
             return
-        readers = self.readers(split, tmp_dir)
+        self._write_records(writer, stats_path, self.readers(split, tmp_dir), vocab,
+                            f"{self.name} {split}", self.expected_pairs(split))
+
+    def _write_records(self, writer: ShardedRecordWriter, stats_path: str,
+                       readers: list[TextPairReader], vocab: SubwordVocabulary,
+                       description: str, expected_pairs: int | None) -> dict:
+        """Encode the pairs of `readers` into `writer`'s shards; write their stats
+        JSON to `stats_path`; returns the stats."""
         hist = writer.write(itertools.chain.from_iterable(readers), vocab.model_file,
-                            expected_pairs=self.expected_pairs(split))
+                            expected_pairs=expected_pairs)
         counts = {
             "examples": sum(hist.values()),
             "empty_dropped": sum(r.empty_dropped for r in readers),
@@ -146,6 +153,7 @@ class Text2TextProblem(Problem):
         }
         write_atomically(stats_path, json.dumps(counts, indent=1) + "\n")
         writer.clean_up()
-        logging.info("%s %s: %d pairs (%d with an empty side dropped, %d undecodable "
-                     "skipped)", self.name, split, counts["examples"],
+        logging.info("%s: %d pairs (%d with an empty side dropped, %d undecodable "
+                     "skipped)", description, counts["examples"],
                      counts["empty_dropped"], counts["undecodable_skipped"])
+        return counts

@@ -9,6 +9,10 @@ from t2t_revival.errors import UserError
 from t2t_revival.run_dir.file_names import VOCAB_FILE
 
 
+_OPTIONAL = ("usr_dir", "warm_start_from")
+"""Keys written only when not empty."""
+
+
 @dataclasses.dataclass(frozen=True)
 class RunRecord:
     """The run's names and flags, written by the trainer, read by every other tool.
@@ -25,6 +29,10 @@ class RunRecord:
         data_dir: the absolute data directory the run trained on.
         vocab_file: the vocabulary's file name inside the training directory.
         vocab_source: the absolute path the vocabulary was copied from.
+        usr_dir: the absolute `--t2t_usr_dir` the run imported ("" for none);
+            the decoder, exporter and averager of the directory import it too.
+        warm_start_from: the checkpoint the run's weights started from
+            (`--warm_start_from`, resolved to a checkpoint prefix; "" for none).
     """
 
     problem: str = ""
@@ -34,9 +42,15 @@ class RunRecord:
     data_dir: str = ""
     vocab_file: str = VOCAB_FILE
     vocab_source: str = ""
+    usr_dir: str = ""
+    warm_start_from: str = ""
 
     def to_json(self) -> str:
-        return json.dumps(dataclasses.asdict(self), indent=2, sort_keys=True) + "\n"
+        """The record as JSON; the optional keys only when set, so a plain run's
+        run.json reads as it always has."""
+        values = {k: v for k, v in dataclasses.asdict(self).items()
+                  if v or k not in _OPTIONAL}
+        return json.dumps(values, indent=2, sort_keys=True) + "\n"
 
     @classmethod
     def from_json(cls, text: str, path: str) -> "RunRecord":

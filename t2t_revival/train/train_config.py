@@ -46,3 +46,8 @@ class TrainConfig:
     """Split the CPU into N logical devices for MirroredStrategy (testing)."""
     worker_gpu: int = 0
     """Use the first N visible GPUs (0 = all)."""
+    usr_dir: str = ""
+    """The absolute `--t2t_usr_dir` imported for this run (recorded in run.json)."""
+    warm_start_from: str = ""
+    """A checkpoint prefix, or a training directory (its latest checkpoint), whose
+    model weights initialize a new run (`--warm_start_from`); ignored on resume."""

@@ -63,6 +63,7 @@ class Trainer:
         # User errors first, before TensorFlow sets up its devices.
         registry.load_all()
         self.problem = registry.problems.get(config.problem)()
+        self.problem.locate_data(config.data_dir, config.tmp_dir or DEFAULT_TMP_DIR)
         registry.models.get(config.model)  # an unknown name is a UserError here
         self.hparams = resolve(config.hparams_set, config.hparams, self.problem)
         self._check_resume_config()
@@ -117,14 +118,15 @@ class Trainer:
                 f"rerun with the same --hparams_set/--hparams to resume, or use a new "
                 f"--output_dir. Received: output_dir={self.config.output_dir}")
 
-    def _write_run_files(self) -> None:
+    def _write_run_files(self, warm_start_from: str = "") -> None:
         """hparams.json, a copy of the vocabulary and run.json in output_dir."""
         config = self.config
         vocab = self.problem.vocabulary(config.data_dir)
         record = RunRecord(problem=config.problem, model=config.model,
                            hparams_set=config.hparams_set, hparams=config.hparams,
                            data_dir=os.path.abspath(config.data_dir),
-                           vocab_source=os.path.abspath(vocab.model_file))
+                           vocab_source=os.path.abspath(vocab.model_file),
+                           usr_dir=config.usr_dir, warm_start_from=warm_start_from)
         self.directory.write_run_files(self.hparams, record, vocab.model_file)
 
     # ------------------------------------------------------- the replica step
@@ -222,6 +224,23 @@ class Trainer:
             self.log(f"Resumed from {latest} at step {self.step}.")
         return self.step
 
+    def _warm_start(self) -> str:
+        """--warm_start_from on a new run (a resume continues the run itself);
+        returns the checkpoint the run's weights started from, for run.json."""
+        from t2t_revival.train.warm_start import warm_start
+
+        recorded = (self.directory.read_run_record().warm_start_from
+                    if os.path.isfile(self.directory.run_file) else "")
+        if self.manager.latest_checkpoint:
+            if self.config.warm_start_from:
+                self.log(f"{self.config.output_dir} already holds checkpoints: resuming this "
+                         f"run; --warm_start_from applies only to a new run and is ignored.")
+            return recorded
+        if not self.config.warm_start_from:
+            return ""
+        return warm_start(self.model, self.config.warm_start_from,
+                          self.problem.vocab_file(self.config.data_dir), self.log)
+
     def save(self) -> str:
         path = self.manager.save(checkpoint_number=self.step)
         if not self.chief:
@@ -255,8 +274,9 @@ class Trainer:
         """Train to `config.train_steps`, saving and evaluating on the way."""
         config = self.config
         self._prepare_data()
+        warm_start_from = self._warm_start()
         if self.chief:
-            self._write_run_files()
+            self._write_run_files(warm_start_from)
         step = self.restore()
         if step >= config.train_steps:
             self.log(f"Already at step {step} >= --train_steps={config.train_steps}.")

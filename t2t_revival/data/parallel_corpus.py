@@ -1,0 +1,25 @@
+"""`ParallelCorpus`: one pair of line-aligned files and its training weight."""
+
+from __future__ import annotations
+
+import dataclasses
+
+
+@dataclasses.dataclass(frozen=True)
+class ParallelCorpus:
+    """Aligned source and target files (plain text or .gz, one sentence a line).
+
+    Attributes:
+        source: the absolute path of the source-language file.
+        target: the absolute path of the target-language file.
+        weight: the corpus's share of the training examples relative to the
+            other training corpora (3 against 1: three of every four
+            examples come from it); dev and test corpora ignore it.
+    """
+
+    source: str
+    target: str
+    weight: float = 1.0
+
+    def to_dict(self) -> dict:
+        return dataclasses.asdict(self)

@@ -1,0 +1,106 @@
+"""`--warm_start_from`: a new run's model weights from another run's checkpoint.
+
+Fine-tuning: only the model weights are read; the optimizer state and the
+step start fresh, so the learning-rate schedule (warmup included) starts
+again. The checkpoint must fit the new run: the same vocabulary (the source
+run's vocabulary file, byte for byte, when its training directory is known)
+and the same variables with the same shapes; the first mismatch is a
+UserError naming it.
+"""
+
+from __future__ import annotations
+
+import filecmp
+import os
+
+import tensorflow as tf
+
+from t2t_revival.errors import UserError
+from t2t_revival.run_dir.checkpoint_variables import model_variables
+from t2t_revival.run_dir.file_names import RUN_FILE
+from t2t_revival.run_dir.training_directory import TrainingDirectory
+
+_SUFFIX = "/.ATTRIBUTES/VARIABLE_VALUE"
+
+
+def resolve_checkpoint(source: str) -> tuple[str, TrainingDirectory | None]:
+    """(checkpoint prefix, the training directory that wrote it or None).
+
+    `source` is a checkpoint prefix (`run/ckpt-300`, `run/averaged/ckpt-300`)
+    or a training directory, meaning its latest checkpoint.
+    """
+    source = os.path.abspath(os.path.expanduser(source))
+    if os.path.isdir(source):
+        directory = TrainingDirectory(source)
+        if tf.train.latest_checkpoint(source) is None:
+            raise UserError(f"--warm_start_from names {source}, which holds no checkpoint; "
+                            f"name a training directory with checkpoints or a checkpoint "
+                            f"prefix (DIR/ckpt-N). Received: warm_start_from={source!r}")
+        return directory.checkpoint_path(), directory
+    if not tf.io.gfile.exists(source + ".index"):
+        raise UserError(f"--warm_start_from names no checkpoint ({source}.index is missing); "
+                        f"pass a checkpoint prefix (DIR/ckpt-N) or a training directory. "
+                        f"Received: warm_start_from={source!r}")
+    for folder in (os.path.dirname(source), os.path.dirname(os.path.dirname(source))):
+        if os.path.isfile(os.path.join(folder, RUN_FILE)):
+            return source, TrainingDirectory(folder)
+    return source, None
+
+
+def check_vocabulary(source: TrainingDirectory, vocab_file: str) -> None:
+    """The source run's vocabulary must be this run's (the same ids for the same pieces)."""
+    theirs = os.path.join(source.path, source.read_run_record().vocab_file)
+    if not os.path.isfile(theirs):
+        raise UserError(f"the vocabulary {theirs} of the --warm_start_from run is missing, "
+                        f"so its ids cannot be checked against this run's. "
+                        f"Received: warm_start_from={source.path!r}")
+    if not filecmp.cmp(theirs, vocab_file, shallow=False):
+        raise UserError(
+            f"the --warm_start_from run's vocabulary {theirs} differs from this run's "
+            f"{vocab_file}, so its embeddings would mean other pieces; generate the new "
+            f"data with the same vocabulary (translate_plain_text: \"vocab\": \"{theirs}\" "
+            f"in corpora.json). Received: warm_start_from={source.path!r}")
+
+
+def check_shapes(model, checkpoint_path: str) -> None:
+    """Every weight of `model` is in the checkpoint with the same shape."""
+    stored = dict(tf.train.list_variables(checkpoint_path))
+    for key, var in model_variables(model).items():
+        # tf.train.Checkpoint escapes "." in a dict key as "..".
+        name = f"model/{key.replace('.', '..')}{_SUFFIX}"
+        if name not in stored:
+            raise UserError(
+                f"the --warm_start_from checkpoint {checkpoint_path} has no variable {key} "
+                f"(this run's shape {list(var.shape)}); it was trained with another model "
+                f"or hparams: warm-start from a run of the same --hparams_set/--hparams "
+                f"shape. Received: warm_start_from={checkpoint_path!r}")
+        if list(stored[name]) != list(var.shape):
+            raise UserError(
+                f"the --warm_start_from checkpoint {checkpoint_path} does not fit this run: "
+                f"variable {key} has shape {list(stored[name])} there and "
+                f"{list(var.shape)} here; use the source run's model shape (its "
+                f"hparams.json) and vocabulary. Received: warm_start_from={checkpoint_path!r}")
+
+
+def warm_start(model, source: str, vocab_file: str, log=print) -> str:
+    """Load `source`'s model weights into `model` after checking that they fit.
+
+    Args:
+        model: the new run's built model.
+        source: a checkpoint prefix or a training directory (`--warm_start_from`).
+        vocab_file: this run's vocabulary file.
+        log: a print-like callable.
+
+    Returns the checkpoint prefix read.
+    """
+    checkpoint_path, directory = resolve_checkpoint(source)
+    if directory is not None:
+        check_vocabulary(directory, vocab_file)
+    else:
+        log(f"Warning: no run.json beside {checkpoint_path}, so its vocabulary cannot be "
+            f"checked against {vocab_file}; only the shapes are.")
+    check_shapes(model, checkpoint_path)
+    TrainingDirectory.restore_weights(model, checkpoint_path)
+    log(f"Warm-started the model weights from {checkpoint_path} (the optimizer, the step "
+        f"and the learning-rate schedule start fresh).")
+    return checkpoint_path

@@ -1,0 +1,173 @@
+"""--t2t_usr_dir: the user's own registrations, imported before names are read;
+import errors as one line naming file:line; the record in run.json."""
+
+import json
+import subprocess
+import sys
+import textwrap
+
+import pytest
+
+from conftest import ENV, ROOT, one_line_error
+
+_PROBLEM = '''
+from t2t_revival.data.text2text_problem import Text2TextProblem
+from t2t_revival.registry import register_hparams, register_problem
+from hparams.transformer import transformer_tiny
+
+
+@register_problem
+class MyUsrDirProblem(Text2TextProblem):
+    """A problem of the usr_dir test."""
+    vocab_size = 300
+
+
+@register_hparams
+def my_usr_dir_hparams():
+    """An hparam set of the usr_dir test."""
+    return transformer_tiny().replace(num_hidden_layers=1)
+'''
+
+
+def _cli(module, *args):
+    return subprocess.run([sys.executable, "-m", f"t2t_revival.cli.{module}", *args],
+                          capture_output=True, text=True, env=ENV, cwd=ROOT, timeout=300)
+
+
+@pytest.mark.parametrize("layout", ["package", "modules"])
+def test_registry_help_lists_usr_dir_names(tmp_path, layout):
+    usr_dir = tmp_path / "my_usr"
+    usr_dir.mkdir()
+    if layout == "package":
+        (usr_dir / "__init__.py").write_text("from . import defs  # noqa\n")
+        (usr_dir / "defs.py").write_text(_PROBLEM)
+    else:
+        (usr_dir / "my_usr_defs.py").write_text(_PROBLEM)
+    out = _cli("trainer", f"--t2t_usr_dir={usr_dir}", "--registry_help")
+    assert out.returncode == 0, out.stderr
+    assert "my_usr_dir_problem" in out.stdout and "A problem of the usr_dir test." in out.stdout
+    assert "my_usr_dir_hparams" in out.stdout
+    # Without the flag the names are unknown.
+    assert "my_usr_dir_problem" not in _cli("trainer", "--registry_help").stdout
+
+
+@pytest.mark.parametrize("body,line,needle", [
+    ("x = 1\ndef broken(:\n", 2, "SyntaxError"),
+    ("import os\nimport no_such_module_xyz\n", 2, "ModuleNotFoundError: No module named"),
+    ("a = 1\n\nraise RuntimeError('boom at import')\n", 3, "RuntimeError: boom at import"),
+])
+def test_import_error_is_one_line_naming_file_and_line(tmp_path, body, line, needle):
+    usr_dir = tmp_path / "bad_usr"
+    usr_dir.mkdir()
+    (usr_dir / "__init__.py").write_text("from . import mod  # noqa\n")
+    (usr_dir / "mod.py").write_text(body)
+    for module in ("trainer", "datagen"):
+        out = _cli(module, f"--t2t_usr_dir={usr_dir}", "--registry_help"
+                   if module == "trainer" else f"--data_dir={tmp_path}/d")
+        prog = f"t2t-{module}"
+        one_line_error(out, prog, f"{usr_dir / 'mod.py'}:{line}", needle)
+
+
+def test_duplicate_name_in_usr_dir_names_its_line(tmp_path):
+    usr_dir = tmp_path / "dup_usr"
+    usr_dir.mkdir()
+    (usr_dir / "dup_defs.py").write_text(textwrap.dedent('''
+        from t2t_revival.registry import register_hparams
+
+        @register_hparams
+        def transformer_tiny():
+            return None
+    '''))
+    out = _cli("trainer", f"--t2t_usr_dir={usr_dir}", "--registry_help")
+    one_line_error(out, "t2t-trainer", "already registered", str(usr_dir / "dup_defs.py"))
+
+
+def test_missing_or_file_usr_dir(tmp_path):
+    out = _cli("trainer", f"--t2t_usr_dir={tmp_path / 'nowhere'}", "--registry_help")
+    one_line_error(out, "t2t-trainer", "does not exist", "--t2t_usr_dir")
+    a_file = tmp_path / "a_file.py"
+    a_file.write_text("x = 1\n")
+    out = _cli("trainer", f"--t2t_usr_dir={a_file}", "--registry_help")
+    one_line_error(out, "t2t-trainer", "is a file")
+
+
+def test_module_name_clash_is_refused(tmp_path):
+    usr_dir = tmp_path / "problems"          # the name of our own package
+    usr_dir.mkdir()
+    (usr_dir / "__init__.py").write_text("")
+    out = _cli("trainer", f"--t2t_usr_dir={usr_dir}", "--registry_help")
+    one_line_error(out, "t2t-trainer", "already taken", "rename")
+
+
+@pytest.mark.parametrize("module,prog", [("decoder", "t2t-decoder"),
+                                          ("exporter", "t2t-exporter"),
+                                          ("avg_checkpoints", "t2t-avg-checkpoints")])
+def test_recorded_usr_dir_that_vanished_is_one_line(tmp_path, module, prog):
+    out_dir = tmp_path / "run"
+    out_dir.mkdir()
+    gone = tmp_path / "gone_usr"
+    (out_dir / "run.json").write_text(json.dumps({"problem": "x", "usr_dir": str(gone)}))
+    args = [f"--output_dir={out_dir}"]
+    if module == "decoder":
+        args.append("--decode_interactive")
+    out = _cli(module, *args)
+    one_line_error(out, prog, str(gone), "no longer exists", "--t2t_usr_dir")
+
+
+def test_recorded_usr_dir_is_imported_and_flag_wins(tmp_path):
+    """The averager of a directory imports the recorded usr_dir (its error
+    shows it was imported); an explicit --t2t_usr_dir replaces it."""
+    bad = tmp_path / "recorded_usr"
+    bad.mkdir()
+    (bad / "rec_mod.py").write_text("raise ValueError('recorded one imported')\n")
+    out_dir = tmp_path / "run"
+    out_dir.mkdir()
+    (out_dir / "run.json").write_text(json.dumps({"problem": "x", "usr_dir": str(bad)}))
+    out = _cli("avg_checkpoints", f"--output_dir={out_dir}")
+    one_line_error(out, "t2t-avg-checkpoints", "recorded one imported", f"{bad / 'rec_mod.py'}:1")
+    good = tmp_path / "explicit_usr"
+    good.mkdir()
+    (good / "explicit_mod.py").write_text("X = 1\n")
+    out = _cli("avg_checkpoints", f"--output_dir={out_dir}", f"--t2t_usr_dir={good}")
+    one_line_error(out, "t2t-avg-checkpoints", "no checkpoints")
+
+
+def _readme_block(needle):
+    import re
+
+    text = (ROOT / "README.md").read_text(encoding="utf-8")
+    blocks = re.findall(r"```\w*\n(.*?)```", text, re.S)
+    return next(b for b in blocks if needle in b)
+
+
+@pytest.mark.slow
+def test_readme_usr_dir_problem_end_to_end(tmp_path):
+    """The README's usr_dir, saved in a temp folder outside the repo: datagen,
+    a few training steps, then decoding that directory without the flag."""
+    work = tmp_path / "work"
+    (work / "my_usr_dir").mkdir(parents=True)
+    (work / "my_usr_dir" / "__init__.py").write_text(_readme_block("class TranslateEndeMySample"))
+    commands = [" ".join(l.split()) for l in
+                _readme_block("--problem=translate_ende_my_sample").replace("\\\n", " ").splitlines()
+                if l.strip()]
+    assert [c.split()[0] for c in commands] == ["t2t-datagen", "t2t-trainer", "t2t-decoder"]
+    shared = ROOT.parent / "shared"
+    modules = {"t2t-datagen": "datagen", "t2t-trainer": "trainer", "t2t-decoder": "decoder"}
+    extra = {"t2t-trainer": ["--train_steps=30", "--local_eval_frequency=0", "--eval_steps=3",
+                             "--log_step_count_steps=10"]}
+    for command in commands:
+        prog, *args = command.split()
+        args = [a.replace("../shared", str(shared)) for a in args]
+        if prog == "t2t-decoder":
+            source = work / "my_sample_data/translate_ende_my_sample-test.source.txt"
+            source.write_text("".join(source.read_text().splitlines(keepends=True)[:4]))
+        out = subprocess.run([sys.executable, "-m", f"t2t_revival.cli.{modules[prog]}", *args,
+                              *extra.get(prog, [])], capture_output=True, text=True,
+                             env=ENV, cwd=work, timeout=1500)
+        assert out.returncode == 0, (command, out.stderr[-3000:])
+    record = json.loads((work / "t2t_train/my_sample/run.json").read_text())
+    assert record["usr_dir"] == str(work / "my_usr_dir")
+    assert record["problem"] == "translate_ende_my_sample"
+    assert len((work / "my.hyp.de").read_text().splitlines()) == 4
+    # The decoder took the usr_dir from run.json: the problem is not built in.
+    assert "translate_ende_my_sample" not in _cli("trainer", "--registry_help").stdout

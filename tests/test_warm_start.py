@@ -1,0 +1,118 @@
+"""--warm_start_from: the checks that a checkpoint fits, and the weights it loads."""
+
+import numpy as np
+import pytest
+
+from t2t_revival.errors import UserError
+from t2t_revival.hparams import resolve
+from t2t_revival.run_dir.checkpoint_variables import make_checkpoint
+from t2t_revival.run_dir.run_record import RunRecord
+from t2t_revival.run_dir.training_directory import TrainingDirectory
+from t2t_revival.train.warm_start import warm_start
+
+
+def _model(**overrides):
+    from t2t_revival import registry
+
+    registry.load_all()
+
+    text = ",".join(f"{k}={v}" for k, v in {"vocab_size": 64, **overrides}.items())
+    return TrainingDirectory.build_model(resolve("transformer_tiny", text))
+
+
+def _source_run(tmp_path, model, vocab_bytes=b"vocab A"):
+    run = tmp_path / "source"
+    run.mkdir()
+    (run / "vocab.model").write_bytes(vocab_bytes)
+    (run / "run.json").write_text(RunRecord(problem="p").to_json())
+    manager = TrainingDirectory(run).checkpoint_manager(make_checkpoint(model), 3)
+    return run, manager.save(checkpoint_number=7)
+
+
+def test_warm_start_loads_the_weights_from_a_directory_or_a_prefix(tmp_path):
+    source = _model()
+    run, prefix = _source_run(tmp_path, source)
+    vocab = tmp_path / "mine.model"
+    vocab.write_bytes(b"vocab A")
+    for given in (str(run), prefix):
+        target = _model()
+        assert not np.allclose(target.weights[0].numpy(), source.weights[0].numpy())
+        lines = []
+        assert warm_start(target, given, str(vocab), log=lines.append) == prefix
+        for a, b in zip(source.weights, target.weights):
+            np.testing.assert_array_equal(a.numpy(), b.numpy())
+        assert "Warm-started" in lines[-1]
+
+
+def test_shape_mismatch_names_the_variable_and_both_shapes(tmp_path):
+    run, prefix = _source_run(tmp_path, _model())
+    vocab = tmp_path / "mine.model"
+    vocab.write_bytes(b"vocab A")
+    with pytest.raises(UserError) as e:
+        warm_start(_model(d_ff=256), str(run), str(vocab), log=lambda _: None)
+    message = str(e.value)
+    assert "[128, 512] there and [128, 256] here" in message, message
+    assert "feed_forward" in message or "ffn" in message, message
+
+
+def test_missing_layer_and_other_vocabulary_are_refused(tmp_path):
+    run, prefix = _source_run(tmp_path, _model(num_hidden_layers=1))
+    vocab = tmp_path / "mine.model"
+    vocab.write_bytes(b"vocab A")
+    with pytest.raises(UserError, match="has no variable"):
+        warm_start(_model(num_hidden_layers=2), prefix, str(vocab), log=lambda _: None)
+    vocab.write_bytes(b"vocab B")
+    with pytest.raises(UserError, match="vocabulary .* differs from this run's"):
+        warm_start(_model(num_hidden_layers=1), prefix, str(vocab), log=lambda _: None)
+
+
+def test_no_checkpoint_is_refused(tmp_path):
+    with pytest.raises(UserError, match="holds no checkpoint"):
+        warm_start(_model(), str(tmp_path), "v", log=lambda _: None)
+    with pytest.raises(UserError, match="names no checkpoint"):
+        warm_start(_model(), str(tmp_path / "ckpt-5"), "v", log=lambda _: None)
+
+
+@pytest.mark.slow
+def test_warm_start_on_multi30k_starts_near_the_source_loss(tiny_run, multi30k_data_dir,
+                                                           tmp_path):
+    """One fresh-optimizer update after a warm start leaves the dev loss near
+    the source run's; the same update from random weights does not. A
+    checkpoint of another shape is one line and exit 2."""
+    import json
+    import re
+    import subprocess
+    import sys
+
+    from conftest import ENV, ROOT, one_line_error
+
+    source_dir, source_stdout = tiny_run
+    data_dir, _ = multi30k_data_dir
+    source_loss = float(re.search(r"Done: step \d+, dev loss ([\d.]+)", source_stdout).group(1))
+
+    def train(name, *flags):
+        return subprocess.run(
+            [sys.executable, str(ROOT / "t2t_trainer.py"), "--problem=translate_ende_multi30k",
+             "--hparams_set=transformer_tiny", f"--data_dir={data_dir}",
+             f"--output_dir={tmp_path / name}", "--train_steps=1", "--local_eval_frequency=0",
+             *flags], capture_output=True, text=True, env=ENV, timeout=1200)
+
+    def dev_loss(out):
+        assert out.returncode == 0, out.stderr[-3000:]
+        return float(re.search(r"Done: step 1, dev loss ([\d.]+)", out.stdout).group(1))
+
+    warm = train("warm", f"--warm_start_from={source_dir}")
+    warm_loss = dev_loss(warm)
+    cold_loss = dev_loss(train("cold"))
+    print(f"source {source_loss:.4f}  warm-started {warm_loss:.4f}  random init {cold_loss:.4f}")
+    assert abs(warm_loss - source_loss) <= 0.05 * source_loss, (warm_loss, source_loss)
+    assert cold_loss > source_loss + 1.0, (cold_loss, source_loss)
+    assert "Warm-started the model weights from" in warm.stdout
+    record = json.loads((tmp_path / "warm" / "run.json").read_text())
+    assert record["warm_start_from"] == str(source_dir / "ckpt-300")
+    # Resuming the warm-started directory continues it; the flag is ignored, the record kept.
+    again = train("warm", f"--warm_start_from={source_dir}", "--train_steps=2")
+    assert again.returncode == 0 and "is ignored" in again.stdout, again.stderr[-2000:]
+    assert json.loads((tmp_path / "warm" / "run.json").read_text()) == record
+    bad = train("bad", f"--warm_start_from={source_dir}", "--hparams=d_ff=256")
+    one_line_error(bad, "t2t-trainer", "[128, 512] there and [128, 256] here")
