@@ -55,6 +55,10 @@ flags.DEFINE_integer("worker_gpu", 0, "Use the first N visible GPUs (0 = all).",
 flags.DEFINE_integer("cpu_devices", 0,
                      "Split the CPU into N logical devices and mirror over them "
                      "(tests the multi-replica path without GPUs).", lower_bound=0)
+flags.DEFINE_bool("skip_corrupt_records", False,
+                  "Read each data shard up to a truncated or corrupted record and skip the "
+                  "rest of it, instead of stopping with an error naming the shard; the "
+                  "records skipped are counted and the shards named at the start.")
 flags.DEFINE_bool("export_saved_model", False,
                   "After training, export a TF Serving SavedModel to output_dir/export/<step> "
                   "(as t2t-exporter does, with the decode settings of hparams.json).")
@@ -101,7 +105,7 @@ def main(argv: list[str]) -> int:
         eval_every=FLAGS.local_eval_frequency, save_every=FLAGS.save_checkpoints_steps,
         keep_checkpoint_max=FLAGS.keep_checkpoint_max, log_every=FLAGS.log_step_count_steps,
         seed=FLAGS.seed, xla=FLAGS.xla, num_cpu_devices=FLAGS.cpu_devices,
-        worker_gpu=FLAGS.worker_gpu)
+        worker_gpu=FLAGS.worker_gpu, skip_corrupt_records=FLAGS.skip_corrupt_records)
     result = train(config)
     _print_summary(config, result)
     if FLAGS.export_saved_model:

@@ -46,3 +46,6 @@ class TrainConfig:
     """Split the CPU into N logical devices for MirroredStrategy (testing)."""
     worker_gpu: int = 0
     """Use the first N visible GPUs (0 = all)."""
+    skip_corrupt_records: bool = False
+    """Read each data shard up to a truncated or corrupted record and skip the
+    rest of it (counted and named at the start) instead of stopping."""
