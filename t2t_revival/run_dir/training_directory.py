@@ -24,6 +24,7 @@ from t2t_revival.run_dir.corrupt_checkpoint_error import CorruptCheckpointError
 from t2t_revival.run_dir.file_names import (AVERAGED_DIR, CHECKPOINT_INDEX, CHECKPOINT_PREFIX,
                                             CTRANSLATE2_EXPORT_DIR, EXPORT_DIR, HPARAMS_FILE,
                                             RUN_FILE, VOCAB_FILE, checkpoint_step)
+from t2t_revival.run_dir.run_lock import RunLock
 from t2t_revival.run_dir.run_record import RunRecord
 from t2t_revival.run_dir.trained_model import TrainedModel
 
@@ -38,28 +39,17 @@ _WRITE_ERRORS = (OSError, tf.errors.ResourceExhaustedError, tf.errors.Permission
                  tf.errors.NotFoundError)
 # Leftovers of a killed save, export or write, by the writer that leaves them:
 # CheckpointManager's `ckpt-N_temp/` and its index's `checkpoint.tmp<hex>`,
-# atomic_file's `.<name>.<random>.incomplete`, version_directory's
-# `.<version>.incomplete<pid>` / `.<version>.old<pid>`.
+# atomic_file's `.<name>.<random>.incomplete` (an export's leftovers are
+# version_directory's to clean).
 _CHECKPOINT_TEMP = re.compile(rf"^{CHECKPOINT_PREFIX}-\d+_temp$")
 _INDEX_TEMP = re.compile(rf"^{CHECKPOINT_INDEX}\.tmp[0-9a-f]+$")
 _RUN_FILE_TEMP = re.compile(
     rf"^\.({'|'.join(re.escape(n) for n in (HPARAMS_FILE, RUN_FILE, VOCAB_FILE))})"
     rf"\.[^.]+\.incomplete$")
-_VERSION_TEMP = re.compile(r"^\.\d+\.(incomplete|old)(\d+)$")
 
 
 def _stderr(message: str) -> None:
     print(message, file=sys.stderr, flush=True)
-
-
-def _pid_alive(pid: int) -> bool:
-    try:
-        os.kill(pid, 0)
-    except ProcessLookupError:
-        return False
-    except PermissionError:
-        return True
-    return True
 
 
 def _first_line(error: BaseException) -> str:
@@ -353,16 +343,18 @@ class TrainingDirectory:
                 f"{kept} and this save's partial files are removed; {fix}, then rerun the "
                 f"same command to resume. Received: output_dir={self.path!r}") from None
 
-    def clean_stale_temporaries(self, log: Callable[[str], None] = _stderr) -> list[str]:
+    def clean_stale_temporaries(self, log: Callable[[str], None] = _stderr,
+                                folders: str = "run") -> list[str]:
         """Remove what killed saves, writes and exports left behind; return the paths.
 
-        Only our own patterns, only inside this directory (its top level,
-        averaged/, export/ and export/ctranslate2/): `ckpt-N_temp/` and
-        `checkpoint.tmp*` of a killed checkpoint save, `.hparams.json.*.incomplete`
-        (and run.json's, vocab.model's) of a killed run-file write, and
-        `.<version>.incomplete<pid>` / `.<version>.old<pid>` of a killed
-        export whose process is gone. Call it while holding the directory's
-        lock (`RunLock`), so no live save is removed.
+        Only our own patterns, only inside this directory: with `folders="run"`
+        (the trainer, holding the directory's `RunLock`, so no live save is
+        removed) its top level's `ckpt-N_temp/` and `checkpoint.tmp*` of a
+        killed checkpoint save and `.hparams.json.*.incomplete` (and
+        run.json's, vocab.model's) of a killed run-file write; with
+        `folders="averaged"` (t2t-avg-checkpoints, holding averaged/'s lock)
+        the same checkpoint leftovers in averaged/. (A killed export's
+        leftovers are removed by the next export: `write_version_directory`.)
         """
         removed = []
 
@@ -374,16 +366,11 @@ class TrainingDirectory:
                     os.remove(path)
             removed.append(path)
 
-        for folder in (self.path, self.averaged_dir):
-            for name in _listdir(folder):
-                if _CHECKPOINT_TEMP.match(name) or _INDEX_TEMP.match(name) or (
-                        folder == self.path and _RUN_FILE_TEMP.match(name)):
-                    remove(os.path.join(folder, name))
-        for folder in (self.export_dir, self.ctranslate2_export_dir):
-            for name in _listdir(folder):
-                match = _VERSION_TEMP.match(name)
-                if match and not _pid_alive(int(match.group(2))):
-                    remove(os.path.join(folder, name))
+        folder = self.averaged_dir if folders == "averaged" else self.path
+        for name in _listdir(folder):
+            if _CHECKPOINT_TEMP.match(name) or _INDEX_TEMP.match(name) or (
+                    folder == self.path and _RUN_FILE_TEMP.match(name)):
+                remove(os.path.join(folder, name))
         if removed:
             log(f"Removed {len(removed)} leftover(s) of an interrupted run: "
                 f"{', '.join(os.path.relpath(p, self.path) for p in removed)}.")
@@ -404,7 +391,7 @@ class TrainingDirectory:
         `t2t-decoder --checkpoint_path` reads like any checkpoint. Returns its
         path. `model_name` is the registered model the checkpoints hold.
         """
-        paths = self.checkpoints()
+        paths = self.checkpoints(log)
         if not paths:
             raise UserError(f"no checkpoints in {self.path}; train first with t2t-trainer. "
                             f"Received: output_dir={self.path}")
@@ -419,21 +406,23 @@ class TrainingDirectory:
                 f"that far apart is usually worse than the last one. Save them closer "
                 f"together (t2t-trainer --save_checkpoints_steps) or average fewer "
                 f"(--num_last_checkpoints).")
-        model = self.build_model(self.read_hparams(), model_name)
-        sums = [np.zeros(w.shape, np.float64) for w in model.weights]
-        for path in paths:
-            self.restore_weights(model, path)
+        with RunLock(self.averaged_dir, "t2t-avg-checkpoints"):
+            self.clean_stale_temporaries(log, folders="averaged")
+            model = self.build_model(self.read_hparams(), model_name)
+            sums = [np.zeros(w.shape, np.float64) for w in model.weights]
+            for path in paths:
+                self.restore_weights(model, path)
+                for total, w in zip(sums, model.weights):
+                    total += np.asarray(w.numpy(), np.float64)
+                log(f"read {path}")
             for total, w in zip(sums, model.weights):
-                total += np.asarray(w.numpy(), np.float64)
-            log(f"read {path}")
-        for total, w in zip(sums, model.weights):
-            w.assign((total / len(paths)).astype(w.dtype))
-        os.makedirs(self.averaged_dir, exist_ok=True)
-        # CheckpointManager writes the data first and the `checkpoint` index last,
-        # so a kill mid-save leaves the previous average readable.
-        manager = self.checkpoint_manager(make_checkpoint(model), _AVERAGES_KEPT,
-                                          directory=self.averaged_dir)
-        path = manager.save(checkpoint_number=checkpoint_step(paths[-1]))
+                w.assign((total / len(paths)).astype(w.dtype))
+            os.makedirs(self.averaged_dir, exist_ok=True)
+            # CheckpointManager writes the data first and the `checkpoint` index last,
+            # so a kill mid-save leaves the previous average readable.
+            manager = self.checkpoint_manager(make_checkpoint(model), _AVERAGES_KEPT,
+                                              directory=self.averaged_dir)
+            path = self.save_checkpoint(manager, checkpoint_step(paths[-1]))
         log(f"Averaged {len(paths)} checkpoints into {path}")
         return path
 
