@@ -5,6 +5,7 @@ from __future__ import annotations
 import contextlib
 import errno
 import glob
+import logging
 import os
 import re
 import shutil
@@ -46,6 +47,19 @@ _INDEX_TEMP = re.compile(rf"^{CHECKPOINT_INDEX}\.tmp[0-9a-f]+$")
 _RUN_FILE_TEMP = re.compile(
     rf"^\.({'|'.join(re.escape(n) for n in (HPARAMS_FILE, RUN_FILE, VOCAB_FILE))})"
     rf"\.[^.]+\.incomplete$")
+
+
+def _not_unrestored_values_warning(record: logging.LogRecord) -> bool:
+    """False for TensorFlow's warnings, at garbage collection, about the values a
+    failed restore (a damaged checkpoint, skipped or reported in one line) left
+    unread: noise after that line."""
+    message = record.getMessage()
+    return not (record.levelno == logging.WARNING and (
+        "Value in checkpoint could not be found in the restored object" in message
+        or "is being deleted with unrestored values" in message))
+
+
+logging.getLogger("tensorflow").addFilter(_not_unrestored_values_warning)
 
 
 def _stderr(message: str) -> None:
