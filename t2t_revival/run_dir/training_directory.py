@@ -49,17 +49,19 @@ _RUN_FILE_TEMP = re.compile(
     rf"\.[^.]+\.incomplete$")
 
 
-def _not_unrestored_values_warning(record: logging.LogRecord) -> bool:
-    """False for TensorFlow's warnings, at garbage collection, about the values a
-    failed restore (a damaged checkpoint, skipped or reported in one line) left
-    unread: noise after that line."""
+def _not_said_already(record: logging.LogRecord) -> bool:
+    """False for TensorFlow's warnings about what this module says in one line:
+    the values a failed restore (a damaged checkpoint, skipped or reported)
+    left unread, at garbage collection, and an unreadable `checkpoint` index."""
     message = record.getMessage()
     return not (record.levelno == logging.WARNING and (
         "Value in checkpoint could not be found in the restored object" in message
-        or "is being deleted with unrestored values" in message))
+        or "is being deleted with unrestored values" in message
+        or (record.filename == "checkpoint_management.py"
+            and (message.startswith("ParseError") or "Checkpoint ignored" in message))))
 
 
-logging.getLogger("tensorflow").addFilter(_not_unrestored_values_warning)
+logging.getLogger("tensorflow").addFilter(_not_said_already)
 
 
 def _stderr(message: str) -> None:
@@ -315,8 +317,16 @@ class TrainingDirectory:
             if os.path.exists(index):
                 os.remove(index)
             return
-        tf.train.update_checkpoint_state(
-            directory, intact[-1], all_model_checkpoint_paths=intact)
+        # CheckpointManager's format: relative names, and the save times it
+        # keeps and deletes by (an entry older than last_preserved_timestamp
+        # would be kept forever and dropped from the index).
+        names = [os.path.basename(p) for p in intact]
+        times = [os.path.getmtime(p + ".index") for p in intact]
+        write_atomically(index, "".join(
+            [f'model_checkpoint_path: "{names[-1]}"\n'] +
+            [f'all_model_checkpoint_paths: "{n}"\n' for n in names] +
+            [f"all_model_checkpoint_timestamps: {t!r}\n" for t in times] +
+            [f"last_preserved_timestamp: {min(times) - 1.0!r}\n"]))
         if os.path.exists(index):
             log(f"Rewrote the checkpoint index {index}: it names "
                 f"{', '.join(os.path.basename(p) for p in intact)}.")
