@@ -20,8 +20,7 @@ import pytest
 
 from conftest import ROOT
 from test_faults import (PROBLEM, TINY_HPARAMS, _digests, _one_error_line, _run,
-                         _TinyMulti30k)
-from test_faults import data_dir, raw_dir  # noqa: F401,F811  (module fixtures)
+                         _TinyMulti30k, _write_corpus)
 
 LOCK = ".lock"
 
@@ -39,17 +38,28 @@ def _files(directory):
 
 
 def _popen(module, *args):
-    env = dict(os.environ, PYTHONPATH=str(ROOT), TF_CPP_MIN_LOG_LEVEL="2")
+    env = dict(os.environ, PYTHONPATH=str(ROOT), TF_CPP_MIN_LOG_LEVEL="2",
+               PYTHONUNBUFFERED="1")  # a killed run's lines are not lost in a buffer
     return subprocess.Popen([sys.executable, "-m", f"t2t_revival.cli.{module}", *args],
                             stdin=subprocess.DEVNULL, stdout=subprocess.PIPE,
                             stderr=subprocess.PIPE, env=env)
 
 
 @pytest.fixture(scope="module")
-def run3(data_dir, tmp_path_factory):
+def tiny_data(tmp_path_factory):
+    """test_faults' tiny synthetic corpus, through datagen."""
+    raw = tmp_path_factory.mktemp("raw")
+    _write_corpus(str(raw))
+    data = tmp_path_factory.mktemp("data")
+    _TinyMulti30k(download=False).generate_data(str(data), str(raw))
+    return data
+
+
+@pytest.fixture(scope="module")
+def run3(tiny_data, tmp_path_factory):
     """A training directory with checkpoints at steps 1, 2 and 3."""
     out = tmp_path_factory.mktemp("run3") / "run"
-    result = _run("trainer", *_trainer_args(data_dir, out, 3, "--save_checkpoints_steps=1"))
+    result = _run("trainer", *_trainer_args(tiny_data, out, 3, "--save_checkpoints_steps=1"))
     assert result.returncode == 0, result.stderr.decode()[-3000:]
     return out
 
@@ -169,11 +179,11 @@ def test_averaging_skips_a_damaged_checkpoint(run_copy):
 
 
 def test_trainer_resumes_from_the_newest_intact_checkpoint_and_repairs_the_index(
-        run_copy, data_dir):
+        run_copy, tiny_data):
     import tensorflow as tf
 
     _garbage_index(run_copy)  # and ckpt-3's data truncated
-    result = _run("trainer", *_trainer_args(data_dir, run_copy, 4,
+    result = _run("trainer", *_trainer_args(tiny_data, run_copy, 4,
                                             "--save_checkpoints_steps=1"))
     stdout = result.stdout.decode()
     assert result.returncode == 0, result.stderr.decode()[-3000:]
@@ -194,9 +204,9 @@ def test_trainer_resumes_from_the_newest_intact_checkpoint_and_repairs_the_index
 # The run directory is protected (item 4)
 # ---------------------------------------------------------------------------
 
-def test_resume_refuses_a_vocabulary_that_differs_by_content(run_copy, data_dir, tmp_path):
+def test_resume_refuses_a_vocabulary_that_differs_by_content(run_copy, tiny_data, tmp_path):
     data = tmp_path / "data"
-    shutil.copytree(data_dir, data)
+    shutil.copytree(tiny_data, data)
     vocab = _TinyMulti30k().vocab_file(str(data))
     with open(vocab, "ab") as f:
         f.write(b"\x00")  # same name, other bytes
@@ -204,16 +214,16 @@ def test_resume_refuses_a_vocabulary_that_differs_by_content(run_copy, data_dir,
     result = _run("trainer", *_trainer_args(data, run_copy, 5))
     _one_error_line(result, "t2t-trainer", f"the vocabulary {vocab} differs from "
                                            f"{run_copy / 'vocab.model'}",
-                    f"resume with the --data_dir they were trained on ({data_dir})")
+                    f"resume with the --data_dir they were trained on ({tiny_data})")
     assert _files(run_copy) == before
 
 
-def test_a_failed_resume_rewrites_nothing(run_copy, data_dir):
+def test_a_failed_resume_rewrites_nothing(run_copy, tiny_data):
     os.remove(run_copy / "hparams.json")  # the resume cannot compare the hparams first
     before = _files(run_copy)
     other = TINY_HPARAMS.replace("d_model=16", "d_model=32")
     args = [a if not a.startswith("--hparams=") else f"--hparams={other}"
-            for a in _trainer_args(data_dir, run_copy, 5)]
+            for a in _trainer_args(tiny_data, run_copy, 5)]
     result = _run("trainer", *args)
     _one_error_line(result, "t2t-trainer", f"the checkpoint {run_copy / 'ckpt-3'} holds a "
                                            f"model of other hparams",
@@ -222,12 +232,12 @@ def test_a_failed_resume_rewrites_nothing(run_copy, data_dir):
     assert not (run_copy / "hparams.json").exists()
 
 
-def test_a_second_trainer_is_refused_while_the_first_lives(run_copy, data_dir):
+def test_a_second_trainer_is_refused_while_the_first_lives(run_copy, tiny_data):
     from t2t_revival.run_dir.run_lock import RunLock
 
     before = _files(run_copy)
     with RunLock(str(run_copy)):
-        result = _run("trainer", *_trainer_args(data_dir, run_copy, 5))
+        result = _run("trainer", *_trainer_args(tiny_data, run_copy, 5))
     _one_error_line(result, "t2t-trainer", f"{run_copy} is in use by another t2t-trainer "
                                            f"(pid {os.getpid()} on")
     assert _files(run_copy) == before
@@ -273,12 +283,12 @@ def _wait_for_line(proc, needle, timeout=240):
 
 @pytest.mark.parametrize("signum, status, twice", [
     (signal.SIGTERM, 143, False), (signal.SIGINT, 130, True)])
-def test_a_signal_saves_at_the_current_step_then_stops(signum, status, twice, data_dir,
+def test_a_signal_saves_at_the_current_step_then_stops(signum, status, twice, tiny_data,
                                                         tmp_path):
     import tensorflow as tf
 
     out = tmp_path / "run"
-    proc = _popen("trainer", *_trainer_args(data_dir, out, 100000,
+    proc = _popen("trainer", *_trainer_args(tiny_data, out, 100000,
                                             "--save_checkpoints_steps=1000",
                                             "--log_step_count_steps=1"))
     _wait_for_line(proc, "step 3/100000")
@@ -378,11 +388,11 @@ def small_tmpfs(tmp_path):
 
 
 def test_a_full_disk_during_training_ends_in_one_line_and_loses_nothing(small_tmpfs,
-                                                                         data_dir):
+                                                                         tiny_data):
     import tensorflow as tf
 
     out = small_tmpfs / "run"
-    result = _run("trainer", *_trainer_args(data_dir, out, 5, "--save_checkpoints_steps=1"))
+    result = _run("trainer", *_trainer_args(tiny_data, out, 5, "--save_checkpoints_steps=1"))
     _one_error_line(result, "t2t-trainer", "could not save the checkpoint at step 2",
                     "No space left on device", f"the latest saved checkpoint {out / 'ckpt-1'} "
                                                f"is intact", "free some space")
@@ -428,9 +438,9 @@ def test_leftovers_of_killed_runs_are_removed_and_nothing_else(run_copy):
 # Corrupt records skipped and counted (item 8)
 # ---------------------------------------------------------------------------
 
-def test_skip_corrupt_records_counts_and_names_the_shards(data_dir, tmp_path):
+def test_skip_corrupt_records_counts_and_names_the_shards(tiny_data, tmp_path):
     copy = tmp_path / "data"
-    shutil.copytree(data_dir, copy)
+    shutil.copytree(tiny_data, copy)
     shards = _TinyMulti30k().data_files("train", str(copy))
     os.truncate(shards[3], os.path.getsize(shards[3]) - 7)
     before = _digests(copy)
@@ -480,14 +490,15 @@ def test_decoder_refuses_decode_hparams_out_of_range_before_loading(run3):
 # ---------------------------------------------------------------------------
 
 def _saved_step(out):
-    import tensorflow as tf
+    """The step of the newest intact checkpoint (what a rerun resumes from), or 0."""
+    from t2t_revival.run_dir.training_directory import TrainingDirectory
 
-    latest = tf.train.latest_checkpoint(str(out))
+    latest = TrainingDirectory(out).latest_checkpoint() if out.exists() else None
     return int(latest.rsplit("-", 1)[1]) if latest else 0
 
 
 @pytest.mark.slow
-def test_kill_series_resumes_each_time_and_ends_sane(data_dir, tmp_path):
+def test_kill_series_resumes_each_time_and_ends_sane(tiny_data, tmp_path):
     """10 SIGKILLs at random moments (some during a save) and one SIGTERM."""
     import tensorflow as tf
 
@@ -495,14 +506,15 @@ def test_kill_series_resumes_each_time_and_ends_sane(data_dir, tmp_path):
 
     rng = random.Random(20)
     out = tmp_path / "run"
-    final = 60
-    args = _trainer_args(data_dir, out, final, "--save_checkpoints_steps=2",
+    final = 30
+    args = _trainer_args(tiny_data, out, final, "--save_checkpoints_steps=2",
                          "--log_step_count_steps=1", "--keep_checkpoint_max=5")
     during_save = 0
     for kill in range(11):
         before = _saved_step(out)
         proc = _popen("trainer", *args)
-        # Every third kill waits for a save in flight (ckpt-N_temp/ appears).
+        # Kills 0, 3, 6, 9 land in a save (ckpt-N_temp/ appears); the others
+        # at a random moment after the run's first new checkpoint.
         wait_for_save = kill % 3 == 0 and kill < 10
         deadline = time.time() + 120
         landed_in_save = False
@@ -510,20 +522,25 @@ def test_kill_series_resumes_each_time_and_ends_sane(data_dir, tmp_path):
             if wait_for_save and list(out.glob("ckpt-*_temp")):
                 landed_in_save = True
                 break
-            if not wait_for_save and _saved_step(out) > before and rng.random() < 0.3:
-                time.sleep(rng.uniform(0.0, 0.8))
+            if not wait_for_save and _saved_step(out) > before:
+                time.sleep(rng.uniform(0.0, 0.6))
                 break
-            time.sleep(0.005 if wait_for_save else 0.1)
+            time.sleep(0.005 if wait_for_save else 0.05)
         assert proc.poll() is None, proc.communicate()[1].decode()[-3000:]
         proc.send_signal(signal.SIGTERM if kill == 10 else signal.SIGKILL)
-        _, stderr = proc.communicate(timeout=120)
+        stdout, stderr = proc.communicate(timeout=120)
+        if before:  # this run resumed at the last saved step
+            assert f"Resumed from {out / f'ckpt-{before}'} at step {before}." \
+                in stdout.decode(), stdout.decode()[-3000:]
         during_save += landed_in_save
         if kill == 10:
             assert proc.returncode == 143, stderr.decode()[-3000:]
             assert "t2t-trainer: stopped by SIGTERM at step" in stderr.decode()
         saved = _saved_step(out)
         assert saved >= before
-        # The rerun resumes at the last saved step.
+        if not saved:
+            continue  # killed during the first save: the rerun starts afresh
+        # The rerun resumes at the last saved step: the step its optimizer holds.
         reader = tf.train.load_checkpoint(str(out / f"ckpt-{saved}"))
         key = next(k for k in reader.get_variable_to_shape_map()
                    if k.startswith("optimizer/00000_iteration"))
