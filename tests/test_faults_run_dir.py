@@ -506,7 +506,7 @@ def test_kill_series_resumes_each_time_and_ends_sane(tiny_data, tmp_path):
 
     rng = random.Random(20)
     out = tmp_path / "run"
-    final = 30
+    final = 80  # more than 11 runs of a few steps each reach
     args = _trainer_args(tiny_data, out, final, "--save_checkpoints_steps=2",
                          "--log_step_count_steps=1", "--keep_checkpoint_max=5")
     during_save = 0
