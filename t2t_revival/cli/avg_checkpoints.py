@@ -17,7 +17,8 @@ flags.mark_flag_as_required("output_dir")
 
 
 def main(argv: list[str]) -> int:
-    common.check_directory("output_dir", FLAGS.output_dir)
+    # Writable: averaged/ is written there, after minutes of reading checkpoints.
+    common.check_directory("output_dir", FLAGS.output_dir, writable=True)
     common.import_usr_dir(FLAGS.output_dir)
     from t2t_revival.run_dir.training_directory import TrainingDirectory
 

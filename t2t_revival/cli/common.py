@@ -20,13 +20,16 @@ import importlib.util
 import logging as py_logging
 import os
 import re
+import signal
 import sys
 import tempfile
+import threading
 from typing import Callable, Iterator
 
 from absl import app, flags
 
 from t2t_revival.errors import UserError
+from t2t_revival.stopped_by_signal import StoppedBySignal
 
 USAGE_ERROR = 2
 
@@ -267,6 +270,55 @@ def _check_can_create_in(flag: str, directory: str, path: str, writable: bool) -
                         f"Received: --{flag}={path!r}") from None
 
 
+_STOP_GRACE_SECONDS = 3.0
+_stop_signal: int | None = None   # the signal that is stopping this process, once one came
+_prog = "t2t"
+
+
+def _stop_on_signal(signum: int, frame) -> None:
+    """SIGTERM/SIGINT outside the trainer's save path: stop now (`run` prints one line).
+
+    Raises StoppedBySignal where the main thread is. Code that catches every
+    exception (some of TensorFlow's tracing does) could turn it into another
+    error or drop it: `run` still reports a stop for any exception once a
+    signal came, and a watchdog ends the process after a few seconds if it
+    is still running.
+    """
+    global _stop_signal
+    if _stop_signal is not None:
+        return  # a second signal while stopping
+    _stop_signal = signum
+    watchdog = threading.Timer(_STOP_GRACE_SECONDS, stopped, (_prog, StoppedBySignal(signum)))
+    watchdog.daemon = True
+    watchdog.start()
+    raise StoppedBySignal(signum)
+
+
+def install_signal_handlers() -> None:
+    """Make SIGTERM and SIGINT stop the process promptly with one line (see `run`).
+
+    A signal the process was started with ignored (SIGINT of a background job)
+    stays ignored. Files being written are left whole: every writer writes a
+    temporary name and renames it (`atomic_file`), and removes the temporary
+    file when interrupted.
+    """
+    for signum in (signal.SIGTERM, signal.SIGINT):
+        if signal.getsignal(signum) is not signal.SIG_IGN:
+            signal.signal(signum, _stop_on_signal)
+
+
+def stopped(prog: str, stop: StoppedBySignal) -> None:
+    """Print `prog: <what stopped it>` as one line and exit 128 + the signal number.
+
+    Exits with os._exit: promptly, whatever threads TensorFlow started (their
+    work is not needed: what was worth keeping was saved before the stop).
+    """
+    print(f"{prog}: {stop.message}", file=sys.stderr, flush=True)
+    with contextlib.suppress(Exception):
+        sys.stdout.flush()
+    os._exit(stop.exit_status)
+
+
 def _show_module_in_help(module_name: str) -> None:
     """Make `--help`/`--helpshort` show `module_name`'s docstring and flags.
 
@@ -289,9 +341,13 @@ def _show_module_in_help(module_name: str) -> None:
 def run(main: Callable[[list[str]], int | None], prog: str | None = None) -> None:
     """`absl.app.run(main)` where a bad flag or a UserError is one line, exit 2.
 
-    Any other exception is a bug and keeps its traceback.
+    SIGTERM and SIGINT (Ctrl-C) stop it with one line, `prog: stopped by
+    SIGTERM`, and exit status 128 + the signal number (143, 130). Any other
+    exception is a bug and keeps its traceback.
     """
-    prog = prog or os.path.basename(sys.argv[0])
+    global _prog
+    prog = _prog = prog or os.path.basename(sys.argv[0])
+    install_signal_handlers()
     _show_module_in_help(main.__module__)
 
     def parse_flags(argv: list[str]) -> list[str]:
@@ -310,9 +366,18 @@ def run(main: Callable[[list[str]], int | None], prog: str | None = None) -> Non
                        f"--flag. Received: {' '.join(argv[1:])}")
         try:
             return main(argv)
-        except UserError as e:
-            fail(prog, str(e))
-        except KeyboardInterrupt:
-            fail(prog, "interrupted", status=130)
+        except StoppedBySignal as e:
+            stopped(prog, e)
+        except BaseException as e:
+            if _stop_signal is not None and not isinstance(e, SystemExit):
+                stopped(prog, StoppedBySignal(_stop_signal))  # what the signal became
+            if isinstance(e, UserError):
+                fail(prog, str(e))
+            if isinstance(e, KeyboardInterrupt):
+                stopped(prog, StoppedBySignal(signal.SIGINT))
+            raise
 
-    app.run(guarded, flags_parser=parse_flags)
+    try:
+        app.run(guarded, flags_parser=parse_flags)
+    except StoppedBySignal as e:  # while parsing the flags, or after main
+        stopped(prog, e)

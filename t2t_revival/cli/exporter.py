@@ -53,10 +53,11 @@ flags.mark_flag_as_required("output_dir")
 def main(argv: list[str]) -> int:
     from t2t_revival.errors import UserError
 
-    common.check_directory("output_dir", FLAGS.output_dir)
+    # Where the export goes must be writable before the model is loaded and traced.
+    common.check_directory("output_dir", FLAGS.output_dir, writable=FLAGS.export_dir is None)
     common.import_usr_dir(FLAGS.output_dir)
     if FLAGS.export_dir is not None:
-        common.check_directory("export_dir", FLAGS.export_dir)
+        common.check_directory("export_dir", FLAGS.export_dir, writable=True)
     if FLAGS.format == "ctranslate2":
         from t2t_revival.export.ctranslate2_export import export_ctranslate2
 

@@ -63,6 +63,10 @@ flags.DEFINE_string("warm_start_from", None,
                     "schedule start fresh (shorter warmup: --hparams "
                     "learning_rate_warmup_steps=N). Only for a new output_dir; a resume "
                     "continues the run itself.")
+flags.DEFINE_bool("skip_corrupt_records", False,
+                  "Read each data shard up to a truncated or corrupted record and skip the "
+                  "rest of it, instead of stopping with an error naming the shard; the "
+                  "records skipped are counted and the shards named at the start.")
 flags.DEFINE_bool("export_saved_model", False,
                   "After training, export a TF Serving SavedModel to output_dir/export/<step> "
                   "(as t2t-exporter does, with the decode settings of hparams.json).")
@@ -112,7 +116,8 @@ def main(argv: list[str]) -> int:
         keep_checkpoint_max=FLAGS.keep_checkpoint_max, log_every=FLAGS.log_step_count_steps,
         seed=FLAGS.seed, xla=FLAGS.xla, num_cpu_devices=FLAGS.cpu_devices,
         worker_gpu=FLAGS.worker_gpu, usr_dir=usr_dir or "",
-        warm_start_from=FLAGS.warm_start_from or "")
+        warm_start_from=FLAGS.warm_start_from or "",
+        skip_corrupt_records=FLAGS.skip_corrupt_records)
     result = train(config)
     _print_summary(config, result)
     if FLAGS.export_saved_model:

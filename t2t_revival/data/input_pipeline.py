@@ -116,11 +116,22 @@ def unreadable_records(files: Sequence[str]) -> dict[str, str]:
     return bad
 
 
+def readable_record_count(path: str) -> int:
+    """How many records of the TFRecord file `path` can be read, up to any damage."""
+    return int(_records_to_damage(path).reduce(tf.constant(0, tf.int64), lambda n, _: n + 1))
+
+
+def _records_to_damage(path) -> tf.data.Dataset:
+    """The records of one file, ending quietly at a truncated or corrupted record."""
+    return tf.data.TFRecordDataset(path).ignore_errors()
+
+
 def token_bucketed_dataset(files: Sequence[str], batch_size: int, max_length: int,
                            boundaries: Sequence[int] = (), training: bool = True,
                            shuffle: bool | None = None, input_context=None,
                            seed: int | None = None,
-                           shuffle_buffer: int = DEFAULT_SHUFFLE_BUFFER) -> tf.data.Dataset:
+                           shuffle_buffer: int = DEFAULT_SHUFFLE_BUFFER,
+                           skip_corrupt: bool = False) -> tf.data.Dataset:
     """Batches `{"inputs": int32 [rows, b], "targets": int32 [rows, b]}` by tokens.
 
     Args:
@@ -137,6 +148,8 @@ def token_bucketed_dataset(files: Sequence[str], batch_size: int, max_length: in
             fewer files than pipelines, every n-th record).
         seed: shuffle seed (None: nondeterministic).
         shuffle_buffer: examples in the shuffle buffer.
+        skip_corrupt: read each file up to a truncated or corrupted record and
+            skip the rest of it, instead of failing (DataLossError).
     """
     shapes = bucket_shapes(batch_size, max_length, boundaries)
     shuffle = training if shuffle is None else shuffle
@@ -201,7 +214,8 @@ def _examples(files: Sequence[str], limit: int, training: bool, shuffle: bool,
         ds = ds.shuffle(len(files), seed=seed, reshuffle_each_iteration=True)
     if training:
         ds = ds.repeat()
-    ds = ds.interleave(tf.data.TFRecordDataset, cycle_length=min(4, len(files)),
+    ds = ds.interleave(_records_to_damage if skip_corrupt else tf.data.TFRecordDataset,
+                       cycle_length=min(4, len(files)),
                        num_parallel_calls=tf.data.AUTOTUNE, deterministic=not shuffle)
     if record_shard is not None:
         ds = ds.shard(*record_shard)

@@ -210,11 +210,14 @@ class Problem:
             f"{[os.path.basename(p) for p in bad]}")
 
     def dataset(self, mode: str, data_dir: str, hparams: Any, input_context=None,
-                shuffle: bool | None = None, seed: int | None = None):
+                shuffle: bool | None = None, seed: int | None = None,
+                skip_corrupt: bool = False):
         """Token-bucketed batches of the "train" or "eval" (dev) split.
 
         Pairs longer than `hparams.max_length` are dropped; their number is
-        logged (`count_too_long`).
+        logged (`count_too_long`). With `skip_corrupt`, each shard is read up
+        to a damaged record and the rest of it skipped (`corrupt_records`
+        counts them).
         """
         if mode not in MODES:
             raise DataError(f"mode must be 'train' or 'eval'. Received: mode={mode!r}")
@@ -244,4 +247,18 @@ class Problem:
         return input_pipeline.token_bucketed_dataset(
             files, batch_size=hparams.batch_size, max_length=hparams.max_length,
             boundaries=hparams.bucket_boundaries, training=(mode == "train"),
-            shuffle=shuffle, input_context=input_context, seed=seed)
+            shuffle=shuffle, input_context=input_context, seed=seed,
+            skip_corrupt=skip_corrupt)
+
+    def corrupt_records(self, split: str, data_dir: str) -> tuple[int, dict[str, str]]:
+        """(records lost, {damaged shard: what is wrong}) of a split read with
+        `dataset(..., skip_corrupt=True)`: the split's pairs (its stats) minus
+        the records readable before each damage. Reads every shard once."""
+        from t2t_revival.data import input_pipeline  # imports TensorFlow: only on use
+
+        files = self.data_files(split, data_dir)
+        damaged = input_pipeline.unreadable_records(files)
+        if not damaged:
+            return 0, {}
+        readable = sum(input_pipeline.readable_record_count(f) for f in files)
+        return max(int(self.stats(split, data_dir)["examples"]) - readable, 0), damaged

@@ -9,6 +9,7 @@ overrides them, parsed by the same strict parser as `--hparams`.
 from __future__ import annotations
 
 import dataclasses
+import math
 import typing
 from typing import Any
 
@@ -16,6 +17,15 @@ from t2t_revival.decode_length import max_decode_length
 from t2t_revival.errors import UserError
 from t2t_revival.hparams import HParams, _type_name, _type_ok, parse_typed_pairs
 from t2t_revival.registry import closest
+
+
+# (field, smallest value, what it is): each message gives the range.
+_RANGES = (
+    ("beam_size", 1, "the beam width; 1 is greedy search"),
+    ("alpha", 0, "the length penalty exponent; 0 turns it off"),
+    ("extra_length", 0, "output tokens allowed beyond the input's length"),
+    ("batch_size", 1, "sentences per decoding batch"),
+)
 
 
 class DecodeHParamsError(UserError):
@@ -64,19 +74,16 @@ class DecodeHParams:
                 raise DecodeHParamsError(
                     f"decode hparam '{f.name}' expects {_type_name(hints[f.name])}, "
                     f"got {type(value).__name__}. Received: {f.name}={value!r}")
-        for name in ("beam_size", "batch_size"):
-            if getattr(self, name) <= 0:
+        for name, low, why in _RANGES:
+            value = getattr(self, name)
+            if isinstance(value, float) and not math.isfinite(value):
                 raise DecodeHParamsError(
-                    f"decode hparam '{name}' must be positive. "
-                    f"Received: {name}={getattr(self, name)!r}")
-        if self.extra_length < 0:
-            raise DecodeHParamsError(
-                "decode hparam 'extra_length' must not be negative. "
-                f"Received: extra_length={self.extra_length!r}")
-        if self.alpha < 0:
-            raise DecodeHParamsError(
-                "decode hparam 'alpha' must not be negative (0 turns the length "
-                f"penalty off). Received: alpha={self.alpha!r}")
+                    f"decode hparam '{name}' must be a finite number in [{low}, inf) "
+                    f"({why}). Received: {name}={value!r}")
+            if value < low:
+                raise DecodeHParamsError(
+                    f"decode hparam '{name}' must be in [{low}, inf) ({why}). "
+                    f"Received: {name}={value!r}")
         self._check_sampling()
 
     def _check_sampling(self) -> None:
@@ -84,7 +91,7 @@ class DecodeHParams:
             raise DecodeHParamsError(
                 "decode hparam 'num_samples' must be positive. "
                 f"Received: num_samples={self.num_samples!r}")
-        if self.temperature <= 0:
+        if not (math.isfinite(self.temperature) and self.temperature > 0):
             raise DecodeHParamsError(
                 "decode hparam 'temperature' must be > 0 (top_k=1 samples greedily). "
                 f"Received: temperature={self.temperature!r}")
@@ -131,7 +138,10 @@ def _unknown(key: str, raw: str) -> DecodeHParamsError:
 
 
 def parse_decode_hparams(text: str) -> dict[str, Any]:
-    """Parse `"beam_size=4,alpha=0.6,return_beams=true"` into typed values."""
-    return parse_typed_pairs(text, _types(), flag="--decode_hparams",
-                             what="decode hparam", error=DecodeHParamsError,
-                             unknown=_unknown)
+    """Parse `"beam_size=4,alpha=0.6,return_beams=true"` into typed values,
+    each in its range (a DecodeHParamsError saying the range otherwise)."""
+    values = parse_typed_pairs(text, _types(), flag="--decode_hparams",
+                               what="decode hparam", error=DecodeHParamsError,
+                               unknown=_unknown)
+    DecodeHParams(**values)  # the ranges, before any model is loaded
+    return values

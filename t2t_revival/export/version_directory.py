@@ -8,7 +8,9 @@ server polling `export_dir` never loads half a model.
 from __future__ import annotations
 
 import os
+import re
 import shutil
+import sys
 import time
 from typing import Callable
 
@@ -30,6 +32,7 @@ def write_version_directory(export_dir: str, version: int,
     """
     final = os.path.join(export_dir, str(version))
     os.makedirs(export_dir, exist_ok=True)
+    _remove_leftovers_of_dead_exports(export_dir)
     tmp = os.path.join(export_dir, f".{version}.incomplete{os.getpid()}")
     shutil.rmtree(tmp, ignore_errors=True)
     try:
@@ -44,3 +47,27 @@ def write_version_directory(export_dir: str, version: int,
     finally:
         shutil.rmtree(tmp, ignore_errors=True)
     return final
+
+
+_LEFTOVER = re.compile(r"^\.\d+\.(incomplete|old)(\d+)$")
+
+
+def _remove_leftovers_of_dead_exports(export_dir: str) -> None:
+    """Remove `.<version>.incomplete<pid>` / `.old<pid>` folders of killed exports
+    (their process is gone); a live export's are left alone."""
+    for name in os.listdir(export_dir):
+        match = _LEFTOVER.match(name)
+        if match and not _pid_alive(int(match.group(2))):
+            shutil.rmtree(os.path.join(export_dir, name), ignore_errors=True)
+            print(f"Removed {os.path.join(export_dir, name)}, left by an interrupted export.",
+                  file=sys.stderr)
+
+
+def _pid_alive(pid: int) -> bool:
+    try:
+        os.kill(pid, 0)
+    except ProcessLookupError:
+        return False
+    except PermissionError:
+        return True
+    return True

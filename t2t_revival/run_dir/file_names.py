@@ -10,6 +10,7 @@
       export/<version>/   TF Serving SavedModels (`EXPORT_DIR`)
       export/ctranslate2/<version>/   CTranslate2 models (`CTRANSLATE2_EXPORT_DIR`)
       train/, eval/       TensorBoard summaries
+      .lock               the running trainer's lock (`LOCK_FILE`; pid of the last holder)
 """
 
 from __future__ import annotations
@@ -25,6 +26,10 @@ AVERAGED_DIR = "averaged"
 EXPORT_DIR = "export"
 CTRANSLATE2_EXPORT_DIR = "ctranslate2"
 """Below EXPORT_DIR."""
+
+LOCK_FILE = ".lock"
+CHECKPOINT_INDEX = "checkpoint"
+"""TensorFlow's index of a directory's checkpoints (`tf.train.CheckpointManager`)."""
 
 _STEP = re.compile(r"-(\d+)$")
 

@@ -51,3 +51,6 @@ class TrainConfig:
     warm_start_from: str = ""
     """A checkpoint prefix, or a training directory (its latest checkpoint), whose
     model weights initialize a new run (`--warm_start_from`); ignored on resume."""
+    skip_corrupt_records: bool = False
+    """Read each data shard up to a truncated or corrupted record and skip the
+    rest of it (counted and named at the start) instead of stopping."""

@@ -21,6 +21,7 @@ inside `strategy.run`; the all-reduce and the optimizer update stay outside it.
 from __future__ import annotations
 
 import contextlib
+import filecmp
 import math
 import os
 import shutil
@@ -34,11 +35,15 @@ from t2t_revival import registry
 from t2t_revival.errors import UserError
 from t2t_revival.hparams import resolve
 from t2t_revival.run_dir.checkpoint_variables import make_checkpoint
+from t2t_revival.run_dir.corrupt_checkpoint_error import CorruptCheckpointError
+from t2t_revival.run_dir.run_lock import RunLock
 from t2t_revival.run_dir.run_record import RunRecord
-from t2t_revival.run_dir.training_directory import TrainingDirectory
+from t2t_revival.run_dir.training_directory import CORRUPT_RESTORE_ERRORS, TrainingDirectory
+from t2t_revival.stopped_by_signal import StoppedBySignal
 from t2t_revival.train.losses import smoothed_cross_entropy_sum, token_metrics_sums
 from t2t_revival.train.noam_schedule import NoamSchedule
 from t2t_revival.train.reduced_gradients_adam import ReducedGradientsAdam
+from t2t_revival.train.signal_save import SignalSave
 from t2t_revival.train.strategy import is_chief, make_strategy
 from t2t_revival.train.train_config import TrainConfig
 from t2t_revival.train.training_stats import TrainingStats
@@ -89,8 +94,8 @@ class Trainer:
             self.optimizer = optimizer
             self.optimizer.build(self.model.trainable_variables)
         self.checkpoint = make_checkpoint(self.model, self.optimizer)
-        self.manager = self.directory.checkpoint_manager(
-            self.checkpoint, config.keep_checkpoint_max, directory=self._checkpoint_dir())
+        self._manager = None  # made after the restore: it reads the `checkpoint` index
+        self.signals = SignalSave()  # installed by train()
         # autograph=False throughout: no Python control flow on tensors here,
         # and autograph's conversion cache can go stale in long processes.
         self.grad_fn = tf.function(self._replica_grads, jit_compile=config.xla,
@@ -100,6 +105,36 @@ class Trainer:
         self.train_step = tf.function(self._train_step, autograph=False)
 
     # ------------------------------------------------------------------ setup
+    @property
+    def manager(self) -> tf.train.CheckpointManager:
+        """Saves `ckpt-<step>` and keeps the last keep_checkpoint_max; made on first
+        use, after `restore` has repaired an unreadable `checkpoint` index."""
+        if self._manager is None:
+            self._manager = self.directory.checkpoint_manager(
+                self.checkpoint, self.config.keep_checkpoint_max,
+                directory=self._checkpoint_dir())
+        return self._manager
+
+    def _check_resume_vocabulary(self) -> None:
+        """A resume must read the vocabulary its checkpoints were trained with.
+
+        Compares the bytes of output_dir's copy with data_dir's vocabulary (a
+        regenerated vocabulary keeps its name but not its pieces).
+        """
+        saved = self.directory.vocab_file
+        if not os.path.isfile(saved) or not self.directory.checkpoints(log=lambda _: None):
+            return
+        current = self.problem.vocab_file(self.config.data_dir)
+        if os.path.isfile(current) and not filecmp.cmp(saved, current, shallow=False):
+            trained_on = ""
+            with contextlib.suppress(UserError):
+                trained_on = self.directory.read_run_record().data_dir
+            raise UserError(
+                f"the vocabulary {current} differs from {saved}, the one the checkpoints "
+                f"in {self.config.output_dir} were trained with; resume with the "
+                f"--data_dir they were trained on{f' ({trained_on})' if trained_on else ''}, "
+                f"or train into a new --output_dir. Received: data_dir={self.config.data_dir}")
+
     def _checkpoint_dir(self) -> str:
         if self.chief:
             return self.directory.path
@@ -195,7 +230,8 @@ class Trainer:
 
     def evaluate(self) -> dict[str, float]:
         """Loss, per-token accuracy and perplexity on the dev split."""
-        dataset = self.problem.dataset("eval", self.config.data_dir, self.hparams)
+        dataset = self.problem.dataset("eval", self.config.data_dir, self.hparams,
+                                       skip_corrupt=self.config.skip_corrupt_records)
         xent = correct = tokens = 0.0
         with self._corrupt_shards_named():
             for i, batch in enumerate(dataset):
@@ -217,21 +253,44 @@ class Trainer:
         return int(self.optimizer.iterations.numpy())
 
     def restore(self) -> int:
-        """Restore the latest checkpoint, if any; returns the step reached."""
-        latest = self.manager.latest_checkpoint
+        """Restore the newest intact checkpoint, if any; returns the step reached.
+
+        Damaged checkpoints (and an unreadable `checkpoint` index) are skipped
+        with one line each; once the restore has worked, the index is made to
+        name the intact checkpoints.
+        """
+        latest = self.directory.restore_newest_intact(self._restore_from, self.log)
+        self._resumed_from = latest or None
         if latest:
-            self.checkpoint.restore(latest).assert_existing_objects_matched()
             self.log(f"Resumed from {latest} at step {self.step}.")
+        if self.chief:
+            self.directory.repair_checkpoint_index(latest, self.log)
         return self.step
 
-    def _warm_start(self) -> str:
+    def _restore_from(self, prefix: str) -> None:
+        try:
+            self.checkpoint.restore(prefix).assert_existing_objects_matched()
+        except CORRUPT_RESTORE_ERRORS as e:
+            raise CorruptCheckpointError.on_restore(prefix, e) from None
+        except (AssertionError, ValueError) as e:
+            first = str(e).strip().split("\n", 1)[0][:200]
+            missing = "" if os.path.exists(self.directory.hparams_file) else \
+                f" ({self.directory.hparams_file}, which records them, is missing)"
+            raise UserError(
+                f"the checkpoint {prefix} holds a model of other hparams than "
+                f"--hparams_set={self.config.hparams_set} --hparams={self.config.hparams!r}"
+                f"{missing}: {first}; rerun with the hparams it was trained with, or use a "
+                f"new --output_dir. Received: output_dir={self.config.output_dir}") from None
+
+    def _warm_start(self, resumed: bool) -> str:
         """--warm_start_from on a new run (a resume continues the run itself);
-        returns the checkpoint the run's weights started from, for run.json."""
+        returns the checkpoint the run's weights started from, for run.json.
+        Runs after `restore`: `resumed` says whether a checkpoint was restored."""
         from t2t_revival.train.warm_start import warm_start
 
         recorded = (self.directory.read_run_record().warm_start_from
                     if os.path.isfile(self.directory.run_file) else "")
-        if self.manager.latest_checkpoint:
+        if resumed:
             if self.config.warm_start_from:
                 self.log(f"{self.config.output_dir} already holds checkpoints: resuming this "
                          f"run; --warm_start_from applies only to a new run and is ignored.")
@@ -242,9 +301,10 @@ class Trainer:
                           self.problem.vocab_file(self.config.data_dir), self.log)
 
     def save(self) -> str:
-        path = self.manager.save(checkpoint_number=self.step)
-        if not self.chief:
-            shutil.rmtree(self._checkpoint_dir(), ignore_errors=True)
+        with self.signals.saving():
+            path = self.directory.save_checkpoint(self.manager, self.step)
+            if not self.chief:
+                shutil.rmtree(self._checkpoint_dir(), ignore_errors=True)
         return path
 
     def train_dataset(self, step: int):
@@ -253,7 +313,8 @@ class Trainer:
 
         def dataset_fn(input_context):
             return self.problem.dataset("train", self.config.data_dir, self.hparams,
-                                        input_context=input_context, seed=seed)
+                                        input_context=input_context, seed=seed,
+                                        skip_corrupt=self.config.skip_corrupt_records)
 
         return self.strategy.distribute_datasets_from_function(dataset_fn)
 
@@ -264,6 +325,21 @@ class Trainer:
             self.log(f"No {config.problem} data in {config.data_dir}: running datagen first.")
             self.problem.generate_data(config.data_dir, config.tmp_dir or DEFAULT_TMP_DIR)
 
+    def _report_corrupt_records(self) -> None:
+        """With --skip_corrupt_records: one line per split with damaged shards,
+        saying how many records are skipped and which shards."""
+        if not self.config.skip_corrupt_records:
+            return
+        for split in self.problem.num_shards:
+            lost, damaged = self.problem.corrupt_records(split, self.config.data_dir)
+            if damaged:
+                first, reason = next(iter(damaged.items()))
+                self.log(f"--skip_corrupt_records: skipping {lost} record(s) of the {split} "
+                         f"split of {self.config.problem}: {len(damaged)} shard(s) are read "
+                         f"up to their damage, first {first} ({reason}); rerun t2t-datagen "
+                         f"to repair them. Received: corrupt_shards="
+                         f"{[os.path.basename(p) for p in damaged]}")
+
     def _summary_writer(self, name: str):
         """A TensorBoard writer into output_dir/<name> on the chief, a no-op elsewhere."""
         if not self.chief:
@@ -271,13 +347,39 @@ class Trainer:
         return tf.summary.create_file_writer(os.path.join(self.directory.path, name))
 
     def train(self) -> dict[str, Any]:
-        """Train to `config.train_steps`, saving and evaluating on the way."""
+        """Train to `config.train_steps`, saving and evaluating on the way.
+
+        Holds output_dir's lock (`RunLock`) throughout; SIGTERM or SIGINT save
+        a checkpoint at the current step and raise StoppedBySignal (`SignalSave`).
+        """
+        lock = RunLock(self.directory.path) if self.chief else None
+        with lock or contextlib.nullcontext(), self.signals:
+            try:
+                return self._train()
+            except SignalSave.StopRequested as stop:
+                raise self._stop(stop.signum) from None
+
+    def _stop(self, signum: int) -> StoppedBySignal:
+        """Save at the current step (unless saved already) and say so in one line."""
+        latest = self.manager.latest_checkpoint
+        if latest is None or not latest.endswith(f"-{self.step}"):
+            latest = self.save()
+        name = StoppedBySignal(signum).message
+        return StoppedBySignal(signum, f"{name} at step {self.step}; checkpoint saved: "
+                                       f"{latest}; rerun the same command to resume")
+
+    def _train(self) -> dict[str, Any]:
         config = self.config
+        if self.chief:
+            self.directory.clean_stale_temporaries(self.log)
         self._prepare_data()
-        warm_start_from = self._warm_start()
+        self._report_corrupt_records()
+        self._check_resume_vocabulary()
+        step = self.restore()  # before any run file is written: a failed resume changes nothing
+        warm_start_from = self._warm_start(resumed=self._resumed_from is not None)
         if self.chief:
             self._write_run_files(warm_start_from)
-        step = self.restore()
+        self.signals.arm()
         if step >= config.train_steps:
             self.log(f"Already at step {step} >= --train_steps={config.train_steps}.")
             return {"step": step}

@@ -1,0 +1,559 @@
+"""Faults of the training directory (issue 20 items 4-9): the lock, signals,
+damaged checkpoints, full disks, leftovers of killed runs, corrupt records
+skipped, decode settings out of range, and the kill series (--slow).
+
+Each case asserts one line, the exit status and, where files were written
+before, that they are byte-identical afterwards (the `.lock` file, which
+records the last holder's pid, apart).
+"""
+
+import errno
+import os
+import random
+import shutil
+import signal
+import subprocess
+import sys
+import time
+
+import pytest
+
+from conftest import ROOT
+from test_faults import (PROBLEM, TINY_HPARAMS, _digests, _one_error_line, _run,
+                         _TinyMulti30k, _write_corpus)
+
+LOCK = ".lock"
+
+
+def _trainer_args(data, out, steps, *extra):
+    return [f"--problem={PROBLEM}", "--hparams_set=transformer_tiny",
+            f"--hparams={TINY_HPARAMS}", f"--data_dir={data}", f"--output_dir={out}",
+            f"--train_steps={steps}", "--noxla", "--local_eval_frequency=0", "--eval_steps=1",
+            *extra]
+
+
+def _files(directory):
+    """`_digests` without the lock file."""
+    return {k: v for k, v in _digests(directory).items() if os.path.basename(k) != LOCK}
+
+
+def _popen(module, *args):
+    env = dict(os.environ, PYTHONPATH=str(ROOT), TF_CPP_MIN_LOG_LEVEL="2",
+               PYTHONUNBUFFERED="1")  # a killed run's lines are not lost in a buffer
+    return subprocess.Popen([sys.executable, "-m", f"t2t_revival.cli.{module}", *args],
+                            stdin=subprocess.DEVNULL, stdout=subprocess.PIPE,
+                            stderr=subprocess.PIPE, env=env)
+
+
+@pytest.fixture(scope="module")
+def tiny_data(tmp_path_factory):
+    """test_faults' tiny synthetic corpus, through datagen."""
+    raw = tmp_path_factory.mktemp("raw")
+    _write_corpus(str(raw))
+    data = tmp_path_factory.mktemp("data")
+    _TinyMulti30k(download=False).generate_data(str(data), str(raw))
+    return data
+
+
+@pytest.fixture(scope="module")
+def run3(tiny_data, tmp_path_factory):
+    """A training directory with checkpoints at steps 1, 2 and 3."""
+    out = tmp_path_factory.mktemp("run3") / "run"
+    result = _run("trainer", *_trainer_args(tiny_data, out, 3, "--save_checkpoints_steps=1"))
+    assert result.returncode == 0, result.stderr.decode()[-3000:]
+    return out
+
+
+@pytest.fixture
+def run_copy(run3, tmp_path):
+    copy = tmp_path / "run"
+    shutil.copytree(run3, copy)
+    return copy
+
+
+def _data_file(prefix):
+    return f"{prefix}.data-00000-of-00001"
+
+
+def _truncate_data(run):
+    os.truncate(_data_file(run / "ckpt-3"), 1000)
+    return "its .data file is truncated (1000 of at least"
+
+
+def _flip_data_byte(run):
+    path = _data_file(run / "ckpt-3")
+    with open(path, "r+b") as f:
+        f.seek(50000)
+        byte = f.read(1)
+        f.seek(50000)
+        f.write(bytes([byte[0] ^ 0xFF]))
+    return "its files are damaged (DataLossError"
+
+
+def _truncate_index_file(run):
+    os.truncate(run / "ckpt-3.index", 100)
+    return "its .index file is unreadable"
+
+
+def _delete_latest(run):
+    for suffix in (".index", ".data-00000-of-00001"):
+        os.remove(f"{run / 'ckpt-3'}{suffix}")
+    return "its .index file is missing"
+
+
+def _garbage_index(run):
+    (run / "checkpoint").write_bytes(b"\x00\x01 not an index {{{")
+    _truncate_data(run)
+    return "The checkpoint index"
+
+
+def _empty_index(run):
+    (run / "checkpoint").write_bytes(b"")
+    _truncate_data(run)
+    return "The checkpoint index"
+
+
+DAMAGES = [_truncate_data, _flip_data_byte, _truncate_index_file, _delete_latest,
+           _garbage_index, _empty_index]
+
+
+# ---------------------------------------------------------------------------
+# Resume from the newest intact checkpoint (item 6)
+# ---------------------------------------------------------------------------
+
+@pytest.mark.parametrize("damage", DAMAGES, ids=lambda f: f.__name__)
+def test_readers_use_the_newest_intact_checkpoint_saying_what_they_skipped(damage, run_copy):
+    from t2t_revival.run_dir.training_directory import TrainingDirectory
+
+    reason = damage(run_copy)
+    lines = []
+    trained = TrainingDirectory(run_copy).load(log=lines.append)
+    assert trained.checkpoint_path == str(run_copy / "ckpt-2")
+    assert any(reason in line for line in lines), lines
+    if damage not in (_garbage_index, _empty_index):
+        assert lines == [f"Skipping the checkpoint {run_copy / 'ckpt-3'}: {lines[0].split(': ', 1)[1]}"]
+    if damage is _flip_data_byte:
+        return  # found only when read: test_averaging_skips_a_damaged_checkpoint
+    # Averaging when no checkpoint is named: the intact ones only.
+    lines.clear()
+    assert TrainingDirectory(run_copy).checkpoints(log=lines.append)[-1] == str(run_copy / "ckpt-2")
+
+
+@pytest.mark.parametrize("damage", [_truncate_data, _flip_data_byte], ids=lambda f: f.__name__)
+def test_a_named_damaged_checkpoint_is_one_clear_error(damage, run_copy):
+    reason = damage(run_copy)
+    before = _files(run_copy)
+    result = _run("decoder", f"--output_dir={run_copy}", "--decode_interactive",
+                  f"--checkpoint_path={run_copy / 'ckpt-3'}", stdin=b"ein mann\n")
+    _one_error_line(result, "t2t-decoder", f"the checkpoint {run_copy / 'ckpt-3'}", reason,
+                    "leave it out to use the newest intact checkpoint")
+    assert _files(run_copy) == before
+
+
+def test_decoder_without_a_checkpoint_named_falls_back_and_says_so(run_copy):
+    _truncate_data(run_copy)
+    result = _run("decoder", f"--output_dir={run_copy}", "--decode_interactive",
+                  stdin=b"ein mann\n")
+    stderr = result.stderr.decode()
+    assert result.returncode == 0, stderr[-3000:]
+    skipped = [l for l in stderr.splitlines() if l.startswith("Skipping the checkpoint")]
+    assert len(skipped) == 1 and "ckpt-3: its .data file is truncated" in skipped[0]
+    assert f"Decoding with {run_copy / 'ckpt-2'}" in stderr
+    assert len(result.stdout.decode().splitlines()) == 1
+
+
+def test_averaging_skips_a_damaged_checkpoint(run_copy):
+    from t2t_revival.run_dir.training_directory import TrainingDirectory
+
+    _flip_data_byte(run_copy)  # found only when read: a checksum error
+    lines = []
+    with pytest.raises(Exception) as error:
+        TrainingDirectory(run_copy).average_checkpoints(3, log=lines.append)
+    assert "ckpt-3 cannot be restored: its files are damaged (DataLossError" in str(error.value)
+    _truncate_data(run_copy)  # found before reading: skipped
+    lines.clear()
+    path = TrainingDirectory(run_copy).average_checkpoints(3, log=lines.append)
+    assert path == str(run_copy / "averaged" / "ckpt-2")
+    assert lines[0].startswith(f"Skipping the checkpoint {run_copy / 'ckpt-3'}: its .data")
+    assert f"read {run_copy / 'ckpt-1'}" in lines and f"read {run_copy / 'ckpt-2'}" in lines
+
+
+def test_trainer_resumes_from_the_newest_intact_checkpoint_and_repairs_the_index(
+        run_copy, tiny_data):
+    import tensorflow as tf
+
+    _garbage_index(run_copy)  # and ckpt-3's data truncated
+    result = _run("trainer", *_trainer_args(tiny_data, run_copy, 4,
+                                            "--save_checkpoints_steps=1"))
+    stdout = result.stdout.decode()
+    assert result.returncode == 0, result.stderr.decode()[-3000:]
+    assert f"The checkpoint index {run_copy / 'checkpoint'} is unreadable" in stdout
+    assert f"Skipping the checkpoint {run_copy / 'ckpt-3'}: its .data file is truncated" \
+        in stdout
+    assert f"Resumed from {run_copy / 'ckpt-2'} at step 2." in stdout
+    state = tf.train.get_checkpoint_state(str(run_copy))
+    assert [os.path.basename(p) for p in state.all_model_checkpoint_paths] == \
+        ["ckpt-1", "ckpt-2", "ckpt-3", "ckpt-4"]
+    reader = tf.train.load_checkpoint(str(run_copy / "ckpt-3"))  # rewritten, intact
+    key = next(k for k in reader.get_variable_to_shape_map()
+               if k.startswith("optimizer/00000_iteration"))
+    assert int(reader.get_tensor(key)) == 3
+
+
+# ---------------------------------------------------------------------------
+# The run directory is protected (item 4)
+# ---------------------------------------------------------------------------
+
+def test_resume_refuses_a_vocabulary_that_differs_by_content(run_copy, tiny_data, tmp_path):
+    data = tmp_path / "data"
+    shutil.copytree(tiny_data, data)
+    vocab = _TinyMulti30k().vocab_file(str(data))
+    with open(vocab, "ab") as f:
+        f.write(b"\x00")  # same name, other bytes
+    before = _files(run_copy)
+    result = _run("trainer", *_trainer_args(data, run_copy, 5))
+    _one_error_line(result, "t2t-trainer", f"the vocabulary {vocab} differs from "
+                                           f"{run_copy / 'vocab.model'}",
+                    f"resume with the --data_dir they were trained on ({tiny_data})")
+    assert _files(run_copy) == before
+
+
+def test_a_failed_resume_rewrites_nothing(run_copy, tiny_data):
+    os.remove(run_copy / "hparams.json")  # the resume cannot compare the hparams first
+    before = _files(run_copy)
+    other = TINY_HPARAMS.replace("d_model=16", "d_model=32")
+    args = [a if not a.startswith("--hparams=") else f"--hparams={other}"
+            for a in _trainer_args(tiny_data, run_copy, 5)]
+    result = _run("trainer", *args)
+    _one_error_line(result, "t2t-trainer", f"the checkpoint {run_copy / 'ckpt-3'} holds a "
+                                           f"model of other hparams",
+                    "hparams.json, which records them, is missing")
+    assert _files(run_copy) == before
+    assert not (run_copy / "hparams.json").exists()
+
+
+def test_a_second_trainer_is_refused_while_the_first_lives(run_copy, tiny_data):
+    from t2t_revival.run_dir.run_lock import RunLock
+
+    before = _files(run_copy)
+    with RunLock(str(run_copy)):
+        result = _run("trainer", *_trainer_args(tiny_data, run_copy, 5))
+    _one_error_line(result, "t2t-trainer", f"{run_copy} is in use by another t2t-trainer "
+                                           f"(pid {os.getpid()} on")
+    assert _files(run_copy) == before
+
+
+def test_a_killed_holder_leaves_no_stuck_lock(tmp_path):
+    from t2t_revival.errors import UserError
+    from t2t_revival.run_dir.run_lock import RunLock
+
+    holder = subprocess.Popen(
+        [sys.executable, "-c", "import sys, time; sys.path.insert(0, sys.argv[1]); "
+         "from t2t_revival.run_dir.run_lock import RunLock; "
+         "RunLock(sys.argv[2]).acquire(); print('held', flush=True); time.sleep(600)",
+         str(ROOT), str(tmp_path)], stdout=subprocess.PIPE, text=True)
+    assert holder.stdout.readline() == "held\n"
+    with pytest.raises(UserError, match=f"pid {holder.pid} on"):
+        RunLock(str(tmp_path)).acquire()
+    holder.kill()
+    holder.wait()
+    lock = RunLock(str(tmp_path)).acquire()  # the OS released it at the holder's death
+    assert (tmp_path / LOCK).read_text().startswith(f"pid {os.getpid()} on ")
+    lock.release()
+
+
+# ---------------------------------------------------------------------------
+# Signals save (item 5)
+# ---------------------------------------------------------------------------
+
+def _wait_for_line(proc, needle, timeout=240):
+    """Read proc's stdout until a line holds `needle`; returns what was read."""
+    seen = []
+    deadline = time.time() + timeout
+    while time.time() < deadline:
+        line = proc.stdout.readline().decode()
+        if not line:
+            break
+        seen.append(line)
+        if needle in line:
+            return seen
+    proc.kill()
+    pytest.fail(f"no {needle!r} in the output: {''.join(seen)[-3000:]}")
+
+
+@pytest.mark.parametrize("signum, status, twice", [
+    (signal.SIGTERM, 143, False), (signal.SIGINT, 130, True)])
+def test_a_signal_saves_at_the_current_step_then_stops(signum, status, twice, tiny_data,
+                                                        tmp_path):
+    import tensorflow as tf
+
+    out = tmp_path / "run"
+    proc = _popen("trainer", *_trainer_args(tiny_data, out, 100000,
+                                            "--save_checkpoints_steps=1000",
+                                            "--log_step_count_steps=1"))
+    _wait_for_line(proc, "step 3/100000")
+    proc.send_signal(signum)
+    if twice:  # a second Ctrl-C, while it saves
+        time.sleep(0.05)
+        proc.send_signal(signum)
+    _, stderr = proc.communicate(timeout=120)
+    name = signal.Signals(signum).name
+    stderr = stderr.decode()
+    assert proc.returncode == status, stderr[-3000:]
+    assert "Traceback" not in stderr
+    lines = [l for l in stderr.splitlines() if l.startswith("t2t-trainer:")]
+    assert len(lines) == 1, stderr[-3000:]
+    line = lines[0]
+    assert line.startswith(f"t2t-trainer: stopped by {name} at step "), line
+    step = int(line.split(" at step ", 1)[1].split(";", 1)[0])
+    assert step >= 3
+    assert line.endswith(f"; checkpoint saved: {out / f'ckpt-{step}'}; rerun the same "
+                         f"command to resume")
+    assert tf.train.latest_checkpoint(str(out)) == str(out / f"ckpt-{step}")
+    reader = tf.train.load_checkpoint(str(out / f"ckpt-{step}"))
+    key = next(k for k in reader.get_variable_to_shape_map()
+               if k.startswith("optimizer/00000_iteration"))
+    assert int(reader.get_tensor(key)) == step
+    assert not list(out.glob("*_temp"))
+
+
+def test_a_cli_stops_promptly_on_sigterm_during_start_up(run3):
+    for delay in (0.5, 2.0):
+        proc = _popen("decoder", f"--output_dir={run3}", "--decode_interactive")
+        time.sleep(delay)
+        start = time.time()
+        proc.send_signal(signal.SIGTERM)
+        _, stderr = proc.communicate(timeout=30)
+        assert time.time() - start < 10
+        assert proc.returncode == 143, stderr.decode()[-3000:]
+        assert stderr.decode().strip().splitlines()[-1] == "t2t-decoder: stopped by SIGTERM"
+        assert "Traceback" not in stderr.decode()
+
+
+# ---------------------------------------------------------------------------
+# Full disk, read-only folder, leftovers of killed runs (item 7)
+# ---------------------------------------------------------------------------
+
+class _FailingManager:
+    """A CheckpointManager whose save writes part of a checkpoint, then finds the disk full."""
+
+    def __init__(self, directory, latest, error):
+        self.directory, self.latest_checkpoint, self.error = str(directory), latest, error
+
+    def save(self, checkpoint_number):
+        temp = os.path.join(self.directory, f"ckpt-{checkpoint_number}_temp")
+        os.makedirs(temp)
+        with open(os.path.join(temp, "part-00000-of-00001.data-00000-of-00001"), "wb") as f:
+            f.write(b"x" * 1000)
+        with open(os.path.join(self.directory, f"ckpt-{checkpoint_number}.index"), "wb") as f:
+            f.write(b"half")
+        raise self.error
+
+
+@pytest.mark.parametrize("kind", ["enospc_tf", "enospc_os", "read_only"])
+def test_a_failed_save_keeps_the_previous_checkpoints_and_removes_its_own_files(
+        kind, run_copy):
+    import tensorflow as tf
+
+    from t2t_revival.errors import UserError
+    from t2t_revival.run_dir.training_directory import TrainingDirectory
+
+    error = {"enospc_tf": tf.errors.ResourceExhaustedError(
+                 None, None, "ckpt-4_temp/part...; No space left on device"),
+             "enospc_os": OSError(errno.ENOSPC, "No space left on device"),
+             "read_only": OSError(errno.EROFS, "Read-only file system")}[kind]
+    before = _files(run_copy)
+    manager = _FailingManager(run_copy, str(run_copy / "ckpt-3"), error)
+    with pytest.raises(UserError) as raised:
+        TrainingDirectory(run_copy).save_checkpoint(manager, 4)
+    message = str(raised.value)
+    assert f"could not save the checkpoint at step 4 in {run_copy}" in message
+    assert f"the latest saved checkpoint {run_copy / 'ckpt-3'} is intact" in message
+    assert ("free some space" if kind != "read_only" else "make the folder writable") in message
+    assert _files(run_copy) == before  # ckpt-4_temp/ and the half ckpt-4.index are gone
+
+
+@pytest.fixture
+def small_tmpfs(tmp_path):
+    """A 3 MB tmpfs: room for the run files and one checkpoint of the tiny model."""
+    mount = tmp_path / "tmpfs"
+    mount.mkdir()
+    done = subprocess.run(["mount", "-t", "tmpfs", "-o", "size=3m", "tmpfs", str(mount)],
+                          capture_output=True)
+    if done.returncode != 0:
+        pytest.skip(f"cannot mount a tmpfs here ({done.stderr.decode().strip()}); the "
+                    f"monkeypatched cases above cover the save")
+    yield mount
+    subprocess.run(["umount", str(mount)], check=False)
+
+
+def test_a_full_disk_during_training_ends_in_one_line_and_loses_nothing(small_tmpfs,
+                                                                         tiny_data):
+    import tensorflow as tf
+
+    out = small_tmpfs / "run"
+    result = _run("trainer", *_trainer_args(tiny_data, out, 5, "--save_checkpoints_steps=1"))
+    _one_error_line(result, "t2t-trainer", "could not save the checkpoint at step 2",
+                    "No space left on device", f"the latest saved checkpoint {out / 'ckpt-1'} "
+                                               f"is intact", "free some space")
+    assert tf.train.latest_checkpoint(str(out)) == str(out / "ckpt-1")
+    assert sorted(p.name for p in out.iterdir() if p.name.startswith("ckpt")) == \
+        ["ckpt-1.data-00000-of-00001", "ckpt-1.index"]
+
+
+def test_leftovers_of_killed_runs_are_removed_and_nothing_else(run_copy):
+    from t2t_revival.export.version_directory import write_version_directory
+    from t2t_revival.run_dir.training_directory import TrainingDirectory
+
+    made = ["ckpt-9_temp/part-00000-of-00001.data-00000-of-00001", "checkpoint.tmp1a2b3c",
+            ".hparams.json.k2j3h4.incomplete", ".run.json.abcd_12.incomplete",
+            "averaged/ckpt-2_temp/part"]
+    kept = ["notes_temp/a", "my.incomplete", ".test.decodes.x1.incomplete", "ckpt-9_tempx"]
+    for name in made + kept:
+        path = run_copy / name
+        path.parent.mkdir(parents=True, exist_ok=True)
+        path.write_text("x")
+    before = _files(run_copy)
+    lines = []
+    removed = TrainingDirectory(run_copy).clean_stale_temporaries(lines.append)
+    assert sorted(os.path.relpath(p, run_copy) for p in removed) == \
+        sorted(["ckpt-9_temp", "checkpoint.tmp1a2b3c", ".hparams.json.k2j3h4.incomplete",
+                ".run.json.abcd_12.incomplete"])
+    assert lines[0].startswith("Removed 4 leftover(s) of an interrupted run: ")
+    gone = {os.path.relpath(p, run_copy) for p in removed}
+    assert _files(run_copy) == {k: v for k, v in before.items() if k.split("/")[0] not in gone}
+    TrainingDirectory(run_copy).clean_stale_temporaries(lines.append, folders="averaged")
+    assert not (run_copy / "averaged" / "ckpt-2_temp").exists()
+    # Exports: a dead process's leftovers go at the next export, a live one's stay.
+    export = run_copy / "export"
+    dead = subprocess.Popen([sys.executable, "-c", "pass"])
+    dead.wait()
+    for name in (f".5.incomplete{dead.pid}", f".5.old{dead.pid}", f".6.incomplete{os.getpid()}"):
+        (export / name).mkdir(parents=True)
+    write_version_directory(str(export), 7, lambda tmp: os.makedirs(tmp))
+    assert sorted(p.name for p in export.iterdir()) == [f".6.incomplete{os.getpid()}", "7"]
+
+
+# ---------------------------------------------------------------------------
+# Corrupt records skipped and counted (item 8)
+# ---------------------------------------------------------------------------
+
+def test_skip_corrupt_records_counts_and_names_the_shards(tiny_data, tmp_path):
+    copy = tmp_path / "data"
+    shutil.copytree(tiny_data, copy)
+    shards = _TinyMulti30k().data_files("train", str(copy))
+    os.truncate(shards[3], os.path.getsize(shards[3]) - 7)
+    before = _digests(copy)
+    out = tmp_path / "run"
+    result = _run("trainer", *_trainer_args(copy, out, 2), "--skip_corrupt_records")
+    stdout = result.stdout.decode()
+    assert result.returncode == 0, result.stderr.decode()[-3000:]
+    lines = [l for l in stdout.splitlines() if l.startswith("--skip_corrupt_records:")]
+    assert len(lines) == 1, stdout
+    assert lines[0].startswith("--skip_corrupt_records: skipping 1 record(s) of the train "
+                               "split of translate_ende_multi30k: 1 shard(s)")
+    assert f"first {shards[3]} (truncated record at" in lines[0]
+    assert (out / "ckpt-2.index").is_file()
+    assert _digests(copy) == before
+
+
+# ---------------------------------------------------------------------------
+# --decode_hparams ranges
+# ---------------------------------------------------------------------------
+
+@pytest.mark.parametrize("text, message", [
+    ("beam_size=0", "'beam_size' must be in [1, inf) (the beam width; 1 is greedy search). "
+                    "Received: beam_size=0"),
+    ("alpha=-0.5", "'alpha' must be in [0, inf)"),
+    ("alpha=nan", "'alpha' must be a finite number in [0, inf)"),
+    ("alpha=inf", "'alpha' must be a finite number in [0, inf)"),
+    ("extra_length=-1", "'extra_length' must be in [0, inf)"),
+    ("batch_size=0", "'batch_size' must be in [1, inf)"),
+])
+def test_decode_hparams_out_of_range_are_refused_with_the_range(text, message):
+    from t2t_revival.decode.decode_hparams import DecodeHParamsError, parse_decode_hparams
+
+    with pytest.raises(DecodeHParamsError) as error:
+        parse_decode_hparams(text)
+    assert message in str(error.value)
+
+
+def test_decoder_refuses_decode_hparams_out_of_range_before_loading(run3):
+    result = _run("decoder", f"--output_dir={run3}", "--decode_interactive",
+                  "--decode_hparams=alpha=nan", stdin=b"ein mann\n")
+    _one_error_line(result, "t2t-decoder", "'alpha' must be a finite number in [0, inf)")
+    assert "Decoding with" not in result.stderr.decode()
+
+
+# ---------------------------------------------------------------------------
+# The kill series (item 9)
+# ---------------------------------------------------------------------------
+
+def _saved_step(out):
+    """The step of the newest intact checkpoint (what a rerun resumes from), or 0."""
+    from t2t_revival.run_dir.training_directory import TrainingDirectory
+
+    latest = TrainingDirectory(out).latest_checkpoint() if out.exists() else None
+    return int(latest.rsplit("-", 1)[1]) if latest else 0
+
+
+@pytest.mark.slow
+def test_kill_series_resumes_each_time_and_ends_sane(tiny_data, tmp_path):
+    """10 SIGKILLs at random moments (some during a save) and one SIGTERM."""
+    import tensorflow as tf
+
+    from t2t_revival.run_dir.training_directory import TrainingDirectory
+
+    rng = random.Random(20)
+    out = tmp_path / "run"
+    final = 80  # more than 11 runs of a few steps each reach
+    args = _trainer_args(tiny_data, out, final, "--save_checkpoints_steps=2",
+                         "--log_step_count_steps=1", "--keep_checkpoint_max=5")
+    during_save = 0
+    for kill in range(11):
+        before = _saved_step(out)
+        proc = _popen("trainer", *args)
+        # Kills 0, 3, 6, 9 land in a save (ckpt-N_temp/ appears); the others
+        # at a random moment after the run's first new checkpoint.
+        wait_for_save = kill % 3 == 0 and kill < 10
+        deadline = time.time() + 120
+        landed_in_save = False
+        while time.time() < deadline and proc.poll() is None:
+            if wait_for_save and list(out.glob("ckpt-*_temp")):
+                landed_in_save = True
+                break
+            if not wait_for_save and _saved_step(out) > before:
+                time.sleep(rng.uniform(0.0, 0.6))
+                break
+            time.sleep(0.005 if wait_for_save else 0.05)
+        assert proc.poll() is None, proc.communicate()[1].decode()[-3000:]
+        proc.send_signal(signal.SIGTERM if kill == 10 else signal.SIGKILL)
+        stdout, stderr = proc.communicate(timeout=120)
+        if before:  # this run resumed at the last saved step
+            assert f"Resumed from {out / f'ckpt-{before}'} at step {before}." \
+                in stdout.decode(), stdout.decode()[-3000:]
+        during_save += landed_in_save
+        if kill == 10:
+            assert proc.returncode == 143, stderr.decode()[-3000:]
+            assert "t2t-trainer: stopped by SIGTERM at step" in stderr.decode()
+        saved = _saved_step(out)
+        assert saved >= before
+        if not saved:
+            continue  # killed during the first save: the rerun starts afresh
+        # The rerun resumes at the last saved step: the step its optimizer holds.
+        reader = tf.train.load_checkpoint(str(out / f"ckpt-{saved}"))
+        key = next(k for k in reader.get_variable_to_shape_map()
+                   if k.startswith("optimizer/00000_iteration"))
+        assert int(reader.get_tensor(key)) == saved
+    assert during_save >= 1
+    result = _run("trainer", *args)
+    stdout = result.stdout.decode()
+    assert result.returncode == 0, result.stderr.decode()[-3000:]
+    assert f"Resumed from {out / f'ckpt-{saved}'} at step {saved}." in stdout
+    assert f"step {final}/{final}" in stdout
+    directory = TrainingDirectory(out)
+    checkpoints = directory.checkpoints()
+    assert checkpoints[-1] == str(out / f"ckpt-{final}")
+    assert all(directory.checkpoint_problem(p) is None for p in checkpoints)
+    assert not list(out.glob("*_temp")) and not list(out.glob(".*.incomplete"))
+    directory.load()  # the final state decodes
