@@ -161,12 +161,13 @@ class TranslatePlainText(Text2TextProblem):
 
     # ---- input pipeline ------------------------------------------------
     def dataset(self, mode: str, data_dir: str, hparams, input_context=None,
-                shuffle: bool | None = None, seed: int | None = None):
+                shuffle: bool | None = None, seed: int | None = None,
+                skip_corrupt: bool = False):
         """The dev split as every problem's; training examples drawn from the
         corpora in the ratio of `hparams.corpus_weights`."""
         if mode != "train":
             return super().dataset(mode, data_dir, hparams.replace(corpus_weights=()),
-                                   input_context, shuffle, seed)
+                                   input_context, shuffle, seed, skip_corrupt)
         spec = self._spec()
         weights = hparams.corpus_weights or spec.weights
         if len(weights) != len(spec.train):
@@ -193,4 +194,5 @@ class TranslatePlainText(Text2TextProblem):
         return input_pipeline.weighted_token_bucketed_dataset(
             [self.corpus_files(i, data_dir) for i in range(len(spec.train))], weights,
             batch_size=hparams.batch_size, max_length=hparams.max_length,
-            boundaries=hparams.bucket_boundaries, input_context=input_context, seed=seed)
+            boundaries=hparams.bucket_boundaries, input_context=input_context, seed=seed,
+            skip_corrupt=skip_corrupt)

@@ -154,7 +154,7 @@ def token_bucketed_dataset(files: Sequence[str], batch_size: int, max_length: in
     shapes = bucket_shapes(batch_size, max_length, boundaries)
     shuffle = training if shuffle is None else shuffle
     ds = _examples(files, shapes[-1][1], training, shuffle, input_context, seed,
-                   shuffle_buffer)
+                   shuffle_buffer, skip_corrupt)
     return _bucketed(ds, shapes, training)
 
 
@@ -162,8 +162,8 @@ def weighted_token_bucketed_dataset(file_groups: Sequence[Sequence[str]],
                                     weights: Sequence[float], batch_size: int,
                                     max_length: int, boundaries: Sequence[int] = (),
                                     input_context=None, seed: int | None = None,
-                                    shuffle_buffer: int = DEFAULT_SHUFFLE_BUFFER
-                                    ) -> tf.data.Dataset:
+                                    shuffle_buffer: int = DEFAULT_SHUFFLE_BUFFER,
+                                    skip_corrupt: bool = False) -> tf.data.Dataset:
     """Training batches drawn from several corpora in the ratio of `weights`.
 
     Each group of files (one corpus) is read, filtered and shuffled as in
@@ -185,7 +185,7 @@ def weighted_token_bucketed_dataset(file_groups: Sequence[Sequence[str]],
                         f"Received: weights={list(weights)}")
     shapes = bucket_shapes(batch_size, max_length, boundaries)
     parts = [_examples(files, shapes[-1][1], True, True, input_context,
-                       None if seed is None else seed + i, shuffle_buffer)
+                       None if seed is None else seed + i, shuffle_buffer, skip_corrupt)
              for i, files in enumerate(file_groups)]
     total = float(sum(weights))
     ds = tf.data.Dataset.sample_from_datasets(parts, weights=[w / total for w in weights],
@@ -194,7 +194,8 @@ def weighted_token_bucketed_dataset(file_groups: Sequence[Sequence[str]],
 
 
 def _examples(files: Sequence[str], limit: int, training: bool, shuffle: bool,
-              input_context, seed: int | None, shuffle_buffer: int) -> tf.data.Dataset:
+              input_context, seed: int | None, shuffle_buffer: int,
+              skip_corrupt: bool = False) -> tf.data.Dataset:
     """Unpadded `{"inputs": int32 [n], "targets": int32 [n]}` of `files` no longer
     than `limit` (repeated and shuffled when training)."""
     files = sorted(str(f) for f in files)
