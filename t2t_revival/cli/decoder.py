@@ -39,7 +39,10 @@ flags.DEFINE_string("decode_reference", None,
                     "Reference translations: report sacreBLEU and the paper's tokenized BLEU.")
 flags.DEFINE_bool("decode_interactive", False, "Translate lines typed on standard input.")
 flags.DEFINE_string("decode_hparams", "",
-                    '"beam_size=4,alpha=0.6,extra_length=50,batch_size=32,return_beams=false"')
+                    '"beam_size=4,alpha=0.6,extra_length=50,batch_size=32,return_beams=false,'
+                    'batch_tokens=0,xla=true,long_inputs=cut" (batch_tokens > 0: batches of '
+                    'that many source tokens; xla=false: the uncompiled search; '
+                    'long_inputs=refuse: stop at a line longer than max_length)')
 flags.DEFINE_string("language", "de", "Target language for the Moses tokenizer of the "
                     "paper-style BLEU.")
 flags.DEFINE_bool("json", False, "Print the BLEU figures as one JSON object.")
@@ -86,6 +89,14 @@ def _interactive_line(raw: bytes, number: int) -> str:
                         f"Received: {raw[:60]!r}") from None
 
 
+def _report_cut(decoder, total: int) -> None:
+    """Say how many inputs were longer than max_length and cut (if any)."""
+    if decoder.cut_inputs:
+        from t2t_revival.decode_length import cut_lines_report
+        print(cut_lines_report(decoder.cut_inputs, total, decoder.hparams.max_length),
+              file=sys.stderr)
+
+
 def main(argv: list[str]) -> int:
     common.check_directory("output_dir", FLAGS.output_dir)
     if FLAGS.decode_to_file:
@@ -126,6 +137,7 @@ def main(argv: list[str]) -> int:
         translations = decoder.translate(sources, progress=ProgressBar())
         write_text_lines(out_path, translations)
         print(f"Wrote {len(translations)} translations to {out_path}", file=sys.stderr)
+        _report_cut(decoder, len(sources))
         if references is not None:
             best = [t.split("\t", 1)[0] for t in translations]
             _score(decoder, best, references, sources, out_path)
@@ -135,6 +147,7 @@ def main(argv: list[str]) -> int:
             try:
                 line = _interactive_line(raw, number)
                 print(decoder.translate([line])[0], flush=True)
+                _report_cut(decoder, 1)
             except UserError as e:  # a bad line is reported; the session goes on
                 common.report(PROG, str(e))
     return 0

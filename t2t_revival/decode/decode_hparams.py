@@ -18,6 +18,10 @@ from t2t_revival.hparams import HParams, _type_name, _type_ok, parse_typed_pairs
 from t2t_revival.registry import closest
 
 
+# What a decoder does with an input longer than max_length.
+_LONG_INPUTS = ("cut", "refuse")
+
+
 class DecodeHParamsError(UserError):
     """A malformed `--decode_hparams` string, an unknown field or a bad value."""
 
@@ -35,8 +39,19 @@ class DecodeHParams:
     """max_decode_length = input length + extra_length (6.1: 50; parsing 300)."""
     batch_size: int = 32
     """Sentences per decoding batch (NOT tokens, unlike HParams.batch_size)."""
+    batch_tokens: int = 0
+    """When > 0, batches by tokens instead of sentences: as many sentences as
+    fit in this many source tokens, padding included (fairseq's --max-tokens,
+    OpenNMT-tf's batch_type=tokens); batch_size is then ignored."""
     return_beams: bool = False
     """Return every beam (n-best list, best first) instead of the top one."""
+    xla: bool = True
+    """Compile the encoder and the whole search with XLA (jit_compile), one
+    program per length and batch bucket; false runs the uncompiled graph (the
+    reference: the same translations, slower)."""
+    long_inputs: str = "cut"
+    """An input longer than the model's max_length: "cut" it to max_length
+    tokens (counted, reported at the end) or "refuse" it (stop with an error)."""
 
     def __post_init__(self):
         hints = typing.get_type_hints(DecodeHParams)
@@ -46,6 +61,14 @@ class DecodeHParams:
                 raise DecodeHParamsError(
                     f"decode hparam '{f.name}' expects {_type_name(hints[f.name])}, "
                     f"got {type(value).__name__}. Received: {f.name}={value!r}")
+        if self.long_inputs not in _LONG_INPUTS:
+            raise DecodeHParamsError(
+                f"decode hparam 'long_inputs' must be one of {', '.join(_LONG_INPUTS)}. "
+                f"Received: long_inputs={self.long_inputs!r}")
+        if self.batch_tokens < 0:
+            raise DecodeHParamsError(
+                "decode hparam 'batch_tokens' must not be negative (0 batches by "
+                f"sentences). Received: batch_tokens={self.batch_tokens!r}")
         for name in ("beam_size", "batch_size"):
             if getattr(self, name) <= 0:
                 raise DecodeHParamsError(
