@@ -282,6 +282,22 @@ def test_runs_in_tf_function_with_a_dynamic_batch():
     np.testing.assert_allclose(scores.numpy(), eager_scores, atol=1e-5)
 
 
+def test_compiles_whole_with_xla_and_finds_the_same_beams():
+    rng = np.random.default_rng(5)
+    tables = rng.normal(0.0, 2.0, size=(2, 6, 6, 6))
+    max_len = 7
+    step = make_step(tables, max_len)
+
+    @tf.function(jit_compile=True, autograph=False)
+    def search(cache):
+        return beam_search(step, cache, 3, 3, 0.6, max_len, return_beams=True)
+
+    seqs, scores = search(make_cache([1, 0, 1], max_len))
+    eager_seqs, eager_scores = run_beam(tables, [1, 0, 1], 3, 0.6, max_len, compiled=False)
+    np.testing.assert_array_equal(seqs.numpy(), eager_seqs)
+    np.testing.assert_allclose(scores.numpy(), eager_scores, atol=1e-5)
+
+
 def test_decode_hparams_defaults_overrides_and_errors():
     dhp = DecodeHParams.from_hparams(HParams())
     assert (dhp.beam_size, dhp.alpha, dhp.extra_length, dhp.batch_size,
@@ -298,6 +314,9 @@ def test_decode_hparams_defaults_overrides_and_errors():
         ("return_beams=maybe", r"'return_beams' expects bool"),
         ("beam_size=0", r"must be positive"),
         ("alpha=-1", r"must not be negative"),
+        ("batch_tokens=-5", r"'batch_tokens' must not be negative"),
+        ("long_inputs=drop", r"'long_inputs' must be one of cut, refuse.*long_inputs='drop'"),
+        ("xla=maybe", r"'xla' expects bool"),
         ("beam_size", r"--decode_hparams entries are key=value"),
         ("alpha=1,alpha=2", r"set twice in --decode_hparams"),
     ]:

@@ -8,24 +8,61 @@ import pytest
 import tensorflow as tf
 
 from conftest import ROOT
-from t2t_revival.decode_length import (LENGTH_QUANTUM, check_input_length,
-                                       cut_to_max_length, decode_in_length_order,
+from t2t_revival.decode_length import (LENGTH_QUANTUM, batch_bucket, check_input_length,
+                                       cut_line, cut_lines_report, cut_to_max_length,
+                                       decode_in_length_order,
                                        length_sorted_batches, longest_decode_length,
                                        max_decode_length, padded_length, position_limit)
 from t2t_revival.errors import UserError
 
 
-def test_the_quantum_is_8_and_lengths_round_up_to_it():
-    assert LENGTH_QUANTUM == 8
-    got = {n: padded_length(n, 512) for n in (1, 7, 8, 9, 16, 17, 503, 504, 505, 512)}
-    assert got == {1: 8, 7: 8, 8: 8, 9: 16, 16: 16, 17: 24, 503: 504, 504: 504,
-                   505: 512, 512: 512}
+def test_the_quantum_is_16_and_lengths_round_up_to_it():
+    assert LENGTH_QUANTUM == 16
+    got = {n: padded_length(n, 512) for n in (1, 15, 16, 17, 32, 33, 495, 496, 497, 512)}
+    assert got == {1: 16, 15: 16, 16: 16, 17: 32, 32: 32, 33: 48, 495: 496, 496: 496,
+                   497: 512, 512: 512}
 
 
 def test_padding_never_passes_max_length_unless_the_input_does():
-    # max_length 12 is no multiple of 8: 9..12 pad to 12, not 16.
-    assert [padded_length(n, 12) for n in range(1, 13)] == [8] * 8 + [12] * 4
-    assert padded_length(13, 12) == 13 and padded_length(30, 12) == 30
+    # max_length 24 is no multiple of 16: 17..24 pad to 24, not 32.
+    assert [padded_length(n, 24) for n in range(1, 25)] == [16] * 16 + [24] * 8
+    assert padded_length(25, 24) == 25 and padded_length(30, 24) == 30
+
+
+def test_batch_buckets_are_powers_of_two_up_to_the_batch_size():
+    assert [batch_bucket(n, 32) for n in (1, 2, 3, 5, 8, 9, 17, 32)] == \
+        [1, 2, 4, 8, 8, 16, 32, 32]
+    assert [batch_bucket(n, 20) for n in (3, 9, 17, 20)] == [4, 16, 20, 20]
+    assert [batch_bucket(n) for n in (1, 3, 33, 100)] == [1, 4, 64, 128]
+    assert batch_bucket(40, 32) == 40                     # never fewer rows than inputs
+    assert [int(batch_bucket(tf.constant(n))) for n in (1, 3, 8, 9, 100)] == \
+        [1, 4, 8, 16, 128]
+
+
+def test_token_batches_fill_a_budget_of_padded_tokens():
+    lengths = [5, 0, 20, 17, 3, 40, 16]
+    # Shortest first; each batch costs inputs x padded length of its longest.
+    batches = list(length_sorted_batches(lengths, 2, batch_tokens=64, max_length=64))
+    assert batches == [[4, 0, 6], [3, 2], [5]]            # 3x16, 2x32, 1x48
+    for batch in batches[:-1]:
+        longest = max(lengths[i] for i in batch)
+        assert len(batch) * padded_length(longest, 64) <= 64
+    # An input longer than the budget is a batch of its own.
+    assert list(length_sorted_batches([30, 2], 8, batch_tokens=16, max_length=64)) == \
+        [[1], [0]]
+    outputs = decode_in_length_order(lengths, 2, lambda chunk: [str(lengths[i]) for i in chunk],
+                                     batch_tokens=64, max_length=64)
+    assert outputs == ["5", "", "20", "17", "3", "40", "16"]
+
+
+def test_a_long_line_is_cut_with_eos_last_and_reported():
+    assert cut_line([5, 6, 7, 1], 4, 1) == [5, 6, 7, 1]
+    assert cut_line([5, 6, 7, 8, 9, 1], 4, 1) == [5, 6, 7, 1]
+    assert cut_lines_report(3, 1000, 128).startswith(
+        "3 of 1000 input lines were longer than 128 tokens (the model's max_length) "
+        "and were cut to 128 tokens")
+    assert cut_lines_report(1, 1, 16).startswith(
+        "1 of 1 input line was longer than 16 tokens (the model's max_length) and was cut")
 
 
 def test_the_learned_positions_cap():
@@ -70,7 +107,8 @@ def test_too_long_input_is_refused_with_one_line():
         check_input_length(3, 13, 12, "a" * 100)
     message = str(e.value)
     assert message.startswith("input line 3 has 13 tokens, more than the model's "
-                              "max_length of 12; split the line.")
+                              "max_length of 12; split the line, or decode with "
+                              "--decode_hparams=long_inputs=cut to cut it.")
     assert message.endswith(f"Received: line 3={'a' * 60!r}...")
     assert "\n" not in message
 

@@ -58,7 +58,10 @@ flags.DEFINE_string("score_file", None,
                     "stdout, or to --decode_to_file. An empty line, a line without "
                     "exactly one tab or a non-UTF-8 line stops it with one error line.")
 flags.DEFINE_string("decode_hparams", "",
-                    '"beam_size=4,alpha=0.6,extra_length=50,batch_size=32,return_beams=false"; '
+                    '"beam_size=4,alpha=0.6,extra_length=50,batch_size=32,return_beams=false,'
+                    'batch_tokens=0,xla=true,long_inputs=cut" (batch_tokens > 0: batches of '
+                    'that many source tokens; xla=false: the uncompiled search; '
+                    'long_inputs=refuse: stop at a line longer than max_length); '
                     'sampling instead of beam search: "sampling=true,temperature=1.0,'
                     'top_k=0,top_p=1.0,num_samples=1,seed=1" (top_k 0 and top_p 1.0 keep '
                     'every token; return_beams=true writes all num_samples, best first).')
@@ -129,6 +132,14 @@ def _score_pairs() -> int:
     return 0
 
 
+def _report_cut(decoder, total: int) -> None:
+    """Say how many inputs were longer than max_length and cut (if any)."""
+    if decoder.cut_inputs:
+        from t2t_revival.decode_length import cut_lines_report
+        print(cut_lines_report(decoder.cut_inputs, total, decoder.hparams.max_length),
+              file=sys.stderr)
+
+
 def main(argv: list[str]) -> int:
     common.check_directory("output_dir", FLAGS.output_dir)
     common.import_usr_dir(FLAGS.output_dir)
@@ -177,6 +188,7 @@ def main(argv: list[str]) -> int:
         translations = decoder.translate(sources, progress=ProgressBar())
         write_text_lines(out_path, translations)
         print(f"Wrote {len(translations)} translations to {out_path}", file=sys.stderr)
+        _report_cut(decoder, len(sources))
         if references is not None:
             best = [t.split("\t", 1)[0] for t in translations]
             _score(decoder, best, references, sources, out_path)
@@ -186,6 +198,7 @@ def main(argv: list[str]) -> int:
             try:
                 line = _interactive_line(raw, number)
                 print(decoder.translate([line])[0], flush=True)
+                _report_cut(decoder, 1)
             except UserError as e:  # a bad line is reported; the session goes on
                 common.report(PROG, str(e))
     return 0

@@ -25,7 +25,11 @@ _RANGES = (
     ("alpha", 0, "the length penalty exponent; 0 turns it off"),
     ("extra_length", 0, "output tokens allowed beyond the input's length"),
     ("batch_size", 1, "sentences per decoding batch"),
+    ("batch_tokens", 0, "source tokens per batch, padding included; 0 batches by sentences"),
 )
+
+# What a decoder does with an input longer than max_length.
+_LONG_INPUTS = ("cut", "refuse")
 
 
 class DecodeHParamsError(UserError):
@@ -45,6 +49,10 @@ class DecodeHParams:
     """max_decode_length = input length + extra_length (6.1: 50; parsing 300)."""
     batch_size: int = 32
     """Sentences per decoding batch (NOT tokens, unlike HParams.batch_size)."""
+    batch_tokens: int = 0
+    """When > 0, batches by tokens instead of sentences: as many sentences as
+    fit in this many source tokens, padding included (fairseq's --max-tokens,
+    OpenNMT-tf's batch_type=tokens); batch_size is then ignored."""
     return_beams: bool = False
     """Return every beam (n-best list, best first) instead of the top one
     (with sampling: every sample, best-scoring first)."""
@@ -65,6 +73,13 @@ class DecodeHParams:
     seed: int = 1
     """Sampling: the random seed; the same seed, inputs and batch_size give the
     same samples."""
+    xla: bool = True
+    """Compile the encoder and the whole search with XLA (jit_compile), one
+    program per length and batch bucket; false runs the uncompiled graph (the
+    reference: the same translations, slower)."""
+    long_inputs: str = "cut"
+    """An input longer than the model's max_length: "cut" it to max_length
+    tokens (counted, reported at the end) or "refuse" it (stop with an error)."""
 
     def __post_init__(self):
         hints = typing.get_type_hints(DecodeHParams)
@@ -74,6 +89,10 @@ class DecodeHParams:
                 raise DecodeHParamsError(
                     f"decode hparam '{f.name}' expects {_type_name(hints[f.name])}, "
                     f"got {type(value).__name__}. Received: {f.name}={value!r}")
+        if self.long_inputs not in _LONG_INPUTS:
+            raise DecodeHParamsError(
+                f"decode hparam 'long_inputs' must be one of {', '.join(_LONG_INPUTS)}. "
+                f"Received: long_inputs={self.long_inputs!r}")
         for name, low, why in _RANGES:
             value = getattr(self, name)
             if isinstance(value, float) and not math.isfinite(value):

@@ -20,8 +20,9 @@ from t2t_revival.decode.decode_hparams import DecodeHParams
 from t2t_revival.decode.ensemble import Ensemble, split_checkpoint_paths
 from t2t_revival.decode.forced_scoring import score_targets
 from t2t_revival.decode.sampling import sample_search
-from t2t_revival.decode_length import (check_input_length, decode_in_length_order,
-                                       max_decode_length, padded_length, position_limit)
+from t2t_revival.decode_length import (batch_bucket, check_input_length, cut_line,
+                                       decode_in_length_order, max_decode_length,
+                                       padded_length, position_limit)
 from t2t_revival.errors import UserError
 from t2t_revival.run_dir.training_directory import TrainingDirectory
 from t2t_revival.special_ids import EOS_ID, PAD_ID
@@ -39,7 +40,8 @@ class Decoder:
             list), decode as an `Ensemble` (checkpoint prefixes or directories,
             one vocabulary).
         decode_hparams: `"beam_size=4,alpha=0.6,extra_length=50,batch_size=32,
-            return_beams=false"` overrides of the defaults in hparams.json;
+            return_beams=false,xla=true,batch_tokens=0,long_inputs=cut"`
+            overrides of the defaults in hparams.json (see `DecodeHParams`);
             `sampling=true,temperature=..,top_k=..,top_p=..,num_samples=..,seed=..`
             samples instead of beam search.
     """
@@ -56,11 +58,22 @@ class Decoder:
         self.decode_hparams = DecodeHParams.from_hparams(self.hparams, decode_hparams)
         self.vocab, self.checkpoint_path = trained.vocab, trained.checkpoint_path
         self.model = trained.model
+        # How many inputs of the last `translate` call were cut to max_length.
+        self.cut_inputs = 0
         # autograph=False: the model and beam search use no Python control flow
         # on tensors (beam search loops with ops.while_loop), and autograph's
         # conversion cache can hand back a stale function in long processes.
-        self._search = tf.function(self._search_batch, reduce_retracing=True,
-                                   autograph=False)
+        # With xla, the encoder and the whole beam search loop are one XLA
+        # program per (batch bucket, padded length): every shape in it is
+        # static. Sampling runs uncompiled: its seed state is a variable that
+        # each step advances.
+        self._compiled = self.decode_hparams.xla and not self.decode_hparams.sampling
+        if self._compiled:
+            self._search = tf.function(self._search_batch, jit_compile=True,
+                                       autograph=False)
+        else:
+            self._search = tf.function(self._search_batch, reduce_retracing=True,
+                                       autograph=False)
         self._score = tf.function(self._score_batch, reduce_retracing=True,
                                   autograph=False)
         self._seed_generator = keras.random.SeedGenerator(self.decode_hparams.seed) \
@@ -84,10 +97,18 @@ class Decoder:
                            return_beams=dhp.return_beams)
 
     def _encode(self, sentences: Sequence[str]) -> list[list[int]]:
-        encoded = []
+        """EOS-terminated ids; a line longer than max_length is cut (counted in
+        `cut_inputs`) or refused, as `long_inputs` says."""
+        encoded, max_length = [], self.hparams.max_length
+        refuse = self.decode_hparams.long_inputs == "refuse"
+        self.cut_inputs = 0
         for i, sentence in enumerate(sentences):
             ids = self.vocab.encode(sentence) + [EOS_ID] if sentence.strip() else []
-            check_input_length(i + 1, len(ids), self.hparams.max_length, sentence)
+            if len(ids) > max_length:
+                if refuse:
+                    check_input_length(i + 1, len(ids), max_length, sentence)
+                ids = cut_line(ids, max_length, EOS_ID)
+                self.cut_inputs += 1
             encoded.append(ids)
         return encoded
 
@@ -95,29 +116,35 @@ class Decoder:
                   progress: Callable[[int, int], None] | None = None) -> list[str]:
         """Translations in input order; an empty line gives an empty line.
 
-        Inputs are sorted by length for batching (`batch_size` sentences at a
-        time; see `decode_length`). With return_beams, each output line holds
-        the beams, best first, separated by tabs.
+        Inputs are sorted by length for batching (`batch_size` sentences or
+        `batch_tokens` tokens at a time; see `decode_length`). An input longer
+        than max_length is cut to it (`cut_inputs` counts them) unless
+        `long_inputs=refuse`. With return_beams, each output line holds the
+        beams, best first, separated by tabs.
         """
         encoded = self._encode(sentences)
         hp, dhp = self.hparams, self.decode_hparams
         if self._seed_generator is not None:  # each call draws the same samples
             self._seed_generator.state.assign([dhp.seed, 0])
         limit = position_limit(hp.position_encoding, hp.max_length)
+        largest = None if dhp.batch_tokens else dhp.batch_size
 
         def decode_batch(chunk: list[int]) -> list[str]:
             length = padded_length(max(len(encoded[i]) for i in chunk), hp.max_length)
-            inputs = [encoded[i] + [PAD_ID] * (length - len(encoded[i])) for i in chunk]
+            rows = list(chunk)
+            if self._compiled:  # a fixed number of rows: the last one repeated
+                rows += [chunk[-1]] * (batch_bucket(len(chunk), largest) - len(chunk))
+            inputs = [encoded[i] + [PAD_ID] * (length - len(encoded[i])) for i in rows]
             sequences, _ = self._search(tf.constant(inputs, tf.int32),
                                         max_decode_length(length, dhp.extra_length, limit))
-            sequences = sequences.numpy()
+            sequences = sequences.numpy()[:len(chunk)]
             if dhp.return_beams:
                 return ["\t".join(self.vocab.decode(s) for s in beams) for beams in sequences]
             return [self.vocab.decode(s) for s in sequences]
 
         return decode_in_length_order([len(ids) for ids in encoded], dhp.batch_size,
-                                      decode_batch, progress)
-
+                                      decode_batch, progress, batch_tokens=dhp.batch_tokens,
+                                      max_length=hp.max_length)
 
     # ------------------------------------------------------------------ scoring
     def _score_batch(self, inputs, targets):

@@ -13,7 +13,7 @@ Decoding follows `t2t-decoder` as closely as CTranslate2 allows:
   --decode_hparams;
 - sentences are sorted by length and decoded `batch_size` at a time, with
   max_decoding_length = the batch's longest input (EOS included) padded to a
-  multiple of 8, plus extra_length: the same order, batches and limit as
+  multiple of 16, plus extra_length: the same order, batches and limit as
   `Decoder` (`t2t_revival.decode_length`, which imports no TensorFlow);
 - ranking: CTranslate2 normalizes a hypothesis's log-prob by
   length ** length_penalty, tensor2tensor by GNMT's ((5 + length) / 6) ** alpha

@@ -14,11 +14,20 @@ Signatures:
            (output ids end with EOS, PAD after it)
 
 Max decode length: `t2t_revival.decode_length`'s rule, as `Decoder`
-uses it: the batch is padded to a multiple of 8 tokens (not past
+uses it: the batch is padded to a multiple of 16 tokens (not past
 `max_length`), and beam search decodes at most that padded length +
 `extra_length` positions (capped at `max_length` for learned positions): the
 same limit as `t2t-decoder` for the same batch. It is a tensor in the graph;
 the beam search and the cache preallocate their buffers with it.
+
+With `xla=True` (`t2t-exporter --xla`) the encoder and beam search run as
+one XLA-compiled function (`jit_compile=True`), the batch padded to a power
+of two rows (copies of its last row) so that a server compiles one program
+per (batch bucket, padded length) it meets, on the first request of that
+shape. Tokenization, the cut and the padding stay outside it (plain
+TensorFlow ops). Such a SavedModel loads anywhere, but runs only where XLA
+may compile: TensorFlow in Python does; TF Serving needs
+`--xla_cpu_compilation_enabled=true` on CPU.
 
 Input rows with no tokens (an empty or whitespace-only string, or an id row
 starting with PAD or EOS) give an empty output (`""` / all PAD) with score 0.
@@ -33,7 +42,7 @@ import tensorflow as tf
 
 from t2t_revival import decode_length
 from t2t_revival.decode.beam_search import beam_search
-from t2t_revival.decode_length import cut_to_max_length, padded_length
+from t2t_revival.decode_length import batch_bucket, cut_to_max_length, padded_length
 from t2t_revival.run_dir.checkpoint_variables import model_variables
 from t2t_revival.special_ids import EOS_ID, PAD_ID
 
@@ -46,9 +55,11 @@ class TranslationModule(tf.Module):
         hparams: its `HParams` (max_length, position_encoding).
         decode_hparams: `DecodeHParams` (beam_size, alpha, extra_length).
         vocab_model: the bytes of the SentencePiece `.model` file.
+        xla: compile the encoder and beam search with XLA (see the module doc).
     """
 
-    def __init__(self, model, hparams, decode_hparams, vocab_model: bytes):
+    def __init__(self, model, hparams, decode_hparams, vocab_model: bytes,
+                 xla: bool = False):
         super().__init__(name="t2t_translation")
         import tensorflow_text as tf_text
 
@@ -64,6 +75,10 @@ class TranslationModule(tf.Module):
         self._beam_size = int(decode_hparams.beam_size)
         self._alpha = float(decode_hparams.alpha)
         self._extra_length = int(decode_hparams.extra_length)
+        self._xla = bool(xla)
+        if self._xla:
+            self._compiled_beam_search = tf.function(
+                self._beam_search, jit_compile=True, autograph=False)
 
     # ------------------------------------------------------------------
     def _search(self, ids):
@@ -82,16 +97,34 @@ class TranslationModule(tf.Module):
         ids, length = cut_to_max_length(ids, self._max_length, PAD_ID, EOS_ID)
         padded = padded_length(length, self._max_length)
         ids = tf.pad(ids, [[0, 0], [0, padded - length]])
-        max_decode_length = decode_length.max_decode_length(
-            padded, self._extra_length, self._position_limit)
-        encoder_output, encoder_padding = self._model.encode(ids, training=False)
-        cache = self._model.init_cache(encoder_output, encoder_padding, max_decode_length)
-        sequences, scores = beam_search(
-            self._model.decode_step, cache, batch, beam_size=self._beam_size,
-            alpha=self._alpha, max_decode_length=max_decode_length, return_beams=False)
+        if self._xla:
+            # A power-of-two batch: rows past the last are copies of it (a
+            # lone EOS row stands in for an empty batch).
+            ids = tf.concat([ids, tf.one_hot([0], padded, on_value=EOS_ID,
+                                             off_value=PAD_ID, dtype=tf.int32)], axis=0)
+            rows = tf.minimum(tf.range(batch_bucket(tf.maximum(batch, 1))),
+                              tf.maximum(batch - 1, 0))
+            sequences, scores = self._compiled_beam_search(tf.gather(ids, rows))
+            sequences, scores = sequences[:batch], scores[:batch]
+        else:
+            sequences, scores = self._beam_search(ids)
         sequences = tf.where(empty[:, None], tf.zeros_like(sequences), sequences)
         scores = tf.where(empty, tf.zeros_like(scores), scores)
         return sequences, scores
+
+    def _beam_search(self, ids):
+        """ids int32 [B, S], S already padded -> (ids [B, L], scores [B]).
+
+        Every length here follows from the shape of `ids`, so under XLA it is
+        a compile-time constant.
+        """
+        max_decode_length = decode_length.max_decode_length(
+            tf.shape(ids)[1], self._extra_length, self._position_limit)
+        encoder_output, encoder_padding = self._model.encode(ids, training=False)
+        cache = self._model.init_cache(encoder_output, encoder_padding, max_decode_length)
+        return beam_search(
+            self._model.decode_step, cache, tf.shape(ids)[0], beam_size=self._beam_size,
+            alpha=self._alpha, max_decode_length=max_decode_length, return_beams=False)
 
     @tf.function(input_signature=[tf.TensorSpec([None, None], tf.int32, name="ids")],
                  autograph=False)

@@ -1,0 +1,169 @@
+"""The XLA-compiled search, token batching and over-long inputs, on a small
+randomly initialized Transformer (fast: no training; random weights give
+input-dependent outputs, which is all these equalities need)."""
+
+import dataclasses
+import gzip
+import json
+import os
+import subprocess
+import sys
+
+import numpy as np
+import pytest
+
+from conftest import ENV
+
+MAX_LENGTH = 32
+# Extra decode length kept small: a random model rarely emits EOS.
+FAST = "extra_length=6"
+
+
+@pytest.fixture(scope="module")
+def random_run(shared_data, tmp_path_factory):
+    """A training directory holding transformer_tiny (1 layer, vocab 2000,
+    max_length 32) with random weights: hparams.json, run.json, vocab.model,
+    ckpt-1. Returns (output_dir, 40 validation sentences that fit in 32 tokens)."""
+    import tensorflow as tf
+
+    from t2t_revival import registry
+    from t2t_revival.data.subword_vocabulary import SubwordVocabulary
+    from t2t_revival.run_dir.checkpoint_variables import make_checkpoint
+    from t2t_revival.run_dir.run_record import RunRecord
+    from t2t_revival.run_dir.training_directory import TrainingDirectory
+
+    work = tmp_path_factory.mktemp("random_run")
+    with gzip.open(shared_data / "multi30k" / "train.en.gz", "rt", encoding="utf-8") as f:
+        lines = [next(f).strip() for _ in range(3000)]
+    vocab = str(work / "vocab.src.model")
+    SubwordVocabulary.train(lines, vocab, vocab_size=2000)
+    registry.load_all()
+    hparams = dataclasses.replace(registry.hparams_sets.get("transformer_tiny")(),
+                                  vocab_size=2000, max_length=MAX_LENGTH,
+                                  num_hidden_layers=1)
+    out_dir = work / "run"
+    directory = TrainingDirectory(out_dir)
+    directory.write_run_files(hparams, RunRecord(problem="translate_ende_multi30k",
+                                                 hparams_set="transformer_tiny"), vocab)
+    tf.keras.utils.set_random_seed(3)
+    model = directory.build_model(hparams)
+    # Glorot-initialized weights give near-uniform, input-blind outputs; wider
+    # ones make every input translate differently.
+    rng = np.random.default_rng(3)
+    for weight in model.weights:
+        if len(weight.shape) == 2:
+            weight.assign(rng.normal(0.0, 3.0 / np.sqrt(weight.shape[0]), weight.shape))
+    make_checkpoint(model).save(str(out_dir / "ckpt"))
+    with gzip.open(shared_data / "multi30k" / "val.en.gz", "rt", encoding="utf-8") as f:
+        lines = [next(f).strip() for _ in range(300)]
+    pieces = SubwordVocabulary(vocab)
+    sentences = [s for s in lines if len(pieces.encode(s)) < MAX_LENGTH][:40]
+    assert len(sentences) == 40
+    return str(out_dir), sentences
+
+
+def _decoder(out_dir, decode_hparams):
+    from t2t_revival.decode.decoder import Decoder
+    return Decoder(out_dir, decode_hparams=f"{FAST},{decode_hparams}")
+
+
+def test_xla_search_gives_the_uncompiled_search_translations(random_run):
+    out_dir, sentences = random_run
+    reference = _decoder(out_dir, "xla=false,batch_size=16").translate(sentences)
+    compiled = _decoder(out_dir, "xla=true,batch_size=16")
+    assert compiled.translate(sentences) == reference
+    assert len(set(reference)) > 30                     # input-dependent outputs
+    # 40 sentences, batch 16: batches of 16, 16 and 8 rows; lengths < 32 pad to
+    # 16 or 32: a handful of programs, not one per batch.
+    assert compiled._search.experimental_get_tracing_count() <= 4
+
+
+def test_token_batching_gives_the_sentence_batching_translations(random_run):
+    from t2t_revival.decode_length import length_sorted_batches
+
+    out_dir, sentences = random_run
+    tokens = _decoder(out_dir, "batch_tokens=100")
+    # Inputs of at most 16 tokens: every batch pads to 16, so every output gets
+    # the same length limit (which this model, never ending a sentence,
+    # reaches) however they are batched.
+    short = [s for s in sentences if len(tokens.vocab.encode(s)) + 1 <= 16]
+    assert len(short) >= 12
+    by_sentences = _decoder(out_dir, "batch_size=8").translate(short)
+    assert tokens.translate(short) == by_sentences
+    lengths = [len(tokens.vocab.encode(s)) + 1 for s in short]
+    sizes = [len(b) for b in length_sorted_batches(lengths, 8, 100, MAX_LENGTH)]
+    assert max(sizes) == 6 and sum(sizes) == len(short)  # 6 x 16 tokens fit in 100
+
+
+def test_an_over_long_line_is_cut_and_counted(random_run):
+    from t2t_revival.errors import UserError
+
+    out_dir, sentences = random_run
+    long = " ".join(sentences[:4])                      # far more than 32 tokens
+    decoder = _decoder(out_dir, "batch_size=4")
+    assert len(decoder.vocab.encode(long)) + 1 > MAX_LENGTH
+    outputs = decoder.translate([sentences[5], long, sentences[6]])
+    assert decoder.cut_inputs == 1
+    assert len(outputs) == 3 and all(outputs)           # translated, not dropped
+    assert outputs[1] == decoder.translate([long])[0]   # the cut line decodes the same alone
+    assert decoder.cut_inputs == 1
+    decoder.translate(sentences[:3])
+    assert decoder.cut_inputs == 0                      # counts the last call only
+    # Cut as the SavedModel cuts it: the first 31 tokens, then EOS.
+    from t2t_revival.special_ids import EOS_ID
+    assert decoder._encode([long])[0] == decoder.vocab.encode(long)[:MAX_LENGTH - 1] + [EOS_ID]
+    refusing = _decoder(out_dir, "long_inputs=refuse")
+    with pytest.raises(UserError, match=r"input line 2 has \d+ tokens.*max_length of 32"):
+        refusing.translate([sentences[5], long])
+
+
+@pytest.mark.slow
+def test_the_decoder_cli_reports_the_cut_lines(random_run, tmp_path):
+    out_dir, sentences = random_run
+    source = tmp_path / "in.en"
+    source.write_text("\n".join([sentences[0], " ".join(sentences[:4]), sentences[1]]) + "\n",
+                      encoding="utf-8")
+    out = subprocess.run([sys.executable, "-m", "t2t_revival.cli.decoder",
+                          f"--output_dir={out_dir}", f"--decode_from_file={source}",
+                          f"--decode_to_file={tmp_path / 'out.de'}",
+                          f"--decode_hparams={FAST}"],
+                         capture_output=True, text=True, env=ENV, timeout=600)
+    assert out.returncode == 0, out.stderr[-2000:]
+    assert "1 of 3 input lines were longer than 32 tokens" in out.stderr, out.stderr[-2000:]
+    assert len((tmp_path / "out.de").read_text(encoding="utf-8").splitlines()) == 3
+    refused = subprocess.run([sys.executable, "-m", "t2t_revival.cli.decoder",
+                              f"--output_dir={out_dir}", f"--decode_from_file={source}",
+                              f"--decode_to_file={tmp_path / 'refused.de'}",
+                              f"--decode_hparams={FAST},long_inputs=refuse"],
+                             capture_output=True, text=True, env=ENV, timeout=600)
+    from conftest import one_line_error
+    one_line_error(refused, "t2t-decoder", "input line 2", "long_inputs=cut")
+    assert not (tmp_path / "refused.de").exists()
+
+
+# Loads a SavedModel with tensorflow and tensorflow_text only; argv: path, sentences.
+_LOAD = r"""
+import json, sys
+import tensorflow as tf
+import tensorflow_text  # noqa: F401
+model = tf.saved_model.load(sys.argv[1])
+out = model.signatures["serving_default"](sentences=tf.constant(json.loads(sys.argv[2])))
+print(json.dumps([o.decode("utf-8") for o in out["outputs"].numpy()]))
+"""
+
+
+@pytest.mark.slow
+def test_xla_saved_model_loads_and_serves_like_the_decoder(random_run, tmp_path):
+    from t2t_revival.export.saved_model_export import export_saved_model
+
+    out_dir, sentences = random_run
+    batch = sentences[:5] + ["", " ".join(sentences[:4])]     # empty and over-long rows
+    expected = _decoder(out_dir, "batch_size=8").translate(batch)
+    path = export_saved_model(out_dir, decode_hparams=FAST, export_dir=str(tmp_path / "x"),
+                              version=1, xla=True)
+    env = {k: v for k, v in os.environ.items() if k not in ("PYTHONPATH", "PYTHONHOME")}
+    env["TF_CPP_MIN_LOG_LEVEL"] = "2"
+    out = subprocess.run([sys.executable, "-I", "-c", _LOAD, path, json.dumps(batch)],
+                         capture_output=True, text=True, env=env, cwd=tmp_path, timeout=600)
+    assert out.returncode == 0, out.stderr[-3000:]
+    assert json.loads(out.stdout.strip().splitlines()[-1]) == expected
