@@ -12,6 +12,7 @@ from t2t_revival.atomic_file import copy_atomically, write_atomically
 from t2t_revival.data.subword_vocabulary import SubwordVocabulary
 from t2t_revival.errors import UserError
 from t2t_revival.hparams import HParams
+from t2t_revival.run_dir.best_checkpoint import BestCheckpoint
 from t2t_revival.run_dir.checkpoint_variables import make_checkpoint
 from t2t_revival.run_dir.file_names import (AVERAGED_DIR, CHECKPOINT_PREFIX,
                                             CTRANSLATE2_EXPORT_DIR, EXPORT_DIR, HPARAMS_FILE,
@@ -72,6 +73,11 @@ class TrainingDirectory:
     def ctranslate2_export_dir(self) -> str:
         return os.path.join(self.export_dir, CTRANSLATE2_EXPORT_DIR)
 
+    @property
+    def best(self) -> BestCheckpoint:
+        """`best/`: a copy of the checkpoint with the best dev metric so far."""
+        return BestCheckpoint(self.path)
+
     def worker_dir(self, task_id: int) -> str:
         """Where a non-chief MultiWorker replica saves (it must save too, for the
         collectives); its files are removed after each save."""
@@ -121,8 +127,19 @@ class TrainingDirectory:
         return list(state.all_model_checkpoint_paths) if state else []
 
     def checkpoint_path(self, checkpoint_path: str | None = None) -> str:
-        """`checkpoint_path`, or the latest checkpoint; a UserError when there is none."""
+        """`checkpoint_path`, or the latest checkpoint; a UserError when there is none.
+
+        `checkpoint_path` is a checkpoint prefix, or a folder of checkpoints
+        (`output_dir/best`, `output_dir/averaged`): then the latest in it.
+        """
         path = checkpoint_path or self.latest_checkpoint()
+        if path and os.path.isdir(path):
+            folder, path = path, tf.train.latest_checkpoint(path)
+            if not path:
+                raise UserError(f"no checkpoint in the folder {folder} (it has no "
+                                f"'checkpoint' index); pass a checkpoint prefix such as "
+                                f"{os.path.join(folder, CHECKPOINT_PREFIX)}-<step>. "
+                                f"Received: checkpoint_path={folder!r}")
         if not path:
             raise UserError(f"no checkpoint in {self.path}; train first, or pass "
                             f"--checkpoint_path. Received: output_dir={self.path!r}")
