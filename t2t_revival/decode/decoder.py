@@ -18,6 +18,7 @@ from t2t_revival.decode.beam_search import beam_search
 from t2t_revival.decode.decode_hparams import DecodeHParams
 from t2t_revival.decode_length import (check_input_length, decode_in_length_order,
                                        max_decode_length, padded_length, position_limit)
+from t2t_revival.run_dir.trained_model import TrainedModel
 from t2t_revival.run_dir.training_directory import TrainingDirectory
 from t2t_revival.special_ids import EOS_ID, PAD_ID
 # Re-exported for callers: the decoder reads and writes text files.
@@ -38,7 +39,18 @@ class Decoder:
     def __init__(self, output_dir: str, checkpoint_path: str | None = None,
                  decode_hparams: str = ""):
         self.output_dir = output_dir
-        trained = TrainingDirectory(output_dir).load(checkpoint_path)
+        self._use(TrainingDirectory(output_dir).load(checkpoint_path), decode_hparams)
+
+    @classmethod
+    def from_trained(cls, trained: TrainedModel, decode_hparams: str = "") -> "Decoder":
+        """A decoder of a model already in memory (the trainer's, at its dev
+        evaluations): the same search and settings, no checkpoint read."""
+        decoder = cls.__new__(cls)
+        decoder.output_dir = ""
+        decoder._use(trained, decode_hparams)
+        return decoder
+
+    def _use(self, trained: TrainedModel, decode_hparams: str) -> None:
         self.hparams, self.run_record = trained.hparams, trained.run_record
         self.decode_hparams = DecodeHParams.from_hparams(self.hparams, decode_hparams)
         self.vocab, self.checkpoint_path = trained.vocab, trained.checkpoint_path
