@@ -146,22 +146,23 @@ def main(argv: list[str]) -> int:
                                       ("ctranslate2", FLAGS.export_ctranslate2)) if on]
 
     def export_new_best(checkpoint_path, record):
-        for path in _export(output_dir, checkpoint_path, formats):
-            print(f"Exported the new best ({record.describe()}) to {path}")
+        _export(output_dir, checkpoint_path, formats)
 
     result = train(config, on_new_best=export_new_best if FLAGS.export_on_best else None)
     _print_summary(config, result)
     if formats and result.get("chief", True):
-        checkpoint = result.get("best_checkpoint") or result.get("checkpoint")
-        for path in _export(output_dir, checkpoint, formats, skip_existing=True):
-            print(f"Exported {checkpoint} to {path}")
+        from t2t_revival.run_dir.training_directory import TrainingDirectory
+
+        directory = TrainingDirectory(output_dir)   # the best, else the latest
+        checkpoint = directory.best.checkpoint_path() or directory.checkpoint_path()
+        _export(output_dir, checkpoint, formats, skip_existing=True)
     return 0
 
 
 def _export(output_dir: str, checkpoint_path: str, formats: list[str],
             skip_existing: bool = False) -> list[str]:
-    """Export `checkpoint_path` in each of `formats` as the version of its step;
-    returns the version folders (each written atomically by the exporter)."""
+    """Export `checkpoint_path` in each of `formats` as the version of its step
+    (each version folder written atomically by the exporter); print where."""
     from t2t_revival.export.version_directory import checkpoint_version
     from t2t_revival.run_dir.training_directory import TrainingDirectory
 
@@ -171,18 +172,20 @@ def _export(output_dir: str, checkpoint_path: str, formats: list[str],
     for name in formats:
         base = directory.export_dir if name == "saved_model" else \
             directory.ctranslate2_export_dir
+        what = "SavedModel" if name == "saved_model" else "CTranslate2 model"
         if skip_existing and os.path.isdir(os.path.join(base, str(version))):
-            paths.append(os.path.join(base, str(version)))   # --export_on_best wrote it
-            continue
-        if name == "saved_model":
+            path = os.path.join(base, str(version))   # --export_on_best wrote it
+        elif name == "saved_model":
             from t2t_revival.export.saved_model_export import export_saved_model
 
             with common.quiet_native_stderr():   # tensorflow-text's SentencePiece logs INFO
-                paths.append(export_saved_model(output_dir, checkpoint_path, version=version))
+                path = export_saved_model(output_dir, checkpoint_path, version=version)
         else:
             from t2t_revival.export.ctranslate2_export import export_ctranslate2
 
-            paths.append(export_ctranslate2(output_dir, checkpoint_path, version=version))
+            path = export_ctranslate2(output_dir, checkpoint_path, version=version)
+        print(f"Exported the {what} to {path} (from {checkpoint_path}).", flush=True)
+        paths.append(path)
     return paths
 
 
