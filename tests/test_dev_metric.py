@@ -129,6 +129,54 @@ def test_dev_decoding_on_two_replicas_equals_t2t_decoder_on_the_saved_weights(
     assert result["bleu"] == pytest.approx(result["decoder_bleu"])
 
 
+def _free_ports(n):
+    import socket
+
+    sockets = [socket.socket() for _ in range(n)]
+    for s in sockets:
+        s.bind(("localhost", 0))
+    ports = [s.getsockname()[1] for s in sockets]
+    for s in sockets:
+        s.close()
+    return ports
+
+
+@pytest.mark.slow
+def test_multi_worker_only_the_chief_decodes_and_both_stop_together(multi30k_data_dir,
+                                                                    tmp_path):
+    """Two MultiWorkerMirroredStrategy workers on this machine: the chief
+    decodes, scores and writes best/; the other skips decoding, follows the
+    chief's decisions (save, stop) and nobody waits forever."""
+    data_dir, _ = multi30k_data_dir
+    cluster = {"worker": [f"localhost:{p}" for p in _free_ports(2)]}
+    procs = []
+    for index in range(2):
+        env = dict(ENV, TF_CONFIG=json.dumps({"cluster": cluster,
+                                              "task": {"type": "worker", "index": index}}))
+        procs.append(subprocess.Popen(
+            [sys.executable, str(ROOT / "tests" / "scripts" / "multi_worker_check.py"),
+             str(data_dir), str(tmp_path / "run")],
+            env=env, stdout=subprocess.PIPE, stderr=subprocess.STDOUT, text=True))
+    outputs = []
+    try:
+        for proc in procs:
+            outputs.append(proc.communicate(timeout=1500)[0])
+    finally:
+        for proc in procs:
+            if proc.poll() is None:
+                proc.kill()
+    for proc, output in zip(procs, outputs):
+        assert proc.returncode == 0, output[-3000:]
+    chief, other = (json.loads(o.strip().splitlines()[-1]) for o in outputs)
+    assert chief["chief"] and not other["chief"]
+    assert chief["step"] == other["step"] == 4
+    assert chief["stop_reason"].startswith("dev bleu did not improve for 1 evaluation ")
+    assert other["stop_reason"] == "the chief's dev metric stopped improving"
+    assert re.findall(r"bleu [\d.]+ \(4 dev sentences", outputs[0]) != []
+    assert "bleu" not in "".join(re.findall(r"eval at step .*", outputs[1]))
+    assert json.loads((tmp_path / "run" / "best" / "best.json").read_text())["step"] == 2
+
+
 def _events(folder):
     """{tag: [(step, value), ...]} of the TensorBoard event files in `folder`."""
     import tensorflow as tf

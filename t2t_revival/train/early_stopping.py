@@ -43,6 +43,7 @@ class EarlyStopping:
 
     def reason(self) -> str:
         """Why the run stopped, for the final summary."""
-        return (f"dev {self.best.metric} did not improve for {self.evals_without_improvement} "
-                f"evaluations (--eval_early_stopping_evals={self.patience}); the best is "
-                f"{self.best.describe()}")
+        n = self.evals_without_improvement
+        return (f"dev {self.best.metric} did not improve for {n} "
+                f"evaluation{'s' if n != 1 else ''} (--eval_early_stopping_evals="
+                f"{self.patience}); the best is {self.best.describe()}")

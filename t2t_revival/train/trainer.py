@@ -433,7 +433,8 @@ class Trainer:
         mine = [1.0 if (f and self.chief) else 0.0 for f in flags]
         values = self.strategy.experimental_distribute_values_from_function(
             lambda _: tf.constant(mine))
-        reduced = self.strategy.reduce("MAX", values, axis=None).numpy()
+        # (SUM: cross-device reductions know only SUM and MEAN.)
+        reduced = self.strategy.reduce(tf.distribute.ReduceOp.SUM, values, axis=None).numpy()
         return [bool(v > 0.0) for v in reduced]
 
 
