@@ -30,7 +30,9 @@ PROG = "t2t-decoder"
 flags.DEFINE_string("output_dir", None, "The training directory (hparams.json, checkpoints).")
 flags.DEFINE_string("checkpoint_path", None,
                     "A checkpoint prefix to decode with (default: the latest in output_dir), "
-                    "e.g. output_dir/averaged/ckpt-N from t2t-avg-checkpoints.")
+                    "e.g. output_dir/averaged/ckpt-N from t2t-avg-checkpoints, or a folder "
+                    "of checkpoints such as output_dir/best (the trainer's best by dev "
+                    "BLEU): its latest.")
 flags.DEFINE_string("decode_from_file", None, "Source sentences, one a line (.gz too).")
 flags.DEFINE_string("decode_to_file", None,
                     "Where to write translations (default: <decode_from_file>"
