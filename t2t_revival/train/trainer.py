@@ -39,11 +39,11 @@ from t2t_revival.run_dir.file_names import CHECKPOINT_PREFIX
 from t2t_revival.run_dir.run_record import RunRecord
 from t2t_revival.run_dir.trained_model import TrainedModel
 from t2t_revival.run_dir.training_directory import TrainingDirectory
+from t2t_revival.train.dev_metric_evaluator import DevMetricEvaluator
+from t2t_revival.train.early_stopping import EarlyStopping
 from t2t_revival.train.losses import smoothed_cross_entropy_sum, token_metrics_sums
 from t2t_revival.train.noam_schedule import NoamSchedule
 from t2t_revival.train.reduced_gradients_adam import ReducedGradientsAdam
-from t2t_revival.train.dev_metric_evaluator import DevMetricEvaluator
-from t2t_revival.train.early_stopping import EarlyStopping
 from t2t_revival.train.strategy import is_chief, make_strategy
 from t2t_revival.train.train_config import TrainConfig
 from t2t_revival.train.training_stats import TrainingStats
