@@ -62,6 +62,9 @@ def test_without_decoding_best_follows_the_dev_loss_and_a_plateau_stops(tmp_path
                        eval_early_stopping_evals=2, keep_checkpoint_max=1)
     news = []
     trainer.on_new_best = lambda path, record: news.append((path, record.step))
+    leftover = tmp_path / "run" / ".best.incomplete"   # a kill mid-update, last run
+    leftover.mkdir(parents=True)
+    (leftover / "ckpt-9.index").write_bytes(b"half")
     for step, loss in [(1, 5.0), (2, 4.0), (3, 4.5), (4, 3.9), (5, 3.9)]:
         _eval_at(trainer, step, loss, save=step == 3)
         assert not trainer.stop_reason
@@ -75,6 +78,7 @@ def test_without_decoding_best_follows_the_dev_loss_and_a_plateau_stops(tmp_path
     assert weight == 4.0                        # the weights of step 4, not the latest
     assert not os.path.exists(tmp_path / "run" / "ckpt-4.index")   # rotated away
     assert [s for _, s in news] == [1, 2, 4]
+    assert not leftover.exists()
     assert news[-1][0] == str(tmp_path / "run" / "best" / "ckpt-4")
     assert "New best: dev loss 3.9000 at step 4, copied to" in "\n".join(trainer.log_lines)
     # The final evaluation at the step where it stopped is not run twice.
