@@ -40,3 +40,23 @@ def read_text_lines(path: str, what: str, error: type[UserError] = UserError) ->
 def write_text_lines(path: str, lines: Sequence[str]) -> None:
     """Write lines, each ended by a newline, atomically (a temp name, then rename)."""
     write_atomically(path, "".join(line + "\n" for line in lines))
+
+
+def read_text_pairs(path: str, what: str, error: type[UserError] = UserError
+                    ) -> list[tuple[str, str]]:
+    """(source, target) pairs of a file of `source<TAB>target` lines (.gz too).
+
+    tensor2tensor's `--score_file` format. An empty line, a line without a tab
+    or with more than one is `error` (naming the line), as are the faults of
+    `read_text_lines`; an empty source or target (a line `source<TAB>`) is a pair.
+    """
+    pairs = []
+    for number, line in enumerate(read_text_lines(path, what, error), start=1):
+        fields = line.split("\t")
+        if len(fields) != 2:
+            problem = "is empty" if not line else (
+                "has no tab" if len(fields) == 1 else f"has {len(fields) - 1} tabs")
+            raise error(f"line {number} of the {what} file {problem}; each line must be "
+                        f"source<TAB>target. Received: line {number}={line[:60]!r}")
+        pairs.append((fields[0], fields[1]))
+    return pairs

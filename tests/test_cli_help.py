@@ -18,7 +18,7 @@ CLIS = {
     "trainer": ("`t2t-trainer`", ["--problem", "--hparams_set", "--hparams",
                                   "--train_steps", "--max_train_minutes"]),
     "decoder": ("`t2t-decoder`", ["--decode_from_file", "--decode_to_file",
-                                  "--decode_hparams", "--checkpoint_path"]),
+                                  "--decode_hparams", "--checkpoint_path", "--score_file"]),
     "exporter": ("`t2t-exporter`", ["--output_dir", "--format", "--quantization"]),
     "datagen": ("`t2t-datagen`", ["--problem", "--data_dir", "--tmp_dir"]),
     "avg_checkpoints": ("`t2t-avg-checkpoints`", ["--num_last_checkpoints"]),

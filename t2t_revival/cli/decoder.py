@@ -1,4 +1,10 @@
-"""`t2t-decoder`: translate with a trained model (beam search), score BLEU.
+"""`t2t-decoder`: translate with a trained model, score BLEU or given pairs.
+
+Modes: beam search (the default; `return_beams=true` writes the n-best
+list), sampling (`--decode_hparams "sampling=true,top_p=0.9,seed=7"`),
+ensembles (`--checkpoint_path=a,b`: the mean of the models' probabilities at
+every step) and scoring (`--score_file=pairs.tsv`: each `source<TAB>target`
+line's log-probability and length-penalized score by forced decoding).
 
 `--decode_reference` is scored with the run's problem's `eval_metric`: BLEU
 for translation. For a parsing problem (e.g. parsing_english_ptb_sample) it
@@ -32,7 +38,12 @@ flags.DEFINE_string("checkpoint_path", None,
                     "A checkpoint prefix to decode with (default: the latest in output_dir), "
                     "e.g. output_dir/averaged/ckpt-N from t2t-avg-checkpoints, or a folder "
                     "of checkpoints such as output_dir/best (the trainer's best by dev "
-                    "BLEU): its latest.")
+                    "BLEU): its latest. Several, "
+                    "comma-separated (prefixes, or directories for their latest), decode "
+                    "as an ensemble: at each step the log of the mean of the models' "
+                    "probabilities. They must share output_dir's vocabulary file contents "
+                    "and vocab_size; each model is built from the hparams.json of its "
+                    "own training directory.")
 flags.DEFINE_string("decode_from_file", None, "Source sentences, one a line (.gz too).")
 flags.DEFINE_string("decode_to_file", None,
                     "Where to write translations (default: <decode_from_file>"
@@ -40,8 +51,18 @@ flags.DEFINE_string("decode_to_file", None,
 flags.DEFINE_string("decode_reference", None,
                     "Reference translations: report sacreBLEU and the paper's tokenized BLEU.")
 flags.DEFINE_bool("decode_interactive", False, "Translate lines typed on standard input.")
+flags.DEFINE_string("score_file", None,
+                    "Score pairs instead of translating: a file (.gz too) of "
+                    "source<TAB>target lines; prints, for each line in order, "
+                    "'<log_prob><TAB><score>' (score = log_prob / ((5 + length) / 6) ** "
+                    "alpha, length counting EOS: beam search's score of that output) to "
+                    "stdout, or to --decode_to_file. An empty line, a line without "
+                    "exactly one tab or a non-UTF-8 line stops it with one error line.")
 flags.DEFINE_string("decode_hparams", "",
-                    '"beam_size=4,alpha=0.6,extra_length=50,batch_size=32,return_beams=false"')
+                    '"beam_size=4,alpha=0.6,extra_length=50,batch_size=32,return_beams=false"; '
+                    'sampling instead of beam search: "sampling=true,temperature=1.0,'
+                    'top_k=0,top_p=1.0,num_samples=1,seed=1" (top_k 0 and top_p 1.0 keep '
+                    'every token; return_beams=true writes all num_samples, best first).')
 flags.DEFINE_string("language", "de", "Target language for the Moses tokenizer of the "
                     "paper-style BLEU.")
 flags.DEFINE_bool("json", False, "Print the BLEU figures as one JSON object.")
@@ -50,8 +71,10 @@ flags.mark_flag_as_required("output_dir")
 
 def _default_output(decoder) -> str:
     run, dhp = decoder.run_record, decoder.decode_hparams
+    search = (f"sample.temp{dhp.temperature}.top_k{dhp.top_k}.top_p{dhp.top_p}"
+              f".seed{dhp.seed}") if dhp.sampling else f"beam{dhp.beam_size}.alpha{dhp.alpha}"
     return (f"{FLAGS.decode_from_file}.{run.model}.{run.hparams_set or 'hparams'}"
-            f".beam{dhp.beam_size}.alpha{dhp.alpha}.decodes")
+            f".{search}.decodes")
 
 
 def _problem(name: str):
@@ -88,6 +111,25 @@ def _interactive_line(raw: bytes, number: int) -> str:
                         f"Received: {raw[:60]!r}") from None
 
 
+def _score_pairs() -> int:
+    """--score_file: each pair's log-probability and score, in input order."""
+    from t2t_revival.decode.decoder import Decoder, ProgressBar, write_text_lines
+    from t2t_revival.text_lines import read_text_pairs
+
+    pairs = read_text_pairs(FLAGS.score_file, "score_file")
+    decoder = Decoder(FLAGS.output_dir, FLAGS.checkpoint_path, FLAGS.decode_hparams)
+    print(f"Scoring {len(pairs)} pairs with {decoder.checkpoint_path} "
+          f"(alpha={decoder.decode_hparams.alpha})", file=sys.stderr)
+    scored = decoder.score(pairs, progress=ProgressBar())
+    lines = [f"{log_prob:.6f}\t{score:.6f}" for log_prob, score in scored]
+    if FLAGS.decode_to_file:
+        write_text_lines(FLAGS.decode_to_file, lines)
+        print(f"Wrote {len(lines)} scores to {FLAGS.decode_to_file}", file=sys.stderr)
+    else:
+        sys.stdout.write("".join(line + "\n" for line in lines))
+    return 0
+
+
 def main(argv: list[str]) -> int:
     common.check_directory("output_dir", FLAGS.output_dir)
     if FLAGS.decode_to_file:
@@ -96,9 +138,14 @@ def main(argv: list[str]) -> int:
                                             write_text_lines)
     from t2t_revival.errors import UserError
 
-    if not FLAGS.decode_from_file and not FLAGS.decode_interactive:
-        raise UserError("pass --decode_from_file=FILE or --decode_interactive. "
-                        "Received: neither")
+    if FLAGS.score_file and (FLAGS.decode_from_file or FLAGS.decode_interactive
+                             or FLAGS.decode_reference):
+        raise UserError("--score_file scores given pairs; it does not go with "
+                        "--decode_from_file, --decode_interactive or --decode_reference. "
+                        f"Received: score_file={FLAGS.score_file!r}")
+    if not FLAGS.decode_from_file and not FLAGS.decode_interactive and not FLAGS.score_file:
+        raise UserError("pass --decode_from_file=FILE, --decode_interactive or "
+                        "--score_file=PAIRS. Received: none of them")
     if FLAGS.decode_reference and not FLAGS.decode_from_file:
         raise UserError("--decode_reference needs --decode_from_file. "
                         f"Received: decode_reference={FLAGS.decode_reference!r}")
@@ -107,6 +154,8 @@ def main(argv: list[str]) -> int:
     from t2t_revival.run_dir.training_directory import TrainingDirectory
     parse_decode_hparams(FLAGS.decode_hparams)
     TrainingDirectory(FLAGS.output_dir).read_hparams()
+    if FLAGS.score_file:
+        return _score_pairs()
     sources = read_text_lines(FLAGS.decode_from_file, "decode_from_file") \
         if FLAGS.decode_from_file else []
     references = read_text_lines(FLAGS.decode_reference, "decode_reference") \

@@ -36,7 +36,25 @@ class DecodeHParams:
     batch_size: int = 32
     """Sentences per decoding batch (NOT tokens, unlike HParams.batch_size)."""
     return_beams: bool = False
-    """Return every beam (n-best list, best first) instead of the top one."""
+    """Return every beam (n-best list, best first) instead of the top one
+    (with sampling: every sample, best-scoring first)."""
+    sampling: bool = False
+    """Sample instead of beam search (e.g. for back-translation): each token is
+    drawn from the model's distribution after temperature, top_k and top_p
+    (`decode/sampling.py`); beam_size is then unused."""
+    temperature: float = 1.0
+    """Sampling: logits / temperature (< 1 sharper, > 1 flatter); > 0."""
+    top_k: int = 0
+    """Sampling: draw from the top_k most likely tokens only; 0 = all."""
+    top_p: float = 1.0
+    """Sampling (nucleus): draw from the smallest set of most likely tokens whose
+    probability reaches top_p, in (0, 1]; 1.0 = all."""
+    num_samples: int = 1
+    """Sampling: outputs drawn per input; the best-scoring is written (all,
+    best first, with return_beams)."""
+    seed: int = 1
+    """Sampling: the random seed; the same seed, inputs and batch_size give the
+    same samples."""
 
     def __post_init__(self):
         hints = typing.get_type_hints(DecodeHParams)
@@ -59,6 +77,33 @@ class DecodeHParams:
             raise DecodeHParamsError(
                 "decode hparam 'alpha' must not be negative (0 turns the length "
                 f"penalty off). Received: alpha={self.alpha!r}")
+        self._check_sampling()
+
+    def _check_sampling(self) -> None:
+        if self.num_samples <= 0:
+            raise DecodeHParamsError(
+                "decode hparam 'num_samples' must be positive. "
+                f"Received: num_samples={self.num_samples!r}")
+        if self.temperature <= 0:
+            raise DecodeHParamsError(
+                "decode hparam 'temperature' must be > 0 (top_k=1 samples greedily). "
+                f"Received: temperature={self.temperature!r}")
+        if self.top_k < 0:
+            raise DecodeHParamsError(
+                "decode hparam 'top_k' must not be negative (0 keeps every token). "
+                f"Received: top_k={self.top_k!r}")
+        if not 0.0 < self.top_p <= 1.0:
+            raise DecodeHParamsError(
+                "decode hparam 'top_p' must be in (0, 1] (1 keeps every token). "
+                f"Received: top_p={self.top_p!r}")
+        defaults = DecodeHParams.__dataclass_fields__
+        changed = [name for name in ("temperature", "top_k", "top_p", "num_samples", "seed")
+                   if getattr(self, name) != defaults[name].default]
+        if changed and not self.sampling:
+            raise DecodeHParamsError(
+                f"decode hparam '{changed[0]}' is for sampling; add sampling=true to "
+                f"--decode_hparams (or drop it for beam search). "
+                f"Received: {changed[0]}={getattr(self, changed[0])!r}")
 
     def max_decode_length(self, input_length: int) -> int:
         """The longest output for an input of `input_length` tokens (no position

@@ -12,12 +12,17 @@ import sys
 import time
 from typing import Callable, Sequence
 
+import keras
 import tensorflow as tf
 
 from t2t_revival.decode.beam_search import beam_search
 from t2t_revival.decode.decode_hparams import DecodeHParams
+from t2t_revival.decode.ensemble import Ensemble, split_checkpoint_paths
+from t2t_revival.decode.forced_scoring import score_targets
+from t2t_revival.decode.sampling import sample_search
 from t2t_revival.decode_length import (check_input_length, decode_in_length_order,
                                        max_decode_length, padded_length, position_limit)
+from t2t_revival.errors import UserError
 from t2t_revival.run_dir.trained_model import TrainedModel
 from t2t_revival.run_dir.training_directory import TrainingDirectory
 from t2t_revival.special_ids import EOS_ID, PAD_ID
@@ -26,20 +31,29 @@ from t2t_revival.text_lines import read_text_lines, write_text_lines  # noqa: F4
 
 
 class Decoder:
-    """Beam-search translation with the model of a training directory.
+    """Translation (beam search or sampling) and scoring with a trained model.
 
     Args:
         output_dir: the training directory (`TrainingDirectory`).
         checkpoint_path: a checkpoint prefix (e.g. `output_dir/averaged/ckpt-5000`);
-            default the latest in output_dir.
+            default the latest in output_dir. Several, comma-separated (or a
+            list), decode as an `Ensemble` (checkpoint prefixes or directories,
+            one vocabulary).
         decode_hparams: `"beam_size=4,alpha=0.6,extra_length=50,batch_size=32,
-            return_beams=false"` overrides of the defaults in hparams.json.
+            return_beams=false"` overrides of the defaults in hparams.json;
+            `sampling=true,temperature=..,top_k=..,top_p=..,num_samples=..,seed=..`
+            samples instead of beam search.
     """
 
     def __init__(self, output_dir: str, checkpoint_path: str | None = None,
                  decode_hparams: str = ""):
         self.output_dir = output_dir
-        self._use(TrainingDirectory(output_dir).load(checkpoint_path), decode_hparams)
+        paths = split_checkpoint_paths(checkpoint_path)
+        if len(paths) > 1:
+            trained = Ensemble.load(output_dir, paths)
+        else:
+            trained = TrainingDirectory(output_dir).load(paths[0] if paths else None)
+        self._use(trained, decode_hparams)
 
     @classmethod
     def from_trained(cls, trained: TrainedModel, decode_hparams: str = "") -> "Decoder":
@@ -50,7 +64,9 @@ class Decoder:
         decoder._use(trained, decode_hparams)
         return decoder
 
-    def _use(self, trained: TrainedModel, decode_hparams: str) -> None:
+    def _use(self, trained, decode_hparams: str) -> None:
+        """Take the model, hparams, run record and vocabulary of `trained` (a
+        `TrainedModel` or an `Ensemble`)."""
         self.hparams, self.run_record = trained.hparams, trained.run_record
         self.decode_hparams = DecodeHParams.from_hparams(self.hparams, decode_hparams)
         self.vocab, self.checkpoint_path = trained.vocab, trained.checkpoint_path
@@ -60,6 +76,10 @@ class Decoder:
         # conversion cache can hand back a stale function in long processes.
         self._search = tf.function(self._search_batch, reduce_retracing=True,
                                    autograph=False)
+        self._score = tf.function(self._score_batch, reduce_retracing=True,
+                                  autograph=False)
+        self._seed_generator = keras.random.SeedGenerator(self.decode_hparams.seed) \
+            if self.decode_hparams.sampling else None
 
     # ------------------------------------------------------------------
     def _search_batch(self, inputs, max_decode_length: int):
@@ -67,6 +87,12 @@ class Decoder:
         encoder_output, encoder_padding = self.model.encode(inputs, training=False)
         cache = self.model.init_cache(encoder_output, encoder_padding, max_decode_length)
         dhp = self.decode_hparams
+        if dhp.sampling:
+            return sample_search(self.model.decode_step, cache, tf.shape(inputs)[0],
+                                 max_decode_length, self._seed_generator,
+                                 temperature=dhp.temperature, top_k=dhp.top_k,
+                                 top_p=dhp.top_p, num_samples=dhp.num_samples,
+                                 alpha=dhp.alpha, return_beams=dhp.return_beams)
         return beam_search(self.model.decode_step, cache, tf.shape(inputs)[0],
                            beam_size=dhp.beam_size, alpha=dhp.alpha,
                            max_decode_length=max_decode_length,
@@ -90,6 +116,8 @@ class Decoder:
         """
         encoded = self._encode(sentences)
         hp, dhp = self.hparams, self.decode_hparams
+        if self._seed_generator is not None:  # each call draws the same samples
+            self._seed_generator.state.assign([dhp.seed, 0])
         limit = position_limit(hp.position_encoding, hp.max_length)
 
         def decode_batch(chunk: list[int]) -> list[str]:
@@ -104,6 +132,46 @@ class Decoder:
 
         return decode_in_length_order([len(ids) for ids in encoded], dhp.batch_size,
                                       decode_batch, progress)
+
+
+    # ------------------------------------------------------------------ scoring
+    def _score_batch(self, inputs, targets):
+        """inputs [B, S], targets [B, T] -> (log_probs [B], scores [B])."""
+        return score_targets(self.model, inputs, targets, self.decode_hparams.alpha)
+
+    def score(self, pairs: Sequence[tuple[str, str]],
+              progress: Callable[[int, int], None] | None = None
+              ) -> list[tuple[float, float]]:
+        """(log-probability, length-penalized score) of each (source, target) pair.
+
+        Forced decoding (`forced_scoring.score_targets`): the target is scored
+        with EOS appended; the score is the log-probability / ((5 + length) /
+        6) ** alpha, length counting EOS, the score beam search gives that
+        output. An empty source is a lone EOS, an empty target EOS alone. A
+        source or target longer than max_length tokens is a UserError.
+        """
+        hp, dhp = self.hparams, self.decode_hparams
+        sources, targets = [], []
+        for line, (source, target) in enumerate(pairs, start=1):
+            for side, text, ids in (("source", source, sources), ("target", target, targets)):
+                ids.append(self.vocab.encode(text) + [EOS_ID])
+                if len(ids[-1]) > hp.max_length:
+                    raise UserError(
+                        f"pair {line}: the {side} has {len(ids[-1])} tokens, more than "
+                        f"the model's max_length of {hp.max_length}; split the pair. "
+                        f"Received: {side}={text[:60]!r}...")
+
+        def pad(rows: list[list[int]]) -> tf.Tensor:
+            length = padded_length(max(len(r) for r in rows), hp.max_length)
+            return tf.constant([r + [PAD_ID] * (length - len(r)) for r in rows], tf.int32)
+
+        def score_batch(chunk: list[int]) -> list[tuple[float, float]]:
+            log_probs, scores = self._score(pad([sources[i] for i in chunk]),
+                                            pad([targets[i] for i in chunk]))
+            return list(zip(log_probs.numpy().tolist(), scores.numpy().tolist()))
+
+        return decode_in_length_order([len(s) for s in sources], dhp.batch_size,
+                                      score_batch, progress)
 
 
 class ProgressBar:

@@ -1,0 +1,60 @@
+"""Training directories of tiny random-weight Transformers, for fast decoder tests.
+
+A directory as t2t-trainer writes it (hparams.json, run.json, vocab.model,
+a `checkpoint` index and ckpt-<step>), without training: the weights are a
+seeded random initialization, so decoding is fast and deterministic but the
+outputs are nonsense. EOS's output row is scaled up so that hypotheses end
+within a few tokens, as a trained model's do.
+"""
+
+from __future__ import annotations
+
+import gzip
+import pathlib
+
+import keras
+
+from conftest import SHARED_DATA
+
+EOS_BOOST = 2.0
+HPARAMS = dict(num_hidden_layers=2, d_model=32, d_ff=64, num_heads=2, max_length=64,
+               dropout=0.0, attention_dropout=0.0, relu_dropout=0.0,
+               beam_size=4, alpha=0.6, extra_length=12)
+
+
+def make_vocab(path: pathlib.Path, vocab_size: int = 320, lines: int = 200) -> str:
+    """A SentencePiece vocabulary trained on the first Multi30k lines."""
+    from t2t_revival.data.subword_vocabulary import SubwordVocabulary
+
+    sentences = []
+    for name in ("train.en.gz", "train.de.gz"):
+        with gzip.open(SHARED_DATA / "multi30k" / name, "rt", encoding="utf-8") as f:
+            sentences += [next(f).strip() for _ in range(lines)]
+    SubwordVocabulary.train(sentences, str(path), vocab_size=vocab_size)
+    return str(path)
+
+
+def make_random_run_dir(path: pathlib.Path, vocab_file: str, seed: int, step: int = 1,
+                        **overrides) -> str:
+    """Write a training directory at `path` whose checkpoint ckpt-<step> holds
+    random weights drawn with `seed`. Returns its path."""
+    from t2t_revival.data.subword_vocabulary import SubwordVocabulary
+    from t2t_revival.hparams import HParams
+    from t2t_revival.run_dir.checkpoint_variables import make_checkpoint
+    from t2t_revival.run_dir.run_record import RunRecord
+    from t2t_revival.run_dir.training_directory import TrainingDirectory
+
+    vocab_size = SubwordVocabulary(vocab_file).vocab_size
+    hparams = HParams(**{**HPARAMS, "vocab_size": vocab_size, **overrides})
+    run_dir = TrainingDirectory(path)
+    run_dir.write_run_files(hparams, RunRecord(problem="translate_ende_multi30k",
+                                               model="transformer",
+                                               hparams_set="random_tiny"), vocab_file)
+    keras.utils.set_random_seed(seed)
+    model = run_dir.build_model(hparams)
+    embedding = model.shared_embedding.weights[0]
+    boosted = embedding.numpy()
+    boosted[1] *= EOS_BOOST                    # EOS: ends hypotheses within a few tokens
+    embedding.assign(boosted)
+    run_dir.checkpoint_manager(make_checkpoint(model), 5).save(checkpoint_number=step)
+    return str(path)

@@ -1,0 +1,265 @@
+"""The decoding modes beside beam search on tiny random-weight models: forced
+scoring (`--score_file`), ensembles (`--checkpoint_path=a,b`), sampling, and
+n-best lists in each; their CLI flags and user errors.
+
+Fast: the models are untrained (tests/random_run_dir.py), so only the
+arithmetic is checked, against numpy and against beam search's own scores.
+"""
+
+import re
+import subprocess
+import sys
+
+import numpy as np
+import pytest
+import tensorflow as tf
+
+from conftest import ENV, one_line_error
+from random_run_dir import make_random_run_dir, make_vocab
+
+SOURCES = ["A man is riding a bike.", "Two dogs play in the snow near a tall tree.",
+           "Hello", "A woman in a red coat is reading a newspaper on a bench."]
+TARGETS = ["Ein Mann fährt Fahrrad.", "Zwei Hunde spielen im Schnee.", "", "Eine Frau liest."]
+
+
+@pytest.fixture(scope="module")
+def runs(tmp_path_factory):
+    """Two random models of one vocabulary, one of another vocabulary, one
+    with a larger vocab_size."""
+    root = tmp_path_factory.mktemp("decode_modes")
+    vocab = make_vocab(root / "vocab.model")
+    other_vocab = make_vocab(root / "other_vocab.model", vocab_size=340, lines=100)
+    return {
+        "a": make_random_run_dir(root / "a", vocab, seed=1),
+        "b": make_random_run_dir(root / "b", vocab, seed=2, step=7, d_model=48, num_heads=4),
+        "other_vocab": make_random_run_dir(root / "c", other_vocab, seed=3),
+        "wide": make_random_run_dir(root / "d", vocab, seed=4, vocab_size=400),
+    }
+
+
+def _decoder(*args):
+    return subprocess.run([sys.executable, "-m", "t2t_revival.cli.decoder", *args],
+                          capture_output=True, text=True, env=ENV, timeout=600)
+
+
+def _np_log_softmax(x):
+    x = x - x.max(-1, keepdims=True)
+    return x - np.log(np.exp(x).sum(-1, keepdims=True))
+
+
+def _batch(decoder, sentences):
+    """Encoded, EOS-terminated, PAD-padded int32 [B, S] of `sentences`."""
+    rows = [decoder.vocab.encode(s) + [1] for s in sentences]
+    width = max(len(r) for r in rows)
+    return tf.constant([r + [0] * (width - len(r)) for r in rows], tf.int32)
+
+
+# ------------------------------------------------------------------ scoring
+def test_scores_equal_the_teacher_forced_log_prob_in_numpy(runs):
+    from t2t_revival.decode.decoder import Decoder
+
+    decoder = Decoder(runs["a"], decode_hparams="alpha=0.6,batch_size=3")
+    scored = decoder.score(list(zip(SOURCES, TARGETS)))
+    for (source, target), (log_prob, score) in zip(zip(SOURCES, TARGETS), scored):
+        inputs = np.array([decoder.vocab.encode(source) + [1]], np.int32)
+        targets = np.array([decoder.vocab.encode(target) + [1]], np.int32)
+        logits = decoder.model({"inputs": inputs, "targets": targets}).numpy()[0]
+        expected = _np_log_softmax(logits.astype(np.float64))[
+            np.arange(targets.shape[1]), targets[0]].sum()
+        assert log_prob == pytest.approx(expected, abs=1e-3)
+        assert score == pytest.approx(expected / ((5 + targets.shape[1]) / 6) ** 0.6, abs=1e-3)
+    assert len({round(lp, 3) for lp, _ in scored}) == len(scored)
+
+
+def test_scores_of_the_beam_outputs_equal_the_beam_scores(runs):
+    from t2t_revival.decode.decoder import Decoder
+    from t2t_revival.decode.forced_scoring import score_targets
+
+    decoder = Decoder(runs["a"], decode_hparams="beam_size=4,alpha=0.6,return_beams=true")
+    inputs = _batch(decoder, SOURCES)
+    finished = cut = 0
+    for length in (20, 3):                 # 3: some hypotheses are cut without EOS
+        sequences, beam_scores = decoder._search(inputs, length)       # [B, 4, L], [B, 4]
+        sequences, beam_scores = sequences.numpy(), beam_scores.numpy()
+        rows = sequences.reshape(-1, length)
+        ended = (rows == 1).any(axis=1)
+        finished, cut = finished + ended.sum(), cut + (~ended).sum()
+        _, scores = score_targets(decoder.model, tf.repeat(inputs, 4, axis=0), rows, 0.6)
+        np.testing.assert_allclose(scores.numpy(), beam_scores.reshape(-1), atol=2e-4)
+    assert finished >= 4 and cut >= 4
+
+
+def test_score_file_cli_prints_each_pair_in_order(runs, tmp_path):
+    from t2t_revival.decode.decoder import Decoder
+
+    pairs = tmp_path / "pairs.tsv"
+    pairs.write_text("".join(f"{s}\t{t}\n" for s, t in zip(SOURCES, TARGETS)),
+                     encoding="utf-8")
+    out = _decoder(f"--output_dir={runs['a']}", f"--score_file={pairs}",
+                   "--decode_hparams=alpha=1.0,batch_size=2")
+    assert out.returncode == 0, out.stderr[-2000:]
+    got = [tuple(float(x) for x in line.split("\t")) for line in out.stdout.splitlines()]
+    expected = Decoder(runs["a"], decode_hparams="alpha=1.0").score(list(zip(SOURCES, TARGETS)))
+    np.testing.assert_allclose(got, expected, atol=2e-5)
+    to_file = tmp_path / "scores.txt"
+    out = _decoder(f"--output_dir={runs['a']}", f"--score_file={pairs}",
+                   f"--decode_to_file={to_file}", "--decode_hparams=alpha=1.0")
+    assert out.returncode == 0 and out.stdout == "", out.stderr[-2000:]
+    lines = to_file.read_text().splitlines()
+    assert all(re.fullmatch(r"-?\d+\.\d{6}\t-?\d+\.\d{6}", line) for line in lines), lines
+    np.testing.assert_allclose([[float(x) for x in l.split("\t")] for l in lines], got,
+                               atol=2e-5)
+
+
+def test_score_file_bad_lines_are_one_line(runs, tmp_path):
+    from t2t_revival.errors import UserError
+    from t2t_revival.text_lines import read_text_pairs
+
+    pairs = tmp_path / "pairs.tsv"
+    for content, message in [
+        (b"a\tb\n\nc\td\n", "line 2 of the score_file file is empty"),
+        (b"a\tb\nno tab here\n", "line 2 of the score_file file has no tab"),
+        (b"a\tb\tc\n", "line 1 of the score_file file has 2 tabs"),
+        (b"a\tb\n\xff\xfe\tx\n", "at line 2"),
+    ]:
+        pairs.write_bytes(content)
+        with pytest.raises(UserError, match=re.escape(message)):
+            read_text_pairs(str(pairs), "score_file")
+    pairs.write_bytes(b"a\tb\n\tx\ny\t\n")         # empty sides are pairs
+    assert read_text_pairs(str(pairs), "score_file") == [("a", "b"), ("", "x"), ("y", "")]
+    pairs.write_bytes(b"a\tb\nno tab here\n")
+    one_line_error(_decoder(f"--output_dir={runs['a']}", f"--score_file={pairs}"),
+                   "t2t-decoder", "line 2 of the score_file file has no tab")
+
+
+# ---------------------------------------------------------------- ensembles
+def test_ensemble_averages_the_probabilities(runs):
+    from t2t_revival.decode.ensemble import Ensemble
+    from t2t_revival.run_dir.training_directory import TrainingDirectory
+
+    a, b = (TrainingDirectory(runs[k]).load().model for k in ("a", "b"))
+    ensemble = Ensemble([a, b])
+    inputs = tf.constant([[5, 9, 30, 1, 0], [7, 1, 0, 0, 0]], tf.int32)
+    targets = tf.constant([[12, 40, 1], [3, 1, 0]], tf.int32)
+    combined = ensemble.decode(targets, *ensemble.encode(inputs)).numpy()
+    probs = [np.exp(_np_log_softmax(m({"inputs": inputs, "targets": targets}).numpy()
+                                    .astype(np.float64))) for m in (a, b)]
+    np.testing.assert_allclose(combined, np.log((probs[0] + probs[1]) / 2), atol=1e-4)
+    # The incremental step agrees with the teacher-forced pass.
+    cache = ensemble.init_cache(*ensemble.encode(inputs), 8)
+    step_log_probs, _ = ensemble.decode_step(tf.zeros([2], tf.int32), cache, 0)
+    np.testing.assert_allclose(step_log_probs.numpy(), combined[:, 0], atol=1e-4)
+
+
+def _beam(model, inputs, length=16, beam=3):
+    from t2t_revival.decode import beam_search
+
+    encoded = model.encode(inputs)
+    cache = model.init_cache(*encoded, length)
+    seqs, scores = beam_search(model.decode_step, cache, inputs.shape[0], beam, 0.6, length)
+    return seqs.numpy(), scores.numpy()
+
+
+def test_an_ensemble_of_one_or_of_copies_equals_the_model(runs):
+    from t2t_revival.decode.decoder import Decoder
+    from t2t_revival.decode.ensemble import Ensemble
+
+    single = Decoder(runs["a"], decode_hparams="return_beams=true")
+    inputs = _batch(single, SOURCES)
+    seqs, scores = _beam(single.model, inputs)
+    for models in ([single.model], [single.model, single.model]):
+        e_seqs, e_scores = _beam(Ensemble(models), inputs)
+        np.testing.assert_array_equal(e_seqs, seqs)
+        np.testing.assert_allclose(e_scores, scores, atol=1e-5)
+    checkpoint = single.checkpoint_path
+    twice = Decoder(runs["a"], f"{checkpoint},{checkpoint}", "return_beams=true")
+    assert isinstance(twice.model, Ensemble) and len(twice.model.models) == 2
+    assert twice.translate(SOURCES) == single.translate(SOURCES)
+    np.testing.assert_allclose(twice.score(list(zip(SOURCES, TARGETS))),
+                               single.score(list(zip(SOURCES, TARGETS))), atol=1e-5)
+    # Two different models (of two shapes, from two directories) give other beams.
+    pair = Decoder(runs["a"], f"{checkpoint},{runs['b']}", "return_beams=true")
+    assert pair.checkpoint_path.endswith("ckpt-7")
+    assert pair.translate(SOURCES) != single.translate(SOURCES)
+
+
+def test_ensemble_cli_and_its_one_line_errors(runs, tmp_path):
+    source = tmp_path / "src.en"
+    source.write_text("\n".join(SOURCES) + "\n", encoding="utf-8")
+    hyp = tmp_path / "hyp.de"
+    out = _decoder(f"--output_dir={runs['a']}", f"--checkpoint_path={runs['a']},{runs['b']}",
+                   f"--decode_from_file={source}", f"--decode_to_file={hyp}",
+                   "--decode_hparams=return_beams=true,beam_size=2")
+    assert out.returncode == 0, out.stderr[-2000:]
+    assert all(l.count("\t") >= 1 for l in hyp.read_text().splitlines())
+    one_line_error(_decoder(f"--output_dir={runs['a']}",
+                            f"--checkpoint_path={runs['a']},{runs['other_vocab']}",
+                            f"--decode_from_file={source}", f"--decode_to_file={hyp}"),
+                   "t2t-decoder", "differs from")
+
+
+def test_ensemble_user_errors(runs, tmp_path):
+    from t2t_revival.decode.decoder import Decoder
+    from t2t_revival.errors import UserError
+
+    for checkpoints, message in [
+        (f"{runs['a']},{runs['other_vocab']}", "differs from"),
+        (f"{runs['a']},{runs['wide']}", "vocab_size 400"),
+        (f"{runs['a']},", "empty entry"),
+        (f"{runs['a']},{tmp_path}/ckpt-3", "no checkpoint at"),
+        (f"{runs['a']},{tmp_path}", "no checkpoint in"),
+    ]:
+        with pytest.raises(UserError, match=message):
+            Decoder(runs["a"], checkpoints)
+
+
+# ----------------------------------------------------------------- sampling
+def test_sampling_through_the_decoder_is_seeded(runs):
+    from t2t_revival.decode.decoder import Decoder
+
+    settings = "sampling=true,num_samples=3,return_beams=true,top_p=0.95,seed=5"
+    first = Decoder(runs["a"], decode_hparams=settings)
+    samples = first.translate(SOURCES)
+    assert first.translate(SOURCES) == samples                       # a call repeats
+    assert Decoder(runs["a"], decode_hparams=settings).translate(SOURCES) == samples
+    assert Decoder(runs["a"], decode_hparams=settings.replace("seed=5", "seed=6")
+                   ).translate(SOURCES) != samples
+    assert all(line.count("\t") >= 2 for line in samples)
+    greedy = Decoder(runs["a"], decode_hparams="beam_size=1").translate(SOURCES)
+    top1 = Decoder(runs["a"], decode_hparams="sampling=true,top_k=1,seed=9").translate(SOURCES)
+    assert top1 == greedy
+    # An ensemble samples too (n-best lists in every mode).
+    # (A random model's byte pieces may hold tabs too: count at least 2.)
+    ensemble = Decoder(runs["a"], f"{runs['a']},{runs['b']}", settings).translate(SOURCES)
+    assert all(line.count("\t") >= 2 for line in ensemble) and ensemble != samples
+
+
+def test_sampling_cli_names_its_output_and_checks_its_settings(runs, tmp_path):
+    source = tmp_path / "src.en"
+    source.write_text("\n".join(SOURCES) + "\n", encoding="utf-8")
+    out = _decoder(f"--output_dir={runs['a']}", f"--decode_from_file={source}",
+                   "--decode_hparams=sampling=true,temperature=0.8,top_p=0.9,seed=3")
+    assert out.returncode == 0, out.stderr[-2000:]
+    written = tmp_path / "src.en.transformer.random_tiny.sample.temp0.8.top_k0.top_p0.9.seed3.decodes"
+    assert len(written.read_text(encoding="utf-8").splitlines()) == len(SOURCES)
+    one_line_error(_decoder(f"--output_dir={runs['a']}", f"--decode_from_file={source}",
+                            "--decode_hparams=top_p=0.9"), "t2t-decoder", "add sampling=true")
+
+
+def test_sampling_settings_are_checked():
+    from t2t_revival.decode.decode_hparams import DecodeHParams, DecodeHParamsError
+    from t2t_revival.hparams import HParams
+
+    dhp = DecodeHParams.from_hparams(
+        HParams(), "sampling=true,temperature=0.7,top_k=20,top_p=0.9,num_samples=4,seed=3")
+    assert (dhp.sampling, dhp.temperature, dhp.top_k, dhp.top_p, dhp.num_samples,
+            dhp.seed) == (True, 0.7, 20, 0.9, 4, 3)
+    for settings, message in [("top_p=0.9", "add sampling=true"),
+                              ("seed=2", "add sampling=true"),
+                              ("sampling=true,top_p=0", r"'top_p' must be in \(0, 1\]"),
+                              ("sampling=true,top_p=1.01", r"'top_p' must be in \(0, 1\]"),
+                              ("sampling=true,top_k=-1", "'top_k' must not be negative"),
+                              ("sampling=true,temperature=0", "'temperature' must be > 0"),
+                              ("sampling=true,num_samples=0", "'num_samples' must be positive")]:
+        with pytest.raises(DecodeHParamsError, match=message):
+            DecodeHParams.from_hparams(HParams(), settings)
