@@ -64,3 +64,54 @@ def copy_atomically(source: str, path: str) -> None:
     """Copy the file `source` to `path` atomically, mode 0644."""
     with atomic_output(path) as tmp:
         shutil.copyfile(source, tmp)
+
+
+def _exchange(a: str, b: str) -> bool:
+    """Swap the paths `a` and `b` in one step (Linux renameat2 RENAME_EXCHANGE).
+
+    False when the system or file system cannot (then nothing was done).
+    """
+    import ctypes
+    import errno
+
+    try:
+        renameat2 = ctypes.CDLL(None, use_errno=True).renameat2
+    except (OSError, AttributeError):
+        return False
+    renameat2.argtypes = [ctypes.c_int, ctypes.c_char_p, ctypes.c_int, ctypes.c_char_p,
+                          ctypes.c_uint]
+    at_fdcwd, rename_exchange = -100, 2
+    if renameat2(at_fdcwd, os.fsencode(a), at_fdcwd, os.fsencode(b), rename_exchange) == 0:
+        return True
+    code = ctypes.get_errno()
+    if code in (errno.EINVAL, errno.ENOSYS, errno.ENOTSUP):
+        return False
+    raise OSError(code, os.strerror(code), a)
+
+
+def replace_directory(tmp: str, path: str) -> None:
+    """Make the complete folder `tmp` the folder `path`, removing the old `path`.
+
+    On Linux the two are swapped in one step, so `path` is never missing or
+    partial, whatever moment a kill comes at; a kill before the old folder
+    (now at `tmp`) is removed leaves it at `tmp`. Elsewhere the old folder is
+    first renamed to `old_directory_name(path)`, then `tmp` to `path`: a kill
+    between the two leaves both complete folders but no `path`, which the
+    writer puts back on its next start.
+    """
+    if not os.path.exists(path):
+        os.replace(tmp, path)
+        return
+    if not _exchange(tmp, path):
+        old = old_directory_name(path)
+        shutil.rmtree(old, ignore_errors=True)
+        os.replace(path, old)
+        os.replace(tmp, path)
+        tmp = old
+    shutil.rmtree(tmp, ignore_errors=True)
+
+
+def old_directory_name(path: str) -> str:
+    """Where `replace_directory` keeps the old folder while it swaps (no renameat2)."""
+    head, tail = os.path.split(os.path.abspath(path))
+    return os.path.join(head, f".{tail}.old")

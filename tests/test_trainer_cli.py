@@ -29,6 +29,11 @@ def test_registry_help_lists_the_sets():
     (["--hparams", "d_modle=512"], "Did you mean 'd_model'"),
     (["--no_such_flag"], "Unknown command line flag 'no_such_flag'"),
     (["--registry_help=maybe"], "registry_help"),
+    (["--eval_early_stopping_evals=3", "--local_eval_frequency=0"],
+     "--eval_early_stopping_evals counts evaluations: set --local_eval_frequency=N too"),
+    (["--export_on_best"], "--export_on_best needs --export_saved_model or"),
+    (["--eval_decode_hparams=beam=3"], "Unknown decode hparam 'beam'"),
+    (["--eval_decode_sentences=-1"], "eval_decode_sentences"),
 ])
 def test_bad_input_is_one_line_exit_2(args, message):
     out = _trainer(*args)

@@ -37,7 +37,9 @@ common.define_usr_dir_flag(__name__)
 flags.DEFINE_string("output_dir", None, "The training directory (hparams.json, checkpoints).")
 flags.DEFINE_string("checkpoint_path", None,
                     "A checkpoint prefix to decode with (default: the latest in output_dir), "
-                    "e.g. output_dir/averaged/ckpt-N from t2t-avg-checkpoints. Several, "
+                    "e.g. output_dir/averaged/ckpt-N from t2t-avg-checkpoints, or a folder "
+                    "of checkpoints such as output_dir/best (the trainer's best by dev "
+                    "BLEU): its latest. Several, "
                     "comma-separated (prefixes, or directories for their latest), decode "
                     "as an ensemble: at each step the log of the mean of the models' "
                     "probabilities. They must share output_dir's vocabulary file contents "

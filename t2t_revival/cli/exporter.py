@@ -35,7 +35,8 @@ flags.DEFINE_enum("format", "saved_model", ["saved_model", "ctranslate2"],
                   "directory (needs the ctranslate2 extra).")
 flags.DEFINE_string("output_dir", None, "The training directory (hparams.json, checkpoints).")
 flags.DEFINE_string("checkpoint_path", None,
-                    "A checkpoint prefix to export (default: the latest in output_dir).")
+                    "A checkpoint prefix to export (default: the latest in output_dir), or "
+                    "a folder of checkpoints such as output_dir/best: its latest.")
 flags.DEFINE_string("decode_hparams", "",
                     'Beam settings fixed in the export: "beam_size=4,alpha=0.6,extra_length=50".')
 flags.DEFINE_string("export_dir", None,

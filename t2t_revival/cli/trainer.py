@@ -14,6 +14,7 @@ from absl import flags
 
 from t2t_revival import registry
 from t2t_revival.cli import common
+from t2t_revival.errors import UserError
 
 FLAGS = flags.FLAGS
 
@@ -42,6 +43,19 @@ flags.DEFINE_integer("eval_steps", 0, "Dev batches per evaluation (0 = whole dev
 flags.DEFINE_integer("local_eval_frequency", 1000,
                      "Evaluate on the dev split every N updates (0 = only at the end).",
                      lower_bound=0)
+flags.DEFINE_integer("eval_decode_sentences", 200,
+                     "At each evaluation, also decode the first N dev sentences with "
+                     "t2t-decoder's beam search and settings and score them with the "
+                     "problem's metric (BLEU; F1 for parsing): printed on the eval line, "
+                     "eval/bleu in TensorBoard, and what best/ and early stopping follow "
+                     "(0 = no decoding: they follow the dev loss).", lower_bound=0)
+flags.DEFINE_string("eval_decode_hparams", "",
+                    'Overrides of the decode settings for those decodes, as t2t-decoder\'s '
+                    '--decode_hparams (e.g. "beam_size=1" for speed).')
+flags.DEFINE_integer("eval_early_stopping_evals", 0,
+                     "Stop after N evaluations in a row without a better dev metric, then "
+                     "save, evaluate and exit 0 (0 = never; needs --local_eval_frequency).",
+                     lower_bound=0)
 flags.DEFINE_integer("save_checkpoints_steps", 1000, "Checkpoint every N updates.",
                      lower_bound=0)
 flags.DEFINE_integer("keep_checkpoint_max", 20, "Checkpoints to keep.", lower_bound=1)
@@ -68,20 +82,33 @@ flags.DEFINE_bool("skip_corrupt_records", False,
                   "rest of it, instead of stopping with an error naming the shard; the "
                   "records skipped are counted and the shards named at the start.")
 flags.DEFINE_bool("export_saved_model", False,
-                  "After training, export a TF Serving SavedModel to output_dir/export/<step> "
-                  "(as t2t-exporter does, with the decode settings of hparams.json).")
+                  "After training, export the best checkpoint (output_dir/best) as a TF "
+                  "Serving SavedModel to output_dir/export/<step> (as t2t-exporter does, "
+                  "with the decode settings of hparams.json).")
+flags.DEFINE_bool("export_ctranslate2", False,
+                  "After training, export the best checkpoint as a CTranslate2 model to "
+                  "output_dir/export/ctranslate2/<step> (needs the ctranslate2 extra).")
+flags.DEFINE_bool("export_on_best", False,
+                  "With --export_saved_model / --export_ctranslate2: also export each new "
+                  "best checkpoint as soon as it is found, as a new version (TF Serving "
+                  "serves the highest).")
 
 
 def _print_summary(config, result: dict) -> None:
     """Where the result is and what to run next, after a run."""
-    from t2t_revival.run_dir.file_names import AVERAGED_DIR, CHECKPOINT_PREFIX
+    from t2t_revival.run_dir.file_names import AVERAGED_DIR, BEST_DIR, CHECKPOINT_PREFIX
 
     out = config.output_dir
     averaged = os.path.join(out, AVERAGED_DIR, f"{CHECKPOINT_PREFIX}-{result['step']}")
+    if result.get("stop_reason"):
+        print(f"Stopped early at step {result['step']}: {result['stop_reason']}.")
     if result.get("checkpoint"):
         print(f"Done: step {result['step']}, dev loss {result['loss']:.4f} "
               f"(perplexity {result['perplexity']:.2f}); the checkpoints are in {out}, "
               f"the latest {result['checkpoint']}.")
+    if result.get("best"):
+        print(f"The best: {result['best'].describe()}, in {result['best_checkpoint']} "
+              f"(t2t-decoder/t2t-exporter --checkpoint_path={os.path.join(out, BEST_DIR)}).")
     source, target = registry.problems.get(config.problem)().source_target_files(
         "test", config.data_dir)
     print("Next, average the last checkpoints and translate the test set:\n"
@@ -106,6 +133,16 @@ def main(argv: list[str]) -> int:
     overrides = FLAGS.hparams
     if FLAGS.mixed_precision:
         overrides = ",".join(p for p in (overrides, f"mixed_precision={FLAGS.mixed_precision}") if p)
+    if FLAGS.eval_early_stopping_evals and not FLAGS.local_eval_frequency:
+        raise UserError("--eval_early_stopping_evals counts evaluations: set "
+                        "--local_eval_frequency=N too. Received: local_eval_frequency=0")
+    if FLAGS.export_on_best and not (FLAGS.export_saved_model or FLAGS.export_ctranslate2):
+        raise UserError("--export_on_best needs --export_saved_model or "
+                        "--export_ctranslate2 (which format to export). "
+                        "Received: export_on_best=True alone")
+    if FLAGS.eval_decode_hparams:
+        from t2t_revival.decode.decode_hparams import parse_decode_hparams
+        parse_decode_hparams(FLAGS.eval_decode_hparams)
     config = TrainConfig(
         problem=FLAGS.problem, model=FLAGS.model, hparams_set=FLAGS.hparams_set,
         hparams=overrides, data_dir=data_dir,
@@ -113,20 +150,59 @@ def main(argv: list[str]) -> int:
         train_steps=FLAGS.train_steps, max_train_minutes=FLAGS.max_train_minutes,
         eval_steps=FLAGS.eval_steps,
         eval_every=FLAGS.local_eval_frequency, save_every=FLAGS.save_checkpoints_steps,
+        eval_decode_sentences=FLAGS.eval_decode_sentences,
+        eval_decode_hparams=FLAGS.eval_decode_hparams,
+        eval_early_stopping_evals=FLAGS.eval_early_stopping_evals,
         keep_checkpoint_max=FLAGS.keep_checkpoint_max, log_every=FLAGS.log_step_count_steps,
         seed=FLAGS.seed, xla=FLAGS.xla, num_cpu_devices=FLAGS.cpu_devices,
         worker_gpu=FLAGS.worker_gpu, usr_dir=usr_dir or "",
         warm_start_from=FLAGS.warm_start_from or "",
         skip_corrupt_records=FLAGS.skip_corrupt_records)
-    result = train(config)
-    _print_summary(config, result)
-    if FLAGS.export_saved_model:
-        from t2t_revival.export.saved_model_export import export_saved_model
+    formats = [name for name, on in (("saved_model", FLAGS.export_saved_model),
+                                      ("ctranslate2", FLAGS.export_ctranslate2)) if on]
 
-        with common.quiet_native_stderr():   # tensorflow-text's SentencePiece logs INFO
-            path = export_saved_model(config.output_dir)
-        print(f"Exported the SavedModel to {path}")
+    def export_new_best(checkpoint_path, record):
+        _export(output_dir, checkpoint_path, formats)
+
+    result = train(config, on_new_best=export_new_best if FLAGS.export_on_best else None)
+    _print_summary(config, result)
+    if formats and result.get("chief", True):
+        from t2t_revival.run_dir.training_directory import TrainingDirectory
+
+        directory = TrainingDirectory(output_dir)   # the best, else the latest
+        checkpoint = directory.best.checkpoint_path() or directory.checkpoint_path()
+        _export(output_dir, checkpoint, formats, skip_existing=True)
     return 0
+
+
+def _export(output_dir: str, checkpoint_path: str, formats: list[str],
+            skip_existing: bool = False) -> list[str]:
+    """Export `checkpoint_path` in each of `formats` as the version of its step
+    (each version folder written atomically by the exporter); print where."""
+    from t2t_revival.export.version_directory import checkpoint_version
+    from t2t_revival.run_dir.training_directory import TrainingDirectory
+
+    directory = TrainingDirectory(output_dir)
+    version = checkpoint_version(checkpoint_path)
+    paths = []
+    for name in formats:
+        base = directory.export_dir if name == "saved_model" else \
+            directory.ctranslate2_export_dir
+        what = "SavedModel" if name == "saved_model" else "CTranslate2 model"
+        if skip_existing and os.path.isdir(os.path.join(base, str(version))):
+            path = os.path.join(base, str(version))   # --export_on_best wrote it
+        elif name == "saved_model":
+            from t2t_revival.export.saved_model_export import export_saved_model
+
+            with common.quiet_native_stderr():   # tensorflow-text's SentencePiece logs INFO
+                path = export_saved_model(output_dir, checkpoint_path, version=version)
+        else:
+            from t2t_revival.export.ctranslate2_export import export_ctranslate2
+
+            path = export_ctranslate2(output_dir, checkpoint_path, version=version)
+        print(f"Exported the {what} to {path} (from {checkpoint_path}).", flush=True)
+        paths.append(path)
+    return paths
 
 
 def run() -> None:

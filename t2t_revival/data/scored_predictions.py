@@ -5,6 +5,15 @@ from __future__ import annotations
 import dataclasses
 from typing import Any
 
+SCORE_NAMES = {"bleu": "bleu", "evalb": "f1"}
+"""The name of each metric's headline figure (`ScoredPredictions.score`), as the
+trainer prints it and writes it to TensorBoard (`eval/bleu`, `eval/f1`)."""
+
+
+def score_name(metric: str) -> str:
+    """The headline figure's name of the `eval_metric` `metric` ("evalb" -> "f1")."""
+    return SCORE_NAMES.get(metric, metric)
+
 
 @dataclasses.dataclass(frozen=True)
 class ScoredPredictions:
@@ -27,6 +36,11 @@ class ScoredPredictions:
     json_text: str
     details: Any = None
     outputs: dict[str, list[str]] = dataclasses.field(default_factory=dict)
+
+    @property
+    def score_name(self) -> str:
+        """What `score` is: "bleu" or "f1" (see `score_name`)."""
+        return score_name(self.metric)
 
     def format(self, as_json: bool = False) -> str:
         return self.json_text if as_json else self.text

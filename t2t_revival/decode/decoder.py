@@ -24,6 +24,7 @@ from t2t_revival.decode_length import (batch_bucket, check_input_length, cut_lin
                                        decode_in_length_order, max_decode_length,
                                        padded_length, position_limit)
 from t2t_revival.errors import UserError
+from t2t_revival.run_dir.trained_model import TrainedModel
 from t2t_revival.run_dir.training_directory import TrainingDirectory
 from t2t_revival.special_ids import EOS_ID, PAD_ID
 # Re-exported for callers: the decoder reads and writes text files.
@@ -54,6 +55,20 @@ class Decoder:
             trained = Ensemble.load(output_dir, paths)
         else:
             trained = TrainingDirectory(output_dir).load(paths[0] if paths else None)
+        self._use(trained, decode_hparams)
+
+    @classmethod
+    def from_trained(cls, trained: TrainedModel, decode_hparams: str = "") -> "Decoder":
+        """A decoder of a model already in memory (the trainer's, at its dev
+        evaluations): the same search and settings, no checkpoint read."""
+        decoder = cls.__new__(cls)
+        decoder.output_dir = ""
+        decoder._use(trained, decode_hparams)
+        return decoder
+
+    def _use(self, trained, decode_hparams: str) -> None:
+        """Take the model, hparams, run record and vocabulary of `trained` (a
+        `TrainedModel` or an `Ensemble`)."""
         self.hparams, self.run_record = trained.hparams, trained.run_record
         self.decode_hparams = DecodeHParams.from_hparams(self.hparams, decode_hparams)
         self.vocab, self.checkpoint_path = trained.vocab, trained.checkpoint_path

@@ -7,6 +7,9 @@
       checkpoint          TensorFlow's index of the checkpoints below
       ckpt-<step>.*       training checkpoints (`CHECKPOINT_PREFIX`)
       averaged/ckpt-<step>.*   t2t-avg-checkpoints' output (`AVERAGED_DIR`)
+      best/ckpt-<step>.*  a copy of the checkpoint with the best dev metric
+                          (`BEST_DIR`), its own `checkpoint` index and
+                          best.json (`BEST_FILE`: step, metric, value)
       export/<version>/   TF Serving SavedModels (`EXPORT_DIR`)
       export/ctranslate2/<version>/   CTranslate2 models (`CTRANSLATE2_EXPORT_DIR`)
       train/, eval/       TensorBoard summaries
@@ -23,6 +26,9 @@ VOCAB_FILE = "vocab.model"
 """The SentencePiece model, in a training directory and in a CTranslate2 export."""
 CHECKPOINT_PREFIX = "ckpt"
 AVERAGED_DIR = "averaged"
+BEST_DIR = "best"
+BEST_FILE = "best.json"
+"""Inside BEST_DIR."""
 EXPORT_DIR = "export"
 CTRANSLATE2_EXPORT_DIR = "ctranslate2"
 """Below EXPORT_DIR."""

@@ -20,6 +20,7 @@ from t2t_revival.atomic_file import copy_atomically, write_atomically
 from t2t_revival.data.subword_vocabulary import SubwordVocabulary
 from t2t_revival.errors import UserError
 from t2t_revival.hparams import HParams
+from t2t_revival.run_dir.best_checkpoint import BestCheckpoint
 from t2t_revival.run_dir.checkpoint_variables import make_checkpoint
 from t2t_revival.run_dir.corrupt_checkpoint_error import CorruptCheckpointError
 from t2t_revival.run_dir.file_names import (AVERAGED_DIR, CHECKPOINT_INDEX, CHECKPOINT_PREFIX,
@@ -120,6 +121,11 @@ class TrainingDirectory:
     @property
     def ctranslate2_export_dir(self) -> str:
         return os.path.join(self.export_dir, CTRANSLATE2_EXPORT_DIR)
+
+    @property
+    def best(self) -> BestCheckpoint:
+        """`best/`: a copy of the checkpoint with the best dev metric so far."""
+        return BestCheckpoint(self.path)
 
     def worker_dir(self, task_id: int) -> str:
         """Where a non-chief MultiWorker replica saves (it must save too, for the
@@ -264,7 +270,19 @@ class TrainingDirectory:
     def checkpoint_path(self, checkpoint_path: str | None = None,
                         log: Callable[[str], None] = _stderr) -> str:
         """`checkpoint_path` (checked), or the newest intact checkpoint; a UserError
-        when there is none or the named one is damaged."""
+        when there is none or the named one is damaged.
+
+        `checkpoint_path` is a checkpoint prefix, or a folder of checkpoints
+        (`output_dir/best`, `output_dir/averaged`): then the newest intact in it.
+        """
+        if checkpoint_path and os.path.isdir(checkpoint_path):
+            folder = checkpoint_path
+            path = self.restore_newest_intact(lambda prefix: None, log, directory=folder)
+            if not path:
+                raise UserError(f"no checkpoint in the folder {folder}; pass a checkpoint "
+                                f"prefix such as {os.path.join(folder, CHECKPOINT_PREFIX)}-<step>. "
+                                f"Received: checkpoint_path={folder!r}")
+            return path
         if checkpoint_path:
             self.check_named_checkpoint(checkpoint_path)
             return checkpoint_path

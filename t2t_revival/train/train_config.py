@@ -32,6 +32,17 @@ class TrainConfig:
     """Dev batches per evaluation (0 = the whole dev split)."""
     eval_every: int = 1000
     """Evaluate on the dev split every N updates (0 = only at the end)."""
+    eval_decode_sentences: int = 200
+    """At each evaluation, decode this many dev sentences (the first) with the
+    decoder's beam search and score them with the problem's metric (BLEU or
+    EVALB F1); 0 = no decoding (best/ and early stopping then follow the dev
+    loss)."""
+    eval_decode_hparams: str = ""
+    """Overrides of the decode settings for those decodes (as t2t-decoder's
+    --decode_hparams; "" = the same defaults as t2t-decoder)."""
+    eval_early_stopping_evals: int = 0
+    """Stop after this many evaluations in a row without a better dev metric
+    (0 = never)."""
     save_every: int = 1000
     """Write a checkpoint every N updates (and always at the end)."""
     keep_checkpoint_max: int = 20

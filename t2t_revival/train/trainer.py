@@ -34,12 +34,17 @@ import tensorflow as tf
 from t2t_revival import registry
 from t2t_revival.errors import UserError
 from t2t_revival.hparams import resolve
+from t2t_revival.run_dir.best_record import BestRecord
 from t2t_revival.run_dir.checkpoint_variables import make_checkpoint
 from t2t_revival.run_dir.corrupt_checkpoint_error import CorruptCheckpointError
+from t2t_revival.run_dir.file_names import CHECKPOINT_PREFIX
 from t2t_revival.run_dir.run_lock import RunLock
 from t2t_revival.run_dir.run_record import RunRecord
+from t2t_revival.run_dir.trained_model import TrainedModel
 from t2t_revival.run_dir.training_directory import CORRUPT_RESTORE_ERRORS, TrainingDirectory
 from t2t_revival.stopped_by_signal import StoppedBySignal
+from t2t_revival.train.dev_metric_evaluator import DevMetricEvaluator
+from t2t_revival.train.early_stopping import EarlyStopping
 from t2t_revival.train.losses import smoothed_cross_entropy_sum, token_metrics_sums
 from t2t_revival.train.noam_schedule import NoamSchedule
 from t2t_revival.train.reduced_gradients_adam import ReducedGradientsAdam
@@ -58,7 +63,18 @@ class Trainer:
         config: the run options.
         strategy: a tf.distribute strategy (default: `make_strategy` from config).
         log: a print-like callable for progress lines.
+
+    Attributes:
+        on_new_best: None, or a callable `(checkpoint_path, BestRecord)` the
+            chief calls each time best/ holds a new best checkpoint (the
+            CLI's --export_on_best).
+        stop_reason: why training stopped before --train_steps ("" if not).
     """
+
+    on_new_best = None
+    stop_reason = ""
+    _dev = None            # (EarlyStopping, DevMetricEvaluator | None), at the first eval
+    _last_eval = None      # (step, metrics) of the latest evaluation
 
     def __init__(self, config: TrainConfig, strategy: tf.distribute.Strategy | None = None,
                  log=print):
@@ -401,6 +417,9 @@ class Trainer:
             if config.eval_every and step % config.eval_every == 0 \
                     and step != config.train_steps:
                 self._log_eval(step, eval_writer)
+                if self.stop_reason:
+                    self.log(f"Stopping at step {step}: {self.stop_reason}.")
+                    break
             if on_log_step and config.max_train_minutes and step < config.train_steps \
                     and self._time_is_up(stats.elapsed()):
                 self.log(f"Stopping at step {step}: the --max_train_minutes="
@@ -412,6 +431,11 @@ class Trainer:
         result = self._log_eval(step, eval_writer)
         result["step"] = step
         result["checkpoint"] = self.manager.latest_checkpoint
+        result["stop_reason"] = self.stop_reason
+        result["chief"] = self.chief
+        if self._dev is not None and self.chief:
+            result["best"] = self._dev[0].best
+            result["best_checkpoint"] = self.directory.best.checkpoint_path()
         writer.flush()
         eval_writer.flush()
         return result
@@ -439,21 +463,111 @@ class Trainer:
             # or the others would wait forever in the next all-reduce.
             flags = self.strategy.experimental_distribute_values_from_function(
                 lambda _: tf.constant(1.0 if up else 0.0))
-            up = float(self.strategy.reduce("MAX", flags, axis=None)) > 0.0
+            # (SUM: cross-device reductions know only SUM and MEAN.)
+            up = float(self.strategy.reduce(tf.distribute.ReduceOp.SUM, flags,
+                                            axis=None)) > 0.0
         return up
 
     def _log_eval(self, step: int, eval_writer) -> dict[str, float]:
+        if self._last_eval is not None and self._last_eval[0] == step:
+            return dict(self._last_eval[1])   # stopped early right after evaluating
+        early_stopping, evaluator = self._dev_tracking()
         metrics = self.evaluate()
-        self.log(f"eval at step {step}: loss {metrics['loss']:.4f}  "
-                 f"accuracy {metrics['accuracy']:.4f}  "
-                 f"perplexity {metrics['perplexity']:.2f}")
+        line = (f"eval at step {step}: loss {metrics['loss']:.4f}  "
+                f"accuracy {metrics['accuracy']:.4f}  "
+                f"perplexity {metrics['perplexity']:.2f}")
+        if evaluator is not None:   # the chief decodes; the other workers wait for it
+            scored = evaluator.evaluate()
+            metrics[scored.score_name] = scored.score
+            line += (f"  {scored.score_name} {scored.score:.2f} ({len(evaluator)} dev "
+                     f"sentences, {evaluator.seconds:.0f} s)")
+        self.log(line)
         with eval_writer.as_default(step=step):
             for name, value in metrics.items():
                 tf.summary.scalar(name, value)
+        self._keep_best(step, metrics, early_stopping, evaluator)
+        self._last_eval = (step, dict(metrics))
         return dict(metrics)
+
+    # ------------------------------------------------ dev metric, best/, stop
+    def _dev_tracking(self) -> tuple[EarlyStopping, DevMetricEvaluator | None]:
+        """The early-stopping state and the chief's dev decoder, made at the first eval."""
+        if self._dev is None:
+            best, evaluator = None, None
+            if self.chief:
+                self.directory.best.recover()   # what a kill mid-update left
+                best = self.directory.best.record()
+                if best is not None:
+                    self.log(f"best/ holds {best.describe()}.")
+                if self.config.eval_decode_sentences:
+                    vocab = self.problem.vocabulary(self.config.data_dir)
+                    trained = TrainedModel(
+                        hparams=self.hparams, vocab=vocab, checkpoint_path="", model=self.model,
+                        run_record=RunRecord(problem=self.config.problem,
+                                             model=self.config.model,
+                                             hparams_set=self.config.hparams_set,
+                                             hparams=self.config.hparams))
+                    evaluator = DevMetricEvaluator(
+                        self.problem, self.config.data_dir, trained,
+                        self.config.eval_decode_sentences, self.config.eval_decode_hparams)
+                    if evaluator.skipped:
+                        self.log(f"Dev decoding leaves out {evaluator.skipped} of the first "
+                                 f"{self.config.eval_decode_sentences} dev sentences: longer "
+                                 f"than max_length={self.hparams.max_length} tokens.")
+            self._dev = (EarlyStopping(self.config.eval_early_stopping_evals, best), evaluator)
+        return self._dev
+
+    def _keep_best(self, step: int, metrics: dict[str, float],
+                   early_stopping: EarlyStopping,
+                   evaluator: DevMetricEvaluator | None) -> None:
+        """Copy this step's checkpoint into best/ when the dev metric improved;
+        set `stop_reason` when it has not for --eval_early_stopping_evals evals.
+
+        The chief decides; under MultiWorker the others follow its decision
+        (they save with it, for the collectives, and stop with it).
+        """
+        improved = stop = False
+        if self.chief:
+            name = evaluator.metric if evaluator is not None else "loss"
+            candidate = BestRecord(step=step, metric=name, value=float(metrics[name]),
+                                   higher_is_better=name != "loss",
+                                   checkpoint=f"{CHECKPOINT_PREFIX}-{step}",
+                                   sentences=len(evaluator) if evaluator is not None else 0)
+            improved = early_stopping.update(candidate)
+            stop = early_stopping.should_stop
+        improved, stop = self._chief_decides(improved, stop)
+        if improved:
+            latest = self.manager.latest_checkpoint
+            if latest is None or not latest.endswith(f"-{step}"):
+                self.save()
+            if self.chief:
+                path = self.directory.best.update(self.manager.latest_checkpoint,
+                                                  early_stopping.best)
+                self.log(f"New best: {early_stopping.best.describe()}, copied to {path}.")
+                if self.on_new_best is not None:
+                    self.on_new_best(path, early_stopping.best)
+        if stop:
+            self.stop_reason = early_stopping.reason() if self.chief else \
+                "the chief's dev metric stopped improving"
+
+    def _chief_decides(self, *flags: bool) -> list[bool]:
+        """The chief's `flags`, on every worker (a collective under MultiWorker)."""
+        if not isinstance(self.strategy, tf.distribute.MultiWorkerMirroredStrategy):
+            return list(flags)
+        mine = [1.0 if (f and self.chief) else 0.0 for f in flags]
+        values = self.strategy.experimental_distribute_values_from_function(
+            lambda _: tf.constant(mine))
+        # (SUM: cross-device reductions know only SUM and MEAN.)
+        reduced = self.strategy.reduce(tf.distribute.ReduceOp.SUM, values, axis=None).numpy()
+        return [bool(v > 0.0) for v in reduced]
 
 
 def train(config: TrainConfig, strategy: tf.distribute.Strategy | None = None,
-          log=print) -> dict[str, Any]:
-    """Build a Trainer for `config` and train; returns the final eval metrics."""
-    return Trainer(config, strategy=strategy, log=log).train()
+          log=print, on_new_best=None) -> dict[str, Any]:
+    """Build a Trainer for `config` and train; returns the final eval metrics.
+
+    `on_new_best`: see `Trainer.on_new_best`.
+    """
+    trainer = Trainer(config, strategy=strategy, log=log)
+    trainer.on_new_best = on_new_best
+    return trainer.train()

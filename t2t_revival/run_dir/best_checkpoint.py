@@ -1,0 +1,110 @@
+"""`BestCheckpoint`: `output_dir/best/`, the checkpoint with the best dev metric so far.
+
+    output_dir/best/
+      ckpt-<step>.index, ckpt-<step>.data-*   a copy (not a link) of the training
+                                              checkpoint: it outlives the
+                                              --keep_checkpoint_max rotation
+      checkpoint                              TensorFlow's index (relative path),
+                                              so the folder itself is a
+                                              --checkpoint_path
+      best.json                               `BestRecord`: step, metric, value
+
+A new best is built complete in `output_dir/.best.incomplete/` (best.json
+written last), then swapped in by `atomic_file.replace_directory`: the old
+best/ stays until the new one is complete, and a kill at any moment leaves a
+readable best/ (or, where the system cannot swap folders in one step, a
+complete folder that `recover` puts back on the next start).
+
+No TensorFlow here: the `checkpoint` index is a two-line text file.
+"""
+
+from __future__ import annotations
+
+import glob
+import os
+import shutil
+
+from t2t_revival.atomic_file import (FILE_MODE, old_directory_name, replace_directory,
+                                     write_atomically)
+from t2t_revival.errors import UserError
+from t2t_revival.run_dir.best_record import BestRecord
+from t2t_revival.run_dir.file_names import BEST_DIR, BEST_FILE
+
+CHECKPOINT_INDEX = "checkpoint"
+"""TensorFlow's name for the file naming a folder's latest checkpoint."""
+
+
+class BestCheckpoint:
+    """The best/ folder of the training directory `output_dir`.
+
+    The trainer's chief writes it (`update`, `recover`); the decoder and the
+    exporters read it as any checkpoint folder (`--checkpoint_path=.../best`).
+    """
+
+    def __init__(self, output_dir: str):
+        self.output_dir = str(output_dir)
+        self.path = os.path.join(self.output_dir, BEST_DIR)
+        self.incomplete = os.path.join(self.output_dir, f".{BEST_DIR}.incomplete")
+        self.old = old_directory_name(self.path)
+
+    @property
+    def record_file(self) -> str:
+        return os.path.join(self.path, BEST_FILE)
+
+    def record(self) -> BestRecord | None:
+        """best.json, or None when there is no best/ yet."""
+        try:
+            with open(self.record_file, encoding="utf-8") as f:
+                text = f.read()
+        except FileNotFoundError:
+            return None
+        return BestRecord.from_json(text, self.record_file)
+
+    def checkpoint_path(self) -> str | None:
+        """The prefix of the best checkpoint (`output_dir/best/ckpt-<step>`), or None."""
+        record = self.record()
+        return os.path.join(self.path, record.checkpoint) if record else None
+
+    # ------------------------------------------------------------- writing
+    def recover(self) -> None:
+        """Clean what an interrupted `update` left; put best/ back if it is missing.
+
+        Call before training (on the chief). A complete new folder (its
+        best.json is written last) wins over the old one.
+        """
+        if not os.path.isdir(self.path):
+            for candidate in (self.incomplete, self.old):
+                if os.path.isfile(os.path.join(candidate, BEST_FILE)):
+                    os.replace(candidate, self.path)
+                    break
+        for leftover in (self.incomplete, self.old):
+            shutil.rmtree(leftover, ignore_errors=True)
+
+    def update(self, checkpoint_prefix: str, record: BestRecord) -> str:
+        """Make a copy of the checkpoint `checkpoint_prefix` the new best/; return
+        its new prefix.
+
+        `record.checkpoint` must be the prefix's base name (e.g. "ckpt-300").
+        """
+        name = os.path.basename(checkpoint_prefix)
+        if record.checkpoint != name:
+            raise ValueError(f"the record names {record.checkpoint}, the checkpoint is {name}")
+        files = [p for p in glob.glob(glob.escape(checkpoint_prefix) + ".*")
+                 if p.endswith(".index") or ".data-" in p]
+        if not any(p.endswith(".index") for p in files):
+            raise UserError(f"no checkpoint at {checkpoint_prefix} to copy into "
+                            f"{self.path}. Received: checkpoint_prefix={checkpoint_prefix!r}")
+        shutil.rmtree(self.incomplete, ignore_errors=True)
+        os.makedirs(self.incomplete)
+        os.chmod(self.incomplete, 0o755)
+        for source in files:
+            target = os.path.join(self.incomplete, os.path.basename(source))
+            shutil.copyfile(source, target)
+            os.chmod(target, FILE_MODE)
+        write_atomically(os.path.join(self.incomplete, CHECKPOINT_INDEX),
+                         f'model_checkpoint_path: "{name}"\n'
+                         f'all_model_checkpoint_paths: "{name}"\n')
+        # Last: its presence marks the folder complete (see `recover`).
+        write_atomically(os.path.join(self.incomplete, BEST_FILE), record.to_json())
+        replace_directory(self.incomplete, self.path)
+        return os.path.join(self.path, name)

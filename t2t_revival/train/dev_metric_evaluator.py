@@ -1,0 +1,70 @@
+"""`DevMetricEvaluator`: the problem's own metric on dev sentences, while training.
+
+At each evaluation the trainer's chief decodes the first `num_sentences`
+sentences of the dev split's plain-text source file
+(`Problem.source_target_files("dev", data_dir)`) with the model in memory,
+with `Decoder`'s beam search and the decode settings of the run's hparams
+(those t2t-decoder uses by default), and scores them against the dev
+references with `Problem.score_predictions`: sacreBLEU for translation, EVALB
+F1 for parsing (`Problem.eval_metric` says which; the trainer does not guess).
+"""
+
+from __future__ import annotations
+
+import time
+
+from t2t_revival.data.problem import Problem
+from t2t_revival.data.scored_predictions import ScoredPredictions, score_name
+from t2t_revival.decode.decoder import Decoder
+from t2t_revival.errors import UserError
+from t2t_revival.run_dir.trained_model import TrainedModel
+from t2t_revival.text_lines import read_text_lines
+
+
+class DevMetricEvaluator:
+    """Decodes and scores the first `num_sentences` dev sentences.
+
+    Args:
+        problem: the run's problem (its dev files, its metric).
+        data_dir: where its data is.
+        trained: the trainer's model, hparams, run record and vocabulary; the
+            weights are read as they are at each `evaluate` call.
+        num_sentences: how many dev sentences, from the first (> 0).
+        decode_hparams: overrides of the decode settings of the hparams, as
+            t2t-decoder's --decode_hparams ("" = the same defaults).
+    """
+
+    def __init__(self, problem: Problem, data_dir: str, trained: TrainedModel,
+                 num_sentences: int, decode_hparams: str = ""):
+        source_file, target_file = problem.source_target_files("dev", data_dir)
+        sources = read_text_lines(source_file, "dev source")[:num_sentences]
+        references = read_text_lines(target_file, "dev target")[:num_sentences]
+        if len(sources) != len(references) or not sources:
+            raise UserError(
+                f"the dev files of {problem.name} in {data_dir} hold {len(sources)} source "
+                f"and {len(references)} target lines among the first {num_sentences}; "
+                f"rerun t2t-datagen. Received: data_dir={data_dir!r}")
+        # Over-long sentences would stop t2t-decoder; here they are left out
+        # (and counted), so that one long dev line cannot stop a training run.
+        max_length = trained.hparams.max_length
+        keep = [i for i, s in enumerate(sources)
+                if len(trained.vocab.encode(s)) + 1 <= max_length]  # + EOS
+        self.skipped = len(sources) - len(keep)
+        self.sources = [sources[i] for i in keep]
+        self.references = [references[i] for i in keep]
+        self.problem = problem
+        self.metric = score_name(problem.eval_metric)
+        self.decoder = Decoder.from_trained(trained, decode_hparams)
+        self.seconds = 0.0
+        """How long the last `evaluate` took."""
+
+    def __len__(self) -> int:
+        return len(self.sources)
+
+    def evaluate(self) -> ScoredPredictions:
+        """Decode the dev sentences with the current weights and score them."""
+        start = time.time()
+        predictions = self.decoder.translate(self.sources)
+        scored = self.problem.score_predictions(predictions, self.references, self.sources)
+        self.seconds = time.time() - start
+        return scored

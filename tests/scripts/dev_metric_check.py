@@ -1,0 +1,37 @@
+"""Run in a subprocess (the CPU must be split before TF starts): a trainer
+mirrored over 2 logical CPU devices trains 3 steps, evaluates with dev BLEU
+(decoding with its in-memory, mirrored weights) and keeps best/; then
+t2t-decoder's `Decoder` reads best/ from disk and translates the same dev
+sentences. Prints JSON."""
+
+import json
+import sys
+
+import tensorflow as tf
+
+from t2t_revival.decode.decoder import Decoder
+from t2t_revival.train.strategy import make_strategy
+from t2t_revival.train.train_config import TrainConfig
+from t2t_revival.train.trainer import Trainer
+
+data_dir, out_dir = sys.argv[1], sys.argv[2]
+two = make_strategy(num_cpu_devices=2)
+config = TrainConfig(problem="translate_ende_multi30k", output_dir=out_dir, data_dir=data_dir,
+                     hparams_set="transformer_tiny", eval_steps=2, eval_decode_sentences=12,
+                     seed=5)
+trainer = Trainer(config, strategy=two, log=lambda line: print(line, file=sys.stderr))
+trainer._write_run_files()
+iterator = iter(trainer.train_dataset(0))
+for _ in range(3):
+    trainer.train_step(iterator)
+metrics = trainer._log_eval(trainer.step, tf.summary.create_noop_writer())
+evaluator = trainer._dev[1]
+in_memory = evaluator.decoder.translate(evaluator.sources)
+
+decoder = Decoder(out_dir, f"{out_dir}/best")
+from_disk = decoder.translate(evaluator.sources)
+decoder_bleu = trainer.problem.score_predictions(from_disk, evaluator.references,
+                                                 evaluator.sources).score
+print(json.dumps({"replicas": two.num_replicas_in_sync, "in_memory": in_memory,
+                  "from_disk": from_disk, "bleu": metrics["bleu"],
+                  "decoder_bleu": decoder_bleu, "checkpoint": decoder.checkpoint_path}))

@@ -1,0 +1,299 @@
+"""The trainer's dev metric at each evaluation: the problem's own metric on the
+first dev sentences decoded by the model in memory, best/ following it, early
+stopping, and the end-to-end run of issue #15."""
+
+import glob
+import json
+import os
+import re
+import subprocess
+import sys
+
+import numpy as np
+import pytest
+
+from conftest import ENV, ROOT
+from t2t_revival.data.scored_predictions import ScoredPredictions
+
+
+def _trainer(output_dir, data_dir, **options):
+    import tensorflow as tf
+
+    from t2t_revival.train.train_config import TrainConfig
+    from t2t_revival.train.trainer import Trainer
+
+    config = TrainConfig(problem="translate_ende_multi30k", output_dir=str(output_dir),
+                         data_dir=str(data_dir), hparams_set="transformer_tiny", **options)
+    lines = []
+    trainer = Trainer(config, strategy=tf.distribute.MirroredStrategy(["/cpu:0"]),
+                      log=lines.append)
+    trainer.log_lines = lines
+    return trainer
+
+
+def _eval_at(trainer, step, evaluate_result, save=False):
+    """One evaluation at `step` with the weights marked `step` and a given dev
+    loss; `save`: a regular checkpoint first (--save_checkpoints_steps)."""
+    import tensorflow as tf
+
+    trainer.optimizer.iterations.assign(step)
+    if save:
+        trainer.save()
+    trainer.model.weights[0].assign(np.full(trainer.model.weights[0].shape, float(step)))
+    trainer.evaluate = lambda: {"loss": evaluate_result, "accuracy": 0.5, "perplexity": 9.0}
+    return trainer._log_eval(step, tf.summary.create_noop_writer())
+
+
+def _best_first_weight(output_dir):
+    import tensorflow as tf
+
+    from t2t_revival.run_dir.best_checkpoint import BestCheckpoint
+
+    best = BestCheckpoint(str(output_dir))
+    reader = tf.train.load_checkpoint(tf.train.latest_checkpoint(best.path))
+    # The model's first weight, transformer/shared_embedding/embeddings.
+    key = next(k for k in reader.get_variable_to_shape_map() if k.startswith("model/")
+               and "shared_embedding" in k and k.endswith("VARIABLE_VALUE"))
+    return best.record(), float(reader.get_tensor(key).flat[0])
+
+
+def test_without_decoding_best_follows_the_dev_loss_and_a_plateau_stops(tmp_path):
+    trainer = _trainer(tmp_path / "run", tmp_path, eval_decode_sentences=0,
+                       eval_early_stopping_evals=2, keep_checkpoint_max=1)
+    news = []
+    trainer.on_new_best = lambda path, record: news.append((path, record.step))
+    leftover = tmp_path / "run" / ".best.incomplete"   # a kill mid-update, last run
+    leftover.mkdir(parents=True)
+    (leftover / "ckpt-9.index").write_bytes(b"half")
+    for step, loss in [(1, 5.0), (2, 4.0), (3, 4.5), (4, 3.9), (5, 3.9)]:
+        _eval_at(trainer, step, loss, save=step == 3)
+        assert not trainer.stop_reason
+    _eval_at(trainer, 6, 4.2, save=True)   # keep_checkpoint_max=1 deletes ckpt-4
+    assert trainer.stop_reason == ("dev loss did not improve for 2 evaluations "
+                                   "(--eval_early_stopping_evals=2); the best is dev loss "
+                                   "3.9000 at step 4")
+    record, weight = _best_first_weight(tmp_path / "run")
+    assert (record.step, record.metric, record.value, record.higher_is_better) == \
+        (4, "loss", 3.9, False)
+    assert weight == 4.0                        # the weights of step 4, not the latest
+    assert not os.path.exists(tmp_path / "run" / "ckpt-4.index")   # rotated away
+    assert [s for _, s in news] == [1, 2, 4]
+    assert not leftover.exists()
+    assert news[-1][0] == str(tmp_path / "run" / "best" / "ckpt-4")
+    assert "New best: dev loss 3.9000 at step 4, copied to" in "\n".join(trainer.log_lines)
+    # The final evaluation at the step where it stopped is not run twice.
+    trainer.evaluate = lambda: pytest.fail("evaluated step 6 again")
+    assert trainer._log_eval(6, None)["loss"] == 4.2
+
+
+def test_the_trainer_ranks_by_the_problem_s_own_metric(multi30k_data_dir, tmp_path,
+                                                       monkeypatch):
+    """BLEU for translation, F1 when the problem says evalb: the trainer reads
+    the metric from the problem, decodes the first N dev sentences and passes
+    them with their references to the problem's scorer."""
+    data_dir, _ = multi30k_data_dir
+    trainer = _trainer(tmp_path / "run", data_dir, eval_decode_sentences=5)
+    seen = []
+
+    def score(predictions, references, sources, language="de"):
+        seen.append((list(predictions), list(references), list(sources)))
+        return ScoredPredictions(metric="evalb", score=[40.0, 35.0][len(seen) - 1],
+                                 text="", json_text="{}")
+
+    monkeypatch.setattr(trainer.problem, "eval_metric", "evalb")
+    monkeypatch.setattr(trainer.problem, "score_predictions", score)
+    metrics = _eval_at(trainer, 1, 5.0)
+    assert metrics["f1"] == 40.0 and "bleu" not in metrics
+    source, target = trainer.problem.source_target_files("dev", str(data_dir))
+    first = [open(p, encoding="utf-8").read().splitlines()[:5] for p in (source, target)]
+    assert seen[0][2] == first[0] and seen[0][1] == first[1]
+    assert len(seen[0][0]) == 5 and all(isinstance(p, str) for p in seen[0][0])
+    assert re.search(r"eval at step 1: loss 5\.0000 .* f1 40\.00 \(5 dev sentences, \d+ s\)",
+                     "\n".join(trainer.log_lines))
+    _eval_at(trainer, 2, 1.0)   # dev loss better, F1 worse: best/ follows F1
+    record, weight = _best_first_weight(tmp_path / "run")
+    assert (record.metric, record.step, record.value, record.sentences) == ("f1", 1, 40.0, 5)
+    assert weight == 1.0
+
+
+@pytest.mark.slow
+def test_dev_decoding_on_two_replicas_equals_t2t_decoder_on_the_saved_weights(
+        multi30k_data_dir, tmp_path):
+    """Mirrored over 2 logical CPUs, the trainer's dev translations (in-memory
+    weights) are t2t-decoder's translations of the same weights from disk."""
+    data_dir, _ = multi30k_data_dir
+    out = subprocess.run([sys.executable, str(ROOT / "tests" / "scripts" / "dev_metric_check.py"),
+                          str(data_dir), str(tmp_path / "run")],
+                         capture_output=True, text=True, env=ENV, timeout=1200)
+    assert out.returncode == 0, out.stderr[-3000:]
+    result = json.loads(out.stdout.strip().splitlines()[-1])
+    assert result["replicas"] == 2
+    assert result["in_memory"] == result["from_disk"]
+    assert len(result["in_memory"]) == 12 and any(result["in_memory"])
+    assert result["bleu"] == pytest.approx(result["decoder_bleu"])
+
+
+def _free_ports(n):
+    import socket
+
+    sockets = [socket.socket() for _ in range(n)]
+    for s in sockets:
+        s.bind(("localhost", 0))
+    ports = [s.getsockname()[1] for s in sockets]
+    for s in sockets:
+        s.close()
+    return ports
+
+
+@pytest.mark.slow
+def test_multi_worker_only_the_chief_decodes_and_both_stop_together(multi30k_data_dir,
+                                                                    tmp_path):
+    """Two MultiWorkerMirroredStrategy workers on this machine: the chief
+    decodes, scores and writes best/; the other skips decoding, follows the
+    chief's decisions (save, stop) and nobody waits forever."""
+    data_dir, _ = multi30k_data_dir
+    cluster = {"worker": [f"localhost:{p}" for p in _free_ports(2)]}
+    procs = []
+    for index in range(2):
+        env = dict(ENV, TF_CONFIG=json.dumps({"cluster": cluster,
+                                              "task": {"type": "worker", "index": index}}))
+        procs.append(subprocess.Popen(
+            [sys.executable, str(ROOT / "tests" / "scripts" / "multi_worker_check.py"),
+             str(data_dir), str(tmp_path / "run")],
+            env=env, stdout=subprocess.PIPE, stderr=subprocess.STDOUT, text=True))
+    outputs = []
+    try:
+        for proc in procs:
+            outputs.append(proc.communicate(timeout=1500)[0])
+    finally:
+        for proc in procs:
+            if proc.poll() is None:
+                proc.kill()
+    for proc, output in zip(procs, outputs):
+        assert proc.returncode == 0, output[-3000:]
+    chief, other = (json.loads(o.strip().splitlines()[-1]) for o in outputs)
+    assert chief["chief"] and not other["chief"]
+    assert chief["step"] == other["step"] == 4
+    assert chief["stop_reason"].startswith("dev bleu did not improve for 1 evaluation ")
+    assert other["stop_reason"] == "the chief's dev metric stopped improving"
+    assert re.findall(r"bleu [\d.]+ \(4 dev sentences", outputs[0]) != []
+    assert "bleu" not in "".join(re.findall(r"eval at step .*", outputs[1]))
+    assert json.loads((tmp_path / "run" / "best" / "best.json").read_text())["step"] == 2
+
+
+def _events(folder):
+    """{tag: [(step, value), ...]} of the TensorBoard event files in `folder`."""
+    import tensorflow as tf
+
+    values = {}
+    for path in sorted(glob.glob(os.path.join(str(folder), "events.out.tfevents.*"))):
+        for event in tf.compat.v1.train.summary_iterator(path):
+            for value in event.summary.value:
+                number = value.simple_value if value.HasField("simple_value") else \
+                    float(tf.make_ndarray(value.tensor))
+                values.setdefault(value.tag, []).append((event.step, number))
+    return values
+
+
+E2E_STEPS, E2E_EVERY, E2E_SENTENCES = 200, 50, 100
+
+
+def dev_bleu_run(problem, data_dir, out_dir, *extra):
+    """Train transformer_tiny E2E_STEPS steps on `problem` with dev BLEU on the
+    first E2E_SENTENCES dev sentences every E2E_EVERY steps; keep 1 checkpoint.
+    Returns the finished subprocess."""
+    args = [str(ROOT / "t2t_trainer.py"), f"--problem={problem}",
+            "--hparams_set=transformer_tiny", f"--data_dir={data_dir}",
+            f"--output_dir={out_dir}", f"--train_steps={E2E_STEPS}",
+            f"--local_eval_frequency={E2E_EVERY}", "--eval_steps=5",
+            f"--save_checkpoints_steps={E2E_EVERY}", "--keep_checkpoint_max=1",
+            "--log_step_count_steps=50", f"--eval_decode_sentences={E2E_SENTENCES}", *extra]
+    run = subprocess.run([sys.executable, *args], capture_output=True, text=True, env=ENV,
+                         timeout=2400)
+    assert run.returncode == 0, run.stderr[-3000:]
+    return run
+
+
+def check_dev_bleu_run(run, out_dir, dev_source, dev_target, tmp_path, *decoder_flags):
+    """What issue #15 asks of such a run: eval/bleu in TensorBoard at each
+    evaluation, as printed; best/ holds the checkpoint of the highest (best.json
+    says which); t2t-decoder of the directory runs on --checkpoint_path=.../best
+    and gets the same BLEU on the same sentences."""
+    steps = list(range(E2E_EVERY, E2E_STEPS + 1, E2E_EVERY))
+    printed = {int(s): float(b) for s, b in re.findall(
+        rf"eval at step (\d+): .* bleu ([\d.]+) \({E2E_SENTENCES} dev sentences", run.stdout)}
+    assert sorted(printed) == steps, run.stdout[-3000:]
+    bleu = dict(_events(out_dir / "eval")["bleu"])
+    assert sorted(bleu) == steps
+    for step, value in printed.items():
+        assert bleu[step] == pytest.approx(value, abs=0.006)
+    assert bleu[E2E_STEPS] > 0.0, bleu   # the model learned something
+    best_step = max(steps, key=lambda s: (bleu[s], -s))   # the first of the highest
+    record = json.loads((out_dir / "best" / "best.json").read_text())
+    assert (record["step"], record["metric"], record["checkpoint"]) == \
+        (best_step, "bleu", f"ckpt-{best_step}"), (record, bleu)
+    assert record["value"] == pytest.approx(bleu[best_step], abs=1e-4)
+    assert f"The best: dev bleu {record['value']:.2f} at step {best_step}" in run.stdout
+    # The decoder of that directory, with the best/ folder as its checkpoint.
+    lines = [open(p, encoding="utf-8").read().splitlines()[:E2E_SENTENCES]
+             for p in (dev_source, dev_target)]
+    for path, text in zip((tmp_path / "src", tmp_path / "ref"), lines):
+        path.write_text("\n".join(text) + "\n", encoding="utf-8")
+    decode = subprocess.run(
+        [sys.executable, "-m", "t2t_revival.cli.decoder", f"--output_dir={out_dir}",
+         f"--checkpoint_path={out_dir / 'best'}", f"--decode_from_file={tmp_path / 'src'}",
+         f"--decode_reference={tmp_path / 'ref'}", f"--decode_to_file={tmp_path / 'hyp'}",
+         "--json", *decoder_flags], capture_output=True, text=True, env=ENV, timeout=900)
+    assert decode.returncode == 0, decode.stderr[-3000:]
+    assert f"Decoding with {out_dir}/best/ckpt-{best_step}" in decode.stderr
+    # The same sentences, the same search: the figure the trainer recorded.
+    assert json.loads(decode.stdout)["sacrebleu"]["score"] == \
+        pytest.approx(record["value"], abs=1e-3), decode.stdout
+
+
+@pytest.mark.slow
+def test_dev_bleu_at_each_eval_best_holds_the_highest_and_the_decoder_reads_it(
+        multi30k_data_dir, tmp_path):
+    """Issue #15's acceptance run on Multi30k. (After part A, --t2t_usr_dir, a
+    variant runs the same checks on a problem registered from a usr_dir.)"""
+    data_dir, _ = multi30k_data_dir
+    problem = "translate_ende_multi30k"
+    out_dir = tmp_path / "run"
+    run = dev_bleu_run(problem, data_dir, out_dir)
+    check_dev_bleu_run(run, out_dir, data_dir / f"{problem}-dev.source.txt",
+                       data_dir / f"{problem}-dev.target.txt", tmp_path)
+    # keep_checkpoint_max=1 rotated the other checkpoints away; best/ has its copy.
+    assert [os.path.basename(p) for p in glob.glob(str(out_dir / "ckpt-*.index"))] == \
+        [f"ckpt-{E2E_STEPS}.index"]
+
+
+@pytest.mark.slow
+def test_a_run_whose_dev_bleu_stalls_stops_early_and_says_so(multi30k_data_dir, tmp_path):
+    """learning_rate tiny: the weights barely move, the dev translations and
+    their BLEU stay the same, so the run stops after 2 evaluations without
+    improvement, saves, and exits 0 saying why."""
+    data_dir, _ = multi30k_data_dir
+    out_dir = tmp_path / "run"
+    run = subprocess.run(
+        [sys.executable, str(ROOT / "t2t_trainer.py"), "--problem=translate_ende_multi30k",
+         "--hparams_set=transformer_tiny", "--hparams=learning_rate=1e-9",
+         f"--data_dir={data_dir}", f"--output_dir={out_dir}", "--train_steps=1000",
+         "--local_eval_frequency=2", "--eval_steps=2", "--eval_decode_sentences=10",
+         "--eval_early_stopping_evals=2", "--save_checkpoints_steps=1000",
+         "--log_step_count_steps=1", "--export_saved_model", "--export_on_best"],
+        capture_output=True, text=True, env=ENV, timeout=1800)
+    assert run.returncode == 0, run.stderr[-3000:]
+    assert re.findall(r"eval at step (\d+):", run.stdout) == ["2", "4", "6"], run.stdout
+    reason = ("dev bleu did not improve for 2 evaluations (--eval_early_stopping_evals=2); "
+              "the best is dev bleu ")
+    assert f"Stopping at step 6: {reason}" in run.stdout
+    assert re.search(rf"Stopped early at step 6: {re.escape(reason)}[\d.]+ at step 2\.",
+                     run.stdout), run.stdout[-2000:]
+    assert os.path.exists(out_dir / "ckpt-6.index")   # saved before exiting
+    assert json.loads((out_dir / "best" / "best.json").read_text())["step"] == 2
+    # --export_on_best exported the best when it was found; the end of the run
+    # exports the best (already there), not the last checkpoint.
+    exported = f"Exported the SavedModel to {out_dir}/export/2 (from {out_dir}/best/ckpt-2)."
+    assert run.stdout.count(exported) == 2, run.stdout[-2000:]
+    assert os.listdir(out_dir / "export") == ["2"]
+    assert (out_dir / "export" / "2" / "saved_model.pb").is_file()
