@@ -311,12 +311,12 @@ def test_packed_shape_and_hparam_are_checked():
 @pytest.mark.slow
 def test_problem_packs_training_batches_only(multi30k_data_dir):
     """The real Multi30k data: packed training batches, bucketed eval batches."""
-    import problems  # noqa: F401  (registration)
+    from t2t_revival import registry
     from t2t_revival.hparams import resolve
-    from t2t_revival.registry import problems as registered
 
+    registry.load_all()
     data_dir, _ = multi30k_data_dir
-    problem = registered.get("translate_ende_multi30k")(download=False)
+    problem = registry.problems.get("translate_ende_multi30k")(download=False)
     hp = resolve("transformer_tiny", "packing=true", problem)
     assert problem.batch_shapes(hp) == [(16, 128)]
     counts = collections.Counter()
