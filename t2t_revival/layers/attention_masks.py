@@ -8,11 +8,6 @@ its own segment. MultiHeadAttention takes any of these as `attention_mask`.
 from keras import ops
 
 
-def padding_mask(ids, pad_id=0):
-    """int `[batch, S]` ids -> bool `[batch, 1, 1, S]`, True at non-PAD keys."""
-    return ops.not_equal(ids, pad_id)[:, None, None, :]
-
-
 def segment_mask(query_segmentation, key_segmentation):
     """Attend only within a segment (a packed pair), never to PAD keys.
 
