@@ -1,12 +1,17 @@
-"""Throughput of the training input pipeline on Multi30k; prints one JSON object.
+"""Throughput and padding of the training input pipeline on Multi30k; prints one JSON object.
 
     PYTHONPATH=. python benchmarks/input_pipeline.py [--data_dir=DIR] [--tmp_dir=DIR]
+        [--hparams_set=SET] [--hparams=k=v,...] [--packing=both|off|on]
 
 Without --data_dir (or when it lacks data) it runs the datagen first, into a
 temporary folder, and reports how long that took. It then reads --batches
 training batches (after --warmup) of `problem.dataset("train", ...)` with the
 hparam set's batch_size and max_length and reports examples/s, real tokens/s
-(non-PAD ids of inputs and targets) and padded token slots/s.
+(non-PAD ids of inputs and targets), padded token slots/s, the padding
+fraction (of inputs and targets slots, and of target slots alone: the loss's
+tokens) and real target tokens per batch. With --packing=both (the default)
+it measures the token-bucketed batches ("bucketed") and the packed ones
+(`packing=true`, "packed") in the same run and gives their ratio.
 """
 
 from __future__ import annotations
@@ -34,6 +39,9 @@ def main() -> None:
     parser.add_argument("--tmp_dir", default=str(shared / "multi30k"),
                         help="raw Multi30k files (default: $T2T_SHARED_DATA/multi30k "
                              "or ../shared/data/multi30k)")
+    parser.add_argument("--hparams", default="", help='overrides, e.g. "batch_size=4096"')
+    parser.add_argument("--packing", choices=("both", "off", "on"), default="both",
+                        help="measure bucketed (off), packed (on) or both batchings")
     parser.add_argument("--batches", type=int, default=1000)
     parser.add_argument("--warmup", type=int, default=50)
     args = parser.parse_args()
@@ -46,7 +54,7 @@ def main() -> None:
 
     registry.load_all()
     problem = registry.problems.get(args.problem)(download=False)
-    hp = resolve(args.hparams_set, problem=problem)
+    hp = resolve(args.hparams_set, args.hparams, problem=problem)
     tmp = None
     data_dir = args.data_dir
     if not data_dir:
@@ -58,36 +66,62 @@ def main() -> None:
         problem.generate_data(data_dir, args.tmp_dir)
         datagen_s = round(time.time() - start, 2)
 
-    batches = iter(problem.dataset("train", data_dir, hp, seed=0))
-    for _ in range(args.warmup):
-        next(batches)
-    examples = real = padded = 0
-    start = time.perf_counter()
-    for _ in range(args.batches):
-        b = next(batches)
-        x, y = b["inputs"].numpy(), b["targets"].numpy()
-        examples += x.shape[0]
-        real += int(np.count_nonzero(x) + np.count_nonzero(y))
-        padded += x.size + y.size
-    seconds = time.perf_counter() - start
-    print(json.dumps({
+    def measure(packing: bool) -> dict:
+        hparams = hp.replace(packing=packing)
+        batches = iter(problem.dataset("train", data_dir, hparams, seed=0))
+        for _ in range(args.warmup):
+            next(batches)
+        examples = real = padded = real_targets = target_slots = 0
+        start = time.perf_counter()
+        for _ in range(args.batches):
+            b = next(batches)
+            x, y = b["inputs"].numpy(), b["targets"].numpy()
+            if packing:  # pairs: segments (ids 1..n in each row)
+                examples += int(b["targets_segmentation"].numpy().max(axis=1).sum())
+            else:
+                examples += x.shape[0]
+            real += int(np.count_nonzero(x) + np.count_nonzero(y))
+            padded += x.size + y.size
+            real_targets += int(np.count_nonzero(y))
+            target_slots += y.size
+        seconds = time.perf_counter() - start
+        return {
+            "batch_shapes": [list(s) for s in problem.batch_shapes(hparams)],
+            "seconds": round(seconds, 3),
+            "examples_per_s": round(examples / seconds, 1),
+            "tokens_per_s": round(real / seconds, 1),
+            "padded_tokens_per_s": round(padded / seconds, 1),
+            "padding_fraction": round(1 - real / padded, 4),
+            "target_padding_fraction": round(1 - real_targets / target_slots, 4),
+            "pairs_per_batch": round(examples / args.batches, 1),
+            "real_target_tokens_per_batch": round(real_targets / args.batches, 1),
+        }
+
+    runs = {name: measure(packing) for name, packing in
+            (("bucketed", False), ("packed", True))
+            if args.packing in ("both", "on" if packing else "off")}
+    result = {
         "benchmark": "input_pipeline",
         "problem": args.problem,
         "hparams_set": args.hparams_set,
+        "hparams": args.hparams,
         "batch_size_tokens": hp.batch_size,
         "max_length": hp.max_length,
-        "batch_shapes": [list(s) for s in problem.batch_shapes(hp)],
         "batches": args.batches,
-        "seconds": round(seconds, 3),
-        "examples_per_s": round(examples / seconds, 1),
-        "tokens_per_s": round(real / seconds, 1),
-        "padded_tokens_per_s": round(padded / seconds, 1),
-        "padding_fraction": round(1 - real / padded, 4),
+        **runs,
+    }
+    if len(runs) == 2:
+        result["packed_vs_bucketed_real_target_tokens_per_batch"] = round(
+            runs["packed"]["real_target_tokens_per_batch"]
+            / runs["bucketed"]["real_target_tokens_per_batch"], 3)
+    result.update({
         "datagen_s": datagen_s,
         "tf": tf.__version__,
         "cpus": os.cpu_count(),
         "machine": platform.machine(),
-    }))
+        "load_average_1m": round(os.getloadavg()[0], 2),
+    })
+    print(json.dumps(result))
     if tmp is not None:
         tmp.cleanup()
 

@@ -168,6 +168,10 @@ class TranslatePlainText(Text2TextProblem):
         if mode != "train":
             return super().dataset(mode, data_dir, hparams.replace(corpus_weights=()),
                                    input_context, shuffle, seed, skip_corrupt)
+        if getattr(hparams, "packing", False):
+            raise DataError(
+                f"hparam packing does not yet combine with the weighted corpora of "
+                f"{self.name}; train without it. Received: packing=True")
         spec = self._spec()
         weights = hparams.corpus_weights or spec.weights
         if len(weights) != len(spec.train):

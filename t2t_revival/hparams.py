@@ -114,7 +114,15 @@ class HParams:
     bucket_boundaries: tuple[int, ...] = ()
     """Padded lengths of the token-bucketed batches (a small fixed set, so XLA
     compiles once per bucket); empty means a geometric series from 8 to
-    max_length chosen by the input pipeline."""
+    max_length chosen by the input pipeline. With `packing`, they shape the
+    dev (eval) batches only."""
+    packing: bool = False
+    """Sequence packing of training batches (tensor2tensor's pack_dataset):
+    several pairs share a row of max_length slots, with segment ids and
+    per-segment positions, attention kept inside each pair; batches are
+    [batch_size // max_length, max_length], so little of batch_size is padding.
+    Per-token losses are those of the pairs unpacked. Eval batches stay
+    token-bucketed."""
 
     corpus_weights: tuple[float, ...] = ()
     """Sampling weights of the training corpora of a multi-corpus problem
@@ -276,6 +284,12 @@ def _check_ranges(hp: "HParams") -> None:
     if any(b <= 0 for b in hp.bucket_boundaries):
         raise HParamsError("bucket_boundaries must all be positive (> 0). "
                            f"Received: bucket_boundaries={list(hp.bucket_boundaries)}")
+    if hp.packing and hp.batch_size < hp.max_length:
+        raise HParamsError(
+            "packing=true fills batches of batch_size // max_length rows of "
+            "max_length tokens, so batch_size must be at least max_length; raise "
+            "batch_size or lower max_length. "
+            f"Received: batch_size={hp.batch_size}, max_length={hp.max_length}")
     if hp.position_encoding == "sinusoid" and hp.d_model % 2:
         raise HParamsError(
             "d_model must be even with position_encoding=sinusoid (sin/cos pairs, "

@@ -10,6 +10,21 @@ more than `batch_size` tokens (real plus padding) per side, and XLA compiles
 once per bucket. Training drops each bucket's remainder so every batch has
 one of the declared shapes; evaluation keeps it (the last batch of a bucket
 may have fewer rows).
+
+Packing (`hparams.packing`, tensor2tensor's `pack_dataset`) is the other
+batching: several pairs share one row of `max_length` slots,
+
+    ... -> shuffle -> windows of `pack_window` pairs -> first-fit into rows
+        -> batches of `batch_size // max_length` rows of `max_length`
+
+so a batch is ONE shape `[batch_size // max_length, max_length]` (at most
+`batch_size` token slots per side, as for buckets) and carries, beside
+"inputs" and "targets", the segment ids "inputs_segmentation" /
+"targets_segmentation" (1..n for the n pairs of a row, 0 at PAD) and the
+per-segment positions "inputs_position" / "targets_position" (0, 1, ... in
+each pair). Pair k of a row puts its source in source segment k and its
+target in target segment k; a pair goes into the first row of its window
+where both sides still fit.
 """
 
 from __future__ import annotations
@@ -23,6 +38,11 @@ from t2t_revival.data.data_error import DataError
 
 DEFAULT_MIN_BOUNDARY = 8
 DEFAULT_SHUFFLE_BUFFER = 10_000
+DEFAULT_PACK_WINDOW = 1024
+"""Pairs packed together: a pair may go into any row that its window opened."""
+PACKED_FEATURES = ("inputs", "targets", "inputs_segmentation", "inputs_position",
+                   "targets_segmentation", "targets_position")
+"""The int32 `[rows, max_length]` features of a packed batch."""
 
 
 def default_bucket_boundaries(max_length: int,
@@ -69,6 +89,22 @@ def bucket_shapes(batch_size: int, max_length: int,
             f"batch_size or lower max_length. Received: batch_size={batch_size}, "
             f"max_length={max_length}")
     return [(batch_size // b, b) for b in bounds]
+
+
+def packed_shape(batch_size: int, max_length: int) -> tuple[int, int]:
+    """The one shape `(rows, max_length)` of packed batches: `batch_size // max_length` rows.
+
+    Args:
+        batch_size: tokens per batch (per replica), padding included.
+        max_length: the row length, and the longest pair kept.
+    """
+    if batch_size < max_length:
+        raise DataError(
+            f"batch_size (tokens per replica) must be at least max_length "
+            f"({max_length} tokens) for packed batches of batch_size // max_length "
+            f"rows; raise batch_size or lower max_length. Received: "
+            f"batch_size={batch_size}, max_length={max_length}")
+    return batch_size // max_length, max_length
 
 
 _PARSE_BATCH = 256
@@ -196,8 +232,10 @@ def weighted_token_bucketed_dataset(file_groups: Sequence[Sequence[str]],
 def _examples(files: Sequence[str], limit: int, training: bool, shuffle: bool,
               input_context, seed: int | None, shuffle_buffer: int,
               skip_corrupt: bool = False) -> tf.data.Dataset:
-    """Unpadded `{"inputs": int32 [n], "targets": int32 [n]}` of `files` no longer
-    than `limit` (repeated and shuffled when training)."""
+    """This worker's pairs `{"inputs": int32 [n], "targets": int32 [m]}`, 0 < max(n, m) <= limit.
+
+    Repeated when `training`; files and pairs shuffled when `shuffle`.
+    """
     files = sorted(str(f) for f in files)
     if not files:
         raise DataError("No TFRecord files to read; run t2t-datagen first. Received: files=[]")
@@ -246,3 +284,94 @@ def _bucketed(ds: tf.data.Dataset, shapes: Sequence[tuple[int, int]],
         drop_remainder=training,
     )
     return ds.prefetch(tf.data.AUTOTUNE)
+
+
+def packed_dataset(files: Sequence[str], batch_size: int, max_length: int,
+                   training: bool = True, shuffle: bool | None = None,
+                   input_context=None, seed: int | None = None,
+                   shuffle_buffer: int = DEFAULT_SHUFFLE_BUFFER,
+                   pack_window: int = DEFAULT_PACK_WINDOW,
+                   skip_corrupt: bool = False) -> tf.data.Dataset:
+    """Packed batches: the six `PACKED_FEATURES`, each int32 `[batch_size // max_length, max_length]`.
+
+    Args:
+        files: TFRecord shards of tf.train.Example with int64 lists
+            "inputs" and "targets" (EOS included).
+        batch_size: tokens per replica per batch, padding included: rows of
+            `max_length` slots, `batch_size // max_length` of them.
+        max_length: the row length; pairs whose longer side exceeds it are
+            dropped.
+        training: repeat forever and drop the last partial batch (one fixed
+            shape); otherwise one pass, the last batch may have fewer rows.
+        shuffle: shuffle files and pairs (before packing); defaults to `training`.
+        input_context: a `tf.distribute.InputContext` (see `token_bucketed_dataset`).
+        seed: shuffle seed (None: nondeterministic).
+        shuffle_buffer: pairs in the shuffle buffer.
+        pack_window: pairs packed together (first fit into the rows the
+            window opens); larger packs tighter and costs O(window^2) work.
+        skip_corrupt: as for `token_bucketed_dataset`.
+    """
+    rows, length = packed_shape(batch_size, max_length)
+    shuffle = training if shuffle is None else shuffle
+    ds = _examples(files, max_length, training, shuffle, input_context, seed,
+                   shuffle_buffer, skip_corrupt)
+    ds = ds.map(lambda ex: {**ex, "inputs_length": tf.shape(ex["inputs"])[0],
+                            "targets_length": tf.shape(ex["targets"])[0]})
+    ds = ds.padded_batch(pack_window)  # (K, longest) ids and (K,) lengths
+    ds = ds.map(lambda window: pack_window_rows(window, length),
+                num_parallel_calls=tf.data.AUTOTUNE, deterministic=not shuffle)
+    ds = ds.unbatch().batch(rows, drop_remainder=training)
+    return ds.prefetch(tf.data.AUTOTUNE)
+
+
+def pack_window_rows(window: dict[str, tf.Tensor], length: int) -> dict[str, tf.Tensor]:
+    """First-fit packing of K pairs into R rows of `length` slots (R <= K).
+
+    Args:
+        window: int32 `"inputs"` `[K, Ls]`, `"targets"` `[K, Lt]` (right-padded)
+            and their lengths `"inputs_length"`, `"targets_length"` `[K]`,
+            each at most `length`.
+        length: row length.
+    Returns:
+        the six `PACKED_FEATURES`, int32 `[R, length]`: pair i goes into the
+        first row where both its sides still fit, as that row's next segment.
+    """
+    source_len = tf.cast(window["inputs_length"], tf.int32)  # (K,)
+    target_len = tf.cast(window["targets_length"], tf.int32)  # (K,)
+    k = tf.shape(source_len)[0]
+
+    def place(i, source_fill, target_fill, pairs, row, segment, source_start,
+              target_start):
+        # Per row (K,): slots used and pairs placed so far (by pairs 0..i-1).
+        fits = tf.logical_and(source_fill + source_len[i] <= length,
+                              target_fill + target_len[i] <= length)  # (K,)
+        r = tf.argmax(tf.cast(fits, tf.int32), output_type=tf.int32)  # an empty row fits
+        at = [[r]]
+        return (i + 1,
+                tf.tensor_scatter_nd_add(source_fill, at, source_len[i:i + 1]),
+                tf.tensor_scatter_nd_add(target_fill, at, target_len[i:i + 1]),
+                tf.tensor_scatter_nd_add(pairs, at, [1]),
+                row.write(i, r), segment.write(i, pairs[r] + 1),
+                source_start.write(i, source_fill[r]),
+                target_start.write(i, target_fill[r]))
+
+    zeros = tf.zeros([k], tf.int32)
+    arrays = [tf.TensorArray(tf.int32, size=k) for _ in range(4)]
+    placed = tf.while_loop(lambda i, *_: i < k, place,
+                           (tf.constant(0), zeros, zeros, zeros, *arrays))
+    # (K,) each: pair i's row, segment id in it, first source and target slot.
+    row, segment, source_start, target_start = (a.stack() for a in placed[4:])
+    num_rows = tf.reduce_max(row) + 1
+    out = {}
+    for side, lengths, start in (("inputs", source_len, source_start),
+                                 ("targets", target_len, target_start)):
+        ids = tf.RaggedTensor.from_tensor(window[side], lengths=lengths)  # (K, None)
+        position = tf.ragged.range(lengths)  # (K, None): 0 .. len-1 per pair
+        rows_of = tf.repeat(row, lengths)  # (N,) a row per token
+        cols = tf.repeat(start, lengths) + position.flat_values  # (N,)
+        at = tf.stack([rows_of, cols], axis=1)  # (N, 2)
+        shape = tf.stack([num_rows, length])
+        out[side] = tf.scatter_nd(at, tf.cast(ids.flat_values, tf.int32), shape)
+        out[side + "_segmentation"] = tf.scatter_nd(at, tf.repeat(segment, lengths), shape)
+        out[side + "_position"] = tf.scatter_nd(at, position.flat_values, shape)
+    return out

@@ -42,7 +42,8 @@ class Problem:
       seed=None)`: mode "train" (repeated, shuffled, fixed shapes) or "eval"
       (the dev split, one pass) -> token-bucketed batches
       `{"inputs": int32 [rows, length], "targets": int32 [rows, length]}` whose
-      shapes come from `batch_shapes(hparams)`.
+      shapes come from `batch_shapes(hparams, mode)` (packed training batches,
+      `hparams.packing`, add segment ids and positions).
     - `source_target_files(split, data_dir) -> (source_path, target_path)`:
       the plain-text source sentences and references of "dev" or "test", one
       sentence a line, written by generate_data (the decoder translates the
@@ -138,10 +139,16 @@ class Problem:
                                  json_text=format_scores(scores, as_json=True))
 
     # ---- input pipeline ------------------------------------------------
-    def batch_shapes(self, hparams: Any) -> list[tuple[int, int]]:
-        """The fixed padded batch shapes `[(rows, length), ...]` of `dataset`."""
+    def batch_shapes(self, hparams: Any, mode: str = "train") -> list[tuple[int, int]]:
+        """The fixed padded batch shapes `[(rows, length), ...]` of `dataset(mode)`.
+
+        One shape `[(batch_size // max_length, max_length)]` for packed
+        training batches (`hparams.packing`), else one per bucket.
+        """
         from t2t_revival.data import input_pipeline  # imports TensorFlow: only on use
 
+        if hparams.packing and mode == "train":
+            return [input_pipeline.packed_shape(hparams.batch_size, hparams.max_length)]
         return input_pipeline.bucket_shapes(hparams.batch_size, hparams.max_length,
                                             hparams.bucket_boundaries)
 
@@ -217,7 +224,9 @@ class Problem:
         Pairs longer than `hparams.max_length` are dropped; their number is
         logged (`count_too_long`). With `skip_corrupt`, each shard is read up
         to a damaged record and the rest of it skipped (`corrupt_records`
-        counts them).
+        counts them). With `hparams.packing`, training batches are packed
+        instead (`input_pipeline.packed_dataset`: several pairs per row, with
+        segment ids and per-segment positions).
         """
         if mode not in MODES:
             raise DataError(f"mode must be 'train' or 'eval'. Received: mode={mode!r}")
@@ -235,7 +244,7 @@ class Problem:
                 f"missing in {data_dir} (found {len(present)} files); run t2t-datagen "
                 f"--problem={self.name} --data_dir={data_dir}. Received: "
                 f"first_missing={missing[0]!r}")
-        limit = self.batch_shapes(hparams)[-1][1]
+        limit = self.batch_shapes(hparams, mode)[-1][1]
         total, too_long = self._check_something_survives(split, data_dir, limit)
         logging.info("%s %s: %d of %d pairs are longer than %d tokens and are dropped.",
                      self.name, split, too_long, total, limit)
@@ -244,6 +253,11 @@ class Problem:
             self._check_something_survives("dev", data_dir, limit)
         from t2t_revival.data import input_pipeline  # imports TensorFlow: only on use
 
+        if hparams.packing and mode == "train":
+            return input_pipeline.packed_dataset(
+                files, batch_size=hparams.batch_size, max_length=hparams.max_length,
+                shuffle=shuffle, input_context=input_context, seed=seed,
+                skip_corrupt=skip_corrupt)
         return input_pipeline.token_bucketed_dataset(
             files, batch_size=hparams.batch_size, max_length=hparams.max_length,
             boundaries=hparams.bucket_boundaries, training=(mode == "train"),

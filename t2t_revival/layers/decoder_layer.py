@@ -3,6 +3,7 @@
 import keras
 from keras import ops
 
+from t2t_revival.layers.attention_masks import causal_mask
 from t2t_revival.layers.feed_forward_network import FeedForwardNetwork
 from t2t_revival.layers.multi_head_attention import MultiHeadAttention
 
@@ -29,7 +30,12 @@ class DecoderLayer(keras.layers.Layer):
             `cache` holds the encoder-decoder keys/values).
         cross_attention_mask: bool broadcastable to
             `[batch, heads, length, source_length]` (True = may attend), e.g.
-            `[batch, 1, 1, source_length]` for source padding.
+            `[batch, 1, 1, source_length]` for source padding, or
+            `[batch, 1, length, source_length]` for packed pairs.
+        self_attention_mask: optional bool broadcastable to
+            `[batch, heads, length, length]`, ANDed with the causal mask
+            (e.g. `attention_masks.segment_mask` of packed targets); not with
+            `cache`.
         cache: optional dict for incremental decoding (see `init_cache`):
             `{"self": {"key": [batch, L, h, d_k], "value": [batch, L, h, d_v]},
               "cross": {"key": [batch, S, h, d_k], "value": [batch, S, h, d_v]}}`.
@@ -109,12 +115,12 @@ class DecoderLayer(keras.layers.Layer):
         }
 
     def call(self, x, encoder_output=None, cross_attention_mask=None, cache=None,
-             cache_index=None, training=None):
+             cache_index=None, self_attention_mask=None, training=None):
         new_self_cache = None
         if cache is None:
-            length = ops.shape(x)[1]
-            pos = ops.arange(length, dtype="int32")
-            causal = (pos[None, :] <= pos[:, None])[None, None]  # (1, 1, T, T)
+            causal = causal_mask(ops.shape(x)[1])  # (1, 1, T, T)
+            if self_attention_mask is not None:  # e.g. (B, 1, T, T) same segment
+                causal = ops.logical_and(causal, self_attention_mask)
 
             def self_attend(h):
                 return self.self_attention(h, attention_mask=causal, training=training)

@@ -16,10 +16,14 @@ class PositionEmbedding(keras.layers.Layer):
         inputs: `[batch, length, d_model]` (only its shape is read).
         start_index: int32 scalar, position of the first row (for incremental
             decoding).
+        positions: optional int `[batch, length]`, each token's own position
+            (packed batches: restarting at 0 in each segment); overrides
+            `start_index`.
 
     Returns:
-        `[length, d_model]` rows `start_index ... start_index + length - 1`,
-        in the compute dtype, to add to `inputs`.
+        `[length, d_model]` rows `start_index ... start_index + length - 1`
+        (or `[batch, length, d_model]` rows of `positions`), in the compute
+        dtype, to add to `inputs`.
     """
 
     def __init__(self, max_length, initializer="glorot_uniform", **kwargs):
@@ -33,10 +37,11 @@ class PositionEmbedding(keras.layers.Layer):
             initializer=self.initializer)
         self.built = True
 
-    def call(self, inputs, start_index=0):
-        positions = ops.arange(ops.shape(inputs)[1], dtype="int32") + start_index
+    def call(self, inputs, start_index=0, positions=None):
+        if positions is None:
+            positions = ops.arange(ops.shape(inputs)[1], dtype="int32") + start_index
         table = ops.cast(self.position_embeddings, self.compute_dtype)
-        return ops.take(table, positions, axis=0)  # (T, D)
+        return ops.take(table, ops.cast(positions, "int32"), axis=0)  # (T, D) or (B, T, D)
 
     def compute_output_shape(self, input_shape):
         return tuple(input_shape[1:])

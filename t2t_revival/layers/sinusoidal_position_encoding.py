@@ -19,29 +19,36 @@ class SinusoidalPositionEncoding(keras.layers.Layer):
         inputs: `[batch, length, d_model]` (only its shape is read).
         start_index: int32 scalar, position of the first row (for incremental
             decoding).
+        positions: optional int `[batch, length]`, each token's own position
+            (packed batches: restarting at 0 in each segment); overrides
+            `start_index`.
 
     Returns:
-        `[length, d_model]` encodings of positions `start_index ...`, in the
-        compute dtype, to add to `inputs`.
+        `[length, d_model]` encodings of positions `start_index ...` (or
+        `[batch, length, d_model]` of `positions`), in the compute dtype, to
+        add to `inputs`.
     """
 
     def __init__(self, max_wavelength=10000.0, **kwargs):
         super().__init__(**kwargs)
         self.max_wavelength = max_wavelength
 
-    def call(self, inputs, start_index=0):
+    def call(self, inputs, start_index=0, positions=None):
         length, d_model = ops.shape(inputs)[1], inputs.shape[-1]
         if d_model % 2:
             raise ValueError(
                 "SinusoidalPositionEncoding needs an even d_model (sin/cos pairs). "
                 f"Received: d_model={d_model}")
-        position = ops.cast(ops.arange(length, dtype="int32") + start_index, "float32")
+        if positions is None:
+            positions = ops.arange(length, dtype="int32") + start_index  # (T,)
+        position = ops.cast(positions, "float32")  # (T,) or (B, T)
         # 1 / 10000^(2i/d) for i = 0 .. d/2-1
         inv_freq = ops.exp(ops.arange(0, d_model, 2, dtype="float32")
                            * (-math.log(self.max_wavelength) / d_model))
-        angle = position[:, None] * inv_freq[None, :]  # (T, D/2)
-        pe = ops.stack([ops.sin(angle), ops.cos(angle)], axis=-1)  # (T, D/2, 2)
-        pe = ops.reshape(pe, (length, d_model))  # (T, D) interleaved sin, cos
+        angle = position[..., None] * inv_freq  # (T, D/2) or (B, T, D/2)
+        pe = ops.stack([ops.sin(angle), ops.cos(angle)], axis=-1)  # (..., T, D/2, 2)
+        # (T, D) or (B, T, D), interleaved sin, cos
+        pe = ops.reshape(pe, tuple(ops.shape(angle)[:-1]) + (d_model,))
         return ops.cast(pe, self.compute_dtype)
 
     def compute_output_shape(self, input_shape):

@@ -6,6 +6,7 @@ import keras
 from keras import ops
 
 from t2t_revival.hparams import HParams
+from t2t_revival.layers.attention_masks import segment_mask
 from t2t_revival.layers.decoder_layer import DecoderLayer
 from t2t_revival.layers.encoder_layer import EncoderLayer
 from t2t_revival.layers.position_embedding import PositionEmbedding
@@ -63,7 +64,16 @@ class Transformer(keras.Model):
         inputs: dict `{"inputs": int32 [batch, S], "targets": int32 [batch, T]}`;
             targets end with EOS, right-padded with PAD. They are shifted right
             inside (PAD as the start symbol), so `logits[:, i]` predicts
-            `targets[:, i]`.
+            `targets[:, i]`. A packed batch (several pairs per row, see
+            `t2t_revival/data/input_pipeline.py`) adds int32
+            `"inputs_segmentation"`, `"inputs_position"` `[batch, S]` and
+            `"targets_segmentation"`, `"targets_position"` `[batch, T]`:
+            segment ids 1..n per row (0 at PAD) and positions restarting at 0
+            in each segment; attention then stays inside a segment (encoder
+            self, decoder causal self, and target segment k over source
+            segment k), positions encode per segment, and each segment's
+            decoder input starts with PAD, so every pair's logits equal those
+            of the pair alone in its own row.
         training: enables dropout.
 
     Returns:
@@ -160,9 +170,11 @@ class Transformer(keras.Model):
         return cls(hparams, **config)
 
     # ---- the three stages -------------------------------------------------
-    def _embed(self, embedding, position, ids, start_index=0, training=False):
+    def _embed(self, embedding, position, ids, start_index=0, positions=None,
+               training=False):
         x = embedding(ids)  # (B, T, D)
-        x = x + position(x, start_index=start_index)
+        # (T, D), or (B, T, D) for per-segment `positions` [B, T]
+        x = x + position(x, start_index=start_index, positions=positions)
         return self.embedding_dropout(x, training=training)
 
     def _logits(self, x):
@@ -176,53 +188,92 @@ class Transformer(keras.Model):
         """float `[batch, S]` (1.0 at PAD) -> bool `[batch, 1, 1, S]`, True = attend."""
         return (encoder_padding < 0.5)[:, None, None, :]
 
-    def encode(self, inputs, training=False):
+    def encode(self, inputs, training=False, segmentation=None, position=None):
         """Encode the source.
 
         Args:
             inputs: int32 `[batch, S]` source ids, PAD = 0.
+            segmentation: optional int32 `[batch, S]` segment ids of a packed
+                batch (1..n per row, 0 at PAD); attention stays in a segment.
+            position: optional int32 `[batch, S]` per-segment positions
+                (0, 1, ... in each segment); default 0 .. S-1 in every row.
         Returns:
             `(encoder_output [batch, S, d_model], encoder_padding float32 [batch, S])`
             with `encoder_padding` 1.0 at PAD positions.
         """
         inputs = ops.cast(inputs, "int32")
         encoder_padding = ops.cast(ops.equal(inputs, PAD_ID), "float32")  # (B, S)
-        mask = self._cross_mask(encoder_padding)  # (B, 1, 1, S)
+        if segmentation is None:
+            mask = self._cross_mask(encoder_padding)  # (B, 1, 1, S)
+        else:
+            mask = segment_mask(segmentation, segmentation)  # (B, 1, S, S)
         x = self._embed(self.source_embedding, self.encoder_position, inputs,
-                        training=training)
+                        positions=position, training=training)
         for layer in self.encoder_layers:
             x = layer(x, attention_mask=mask, training=training)
         if self.encoder_final_norm is not None:
             x = self.encoder_final_norm(x)
         return x, encoder_padding
 
-    def decode(self, targets, encoder_output, encoder_padding, training=False):
+    def decode(self, targets, encoder_output, encoder_padding, training=False,
+               segmentation=None, position=None, encoder_segmentation=None):
         """Teacher-forced decoding.
 
         Args:
             targets: int32 `[batch, T]` (shifted right inside, PAD as start).
             encoder_output: `[batch, S, d_model]`.
             encoder_padding: float `[batch, S]`, 1.0 at source PAD positions.
+            segmentation: optional int32 `[batch, T]` target segment ids of a
+                packed batch (1..n per row, 0 at PAD); needs
+                `encoder_segmentation` `[batch, S]`, the source's. Target
+                segment k attends (causally) only to itself and to source
+                segment k, and starts with PAD as its own start symbol.
+            position: optional int32 `[batch, T]` per-segment target positions.
+            encoder_segmentation: int32 `[batch, S]`, with `segmentation`.
         Returns:
             float32 logits `[batch, T, vocab_size]`; `logits[:, i]` predicts `targets[:, i]`.
         """
         targets = ops.cast(targets, "int32")
         decoder_input = ops.pad(targets[:, :-1], [[0, 0], [1, 0]],
                                 constant_values=PAD_ID)  # (B, T)
-        mask = self._cross_mask(encoder_padding)
+        if segmentation is None:
+            mask = self._cross_mask(encoder_padding)  # (B, 1, 1, S)
+            self_mask = None  # the decoder layers' causal mask alone
+        else:
+            if encoder_segmentation is None:
+                raise ValueError(
+                    "Transformer.decode got target segmentation without the "
+                    "source's; pass encoder_segmentation [batch, S] too (a packed "
+                    "batch has both). Received: encoder_segmentation=None")
+            segmentation = ops.cast(segmentation, "int32")
+            # Each segment's first decoder input is PAD, not the previous
+            # segment's last token: keep the shifted token only where it comes
+            # from the same segment.
+            shifted = ops.pad(segmentation[:, :-1], [[0, 0], [1, 0]])  # (B, T)
+            decoder_input = ops.where(ops.equal(shifted, segmentation),
+                                      decoder_input, PAD_ID)  # (B, T)
+            mask = segment_mask(segmentation, encoder_segmentation)  # (B, 1, T, S)
+            self_mask = segment_mask(segmentation, segmentation)  # (B, 1, T, T)
         x = self._embed(self.target_embedding, self.decoder_position, decoder_input,
-                        training=training)
+                        positions=position, training=training)
         for layer in self.decoder_layers:
             x = layer(x, encoder_output=encoder_output, cross_attention_mask=mask,
-                      training=training)
+                      self_attention_mask=self_mask, training=training)
         if self.decoder_final_norm is not None:
             x = self.decoder_final_norm(x)
         return self._logits(x)
 
     def call(self, inputs, training=False):
-        encoder_output, encoder_padding = self.encode(inputs["inputs"], training=training)
+        # A packed batch's extra features (absent: None, the unpacked model).
+        source_segmentation = inputs.get("inputs_segmentation")  # (B, S) or None
+        encoder_output, encoder_padding = self.encode(
+            inputs["inputs"], training=training, segmentation=source_segmentation,
+            position=inputs.get("inputs_position"))
         return self.decode(inputs["targets"], encoder_output, encoder_padding,
-                           training=training)
+                           training=training,
+                           segmentation=inputs.get("targets_segmentation"),
+                           position=inputs.get("targets_position"),
+                           encoder_segmentation=source_segmentation)
 
     # ---- incremental decoding ----------------------------------------------
     def init_cache(self, encoder_output, encoder_padding, max_decode_length):
