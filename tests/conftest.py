@@ -33,6 +33,15 @@ def one_line_error(out, prog, *needles, status=2):
     return lines[0]
 
 
+def readme_block(needle: str) -> str:
+    """The README's fenced code block that contains `needle`."""
+    import re
+
+    text = (ROOT / "README.md").read_text(encoding="utf-8")
+    blocks = re.findall(r"```\w*\n(.*?)```", text, re.S)
+    return next(b for b in blocks if needle in b)
+
+
 def pytest_addoption(parser):
     parser.addoption("--slow", action="store_true", default=False,
                      help="also run the slow end-to-end tests (CI does)")

@@ -12,7 +12,7 @@ import sys
 import numpy as np
 import pytest
 
-from conftest import ENV, ROOT
+from conftest import ENV, ROOT, SHARED_DATA, readme_block
 from t2t_revival.data.scored_predictions import ScoredPredictions
 
 
@@ -297,3 +297,29 @@ def test_a_run_whose_dev_bleu_stalls_stops_early_and_says_so(multi30k_data_dir, 
     assert run.stdout.count(exported) == 2, run.stdout[-2000:]
     assert os.listdir(out_dir / "export") == ["2"]
     assert (out_dir / "export" / "2" / "saved_model.pb").is_file()
+
+
+@pytest.mark.slow
+def test_dev_bleu_run_of_a_usr_dir_problem_on_wmt_and_its_decoder_without_the_flag(tmp_path):
+    """Issue #15's acceptance run as a user would write it: the README's usr_dir
+    (outside the repository) registers a problem over the WMT14 sample
+    (train_sample_tokenized) with newstest2013 as dev; t2t-datagen and the
+    trainer take --t2t_usr_dir, the trainer scores dev BLEU at each evaluation,
+    and t2t-decoder of that directory runs on best/ WITHOUT the flag (run.json
+    names the usr_dir). max_length=256 keeps every one of the first dev
+    sentences, so the decoder sees the same sentences as the trainer."""
+    usr_dir = tmp_path / "my_usr_dir"
+    usr_dir.mkdir()
+    (usr_dir / "__init__.py").write_text(readme_block("class TranslateEndeMySample"))
+    problem, data_dir, out_dir = "translate_ende_my_sample", tmp_path / "data", tmp_path / "run"
+    datagen = subprocess.run(
+        [sys.executable, "-m", "t2t_revival.cli.datagen", f"--t2t_usr_dir={usr_dir}",
+         f"--problem={problem}", f"--tmp_dir={SHARED_DATA / 'wmt14'}",
+         f"--data_dir={data_dir}"], capture_output=True, text=True, env=ENV, timeout=1200)
+    assert datagen.returncode == 0, datagen.stderr[-3000:]
+    run = dev_bleu_run(problem, data_dir, out_dir, f"--t2t_usr_dir={usr_dir}",
+                       "--hparams=max_length=256")
+    assert "Dev decoding leaves out" not in run.stdout + run.stderr
+    assert json.loads((out_dir / "run.json").read_text())["usr_dir"] == str(usr_dir)
+    check_dev_bleu_run(run, out_dir, data_dir / f"{problem}-dev.source.txt",
+                       data_dir / f"{problem}-dev.target.txt", tmp_path)

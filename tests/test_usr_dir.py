@@ -8,7 +8,7 @@ import textwrap
 
 import pytest
 
-from conftest import ENV, ROOT, one_line_error
+from conftest import ENV, ROOT, one_line_error, readme_block
 
 _PROBLEM = '''
 from t2t_revival.data.text2text_problem import Text2TextProblem
@@ -132,23 +132,15 @@ def test_recorded_usr_dir_is_imported_and_flag_wins(tmp_path):
     one_line_error(out, "t2t-avg-checkpoints", "no checkpoints")
 
 
-def _readme_block(needle):
-    import re
-
-    text = (ROOT / "README.md").read_text(encoding="utf-8")
-    blocks = re.findall(r"```\w*\n(.*?)```", text, re.S)
-    return next(b for b in blocks if needle in b)
-
-
 @pytest.mark.slow
 def test_readme_usr_dir_problem_end_to_end(tmp_path):
     """The README's usr_dir, saved in a temp folder outside the repo: datagen,
     a few training steps, then decoding that directory without the flag."""
     work = tmp_path / "work"
     (work / "my_usr_dir").mkdir(parents=True)
-    (work / "my_usr_dir" / "__init__.py").write_text(_readme_block("class TranslateEndeMySample"))
+    (work / "my_usr_dir" / "__init__.py").write_text(readme_block("class TranslateEndeMySample"))
     commands = [" ".join(l.split()) for l in
-                _readme_block("--problem=translate_ende_my_sample").replace("\\\n", " ").splitlines()
+                readme_block("--problem=translate_ende_my_sample").replace("\\\n", " ").splitlines()
                 if l.strip()]
     assert [c.split()[0] for c in commands] == ["t2t-datagen", "t2t-trainer", "t2t-decoder"]
     shared = ROOT.parent / "shared"
