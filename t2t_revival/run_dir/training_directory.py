@@ -497,7 +497,9 @@ class TrainingDirectory:
     def load(self, checkpoint_path: str | None = None,
              log: Callable[[str], None] = _stderr) -> TrainedModel:
         """The run's model restored from `checkpoint_path` (default: the newest
-        intact checkpoint; each one skipped is said through `log`).
+        intact checkpoint; each one skipped is said through `log`). A folder of
+        checkpoints (`output_dir/best`, `output_dir/averaged`) means its newest
+        intact one.
 
         Reads, in this order, each a one-line UserError when missing or
         corrupt: hparams.json, run.json, the vocabulary, the checkpoint.
@@ -505,17 +507,21 @@ class TrainingDirectory:
         hparams = self.read_hparams()
         record = self.read_run_record()
         vocab = self.vocabulary(record)
-        if checkpoint_path:
+        folder = checkpoint_path if checkpoint_path and os.path.isdir(checkpoint_path) \
+            else None   # a folder of checkpoints (best/, averaged/): its newest intact
+        if checkpoint_path and folder is None:
             self.check_named_checkpoint(checkpoint_path)
         model = self.build_model(hparams, record.model)
-        if checkpoint_path:
+        if checkpoint_path and folder is None:
             self.restore_weights(model, checkpoint_path)
         else:
             checkpoint_path = self.restore_newest_intact(
-                lambda prefix: self.restore_weights(model, prefix), log)
+                lambda prefix: self.restore_weights(model, prefix), log, directory=folder)
             if checkpoint_path is None:
-                raise UserError(f"no checkpoint in {self.path}; train first, or pass "
-                                f"--checkpoint_path. Received: output_dir={self.path!r}")
+                where = folder or self.path
+                raise UserError(f"no checkpoint in {where}; train first, or pass "
+                                f"--checkpoint_path. Received: output_dir={self.path!r}"
+                                + (f", checkpoint_path={folder!r}" if folder else ""))
         return TrainedModel(hparams=hparams, run_record=record, vocab=vocab,
                             checkpoint_path=checkpoint_path, model=model)
 
