@@ -85,7 +85,13 @@ class SignalSave:
             if callable(previous):
                 return previous(signum, frame)
             raise StoppedBySignal(signum)
-        if self._saving:
-            self._pending = True
-            return
-        raise SignalSave.StopRequested(signum)
+        # Armed: remember it; the loop stops after the update in flight
+        # (`check`), or the save in progress ends with it. Raising here instead
+        # would surface inside TensorFlow's code, which may swallow or change it.
+        self._pending = True
+
+    def check(self) -> None:
+        """Between updates: stop (StopRequested) if a signal came."""
+        if self._pending and not self._saving:
+            self._pending = False
+            raise SignalSave.StopRequested(self.signum)

@@ -406,6 +406,7 @@ class Trainer:
             with self._corrupt_shards_named():
                 loss, tokens, grad_norm = self.train_step(iterator)
             step = self.step
+            self.signals.check()   # a SIGTERM/SIGINT during the update: save and stop
             stats.update(tokens)
             on_log_step = step % config.log_every == 0 or step == config.train_steps
             if on_log_step:
