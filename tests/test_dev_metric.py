@@ -252,22 +252,6 @@ def check_dev_bleu_run(run, out_dir, dev_source, dev_target, tmp_path, *decoder_
 
 
 @pytest.mark.slow
-def test_dev_bleu_at_each_eval_best_holds_the_highest_and_the_decoder_reads_it(
-        multi30k_data_dir, tmp_path):
-    """Issue #15's acceptance run on Multi30k. (After part A, --t2t_usr_dir, a
-    variant runs the same checks on a problem registered from a usr_dir.)"""
-    data_dir, _ = multi30k_data_dir
-    problem = "translate_ende_multi30k"
-    out_dir = tmp_path / "run"
-    run = dev_bleu_run(problem, data_dir, out_dir)
-    check_dev_bleu_run(run, out_dir, data_dir / f"{problem}-dev.source.txt",
-                       data_dir / f"{problem}-dev.target.txt", tmp_path)
-    # keep_checkpoint_max=1 rotated the other checkpoints away; best/ has its copy.
-    assert [os.path.basename(p) for p in glob.glob(str(out_dir / "ckpt-*.index"))] == \
-        [f"ckpt-{E2E_STEPS}.index"]
-
-
-@pytest.mark.slow
 def test_a_run_whose_dev_bleu_stalls_stops_early_and_says_so(multi30k_data_dir, tmp_path):
     """learning_rate tiny: the weights barely move, the dev translations and
     their BLEU stay the same, so the run stops after 2 evaluations without
