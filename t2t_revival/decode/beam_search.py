@@ -261,14 +261,28 @@ def greedy_search(step: StepFn, cache, batch_size, max_decode_length: int,
         chosen tokens' log-probabilities (no length penalty: it does not
         change an argmax). Stops as soon as every sequence has ended.
     """
+    return token_by_token_search(
+        step, cache, batch_size, max_decode_length,
+        lambda logits, log_probs: ops.cast(ops.argmax(log_probs, axis=-1), "int32"), eos_id)
+
+
+def token_by_token_search(step: StepFn, cache, rows, max_decode_length: int, choose,
+                          eos_id: int = EOS_ID):
+    """One token per row per step, chosen by `choose(logits, log_probs) -> int32 [rows]`
+    (greedy: argmax; sampling: a draw); the loop of `greedy_search` and `sample_search`.
+
+    Returns (sequences int32 [rows, max_decode_length], log_probs float32 [rows]):
+    tokens up to and including EOS, then PAD, and the sum of the chosen tokens'
+    log-probabilities. Stops as soon as every row has ended.
+    """
     length = max_decode_length
     state = {
         "index": ops.convert_to_tensor(0, dtype="int32"),
-        "ids": ops.zeros((batch_size,), dtype="int32"),                  # [B] last token
-        "seqs": ops.zeros((batch_size, length), dtype="int32"),          # [B, L]
-        "log_probs": ops.zeros((batch_size,)),                           # [B]
-        "finished": ops.zeros((batch_size,), dtype="bool"),              # [B]
-        "cache": cache,                                                  # leaves [B, ...]
+        "ids": ops.zeros((rows,), dtype="int32"),                        # [R] last token
+        "seqs": ops.zeros((rows, length), dtype="int32"),                # [R, L]
+        "log_probs": ops.zeros((rows,)),                                 # [R]
+        "finished": ops.zeros((rows,), dtype="bool"),                    # [R]
+        "cache": cache,                                                  # leaves [R, ...]
     }
 
     def cond(state):
@@ -278,17 +292,17 @@ def greedy_search(step: StepFn, cache, batch_size, max_decode_length: int,
     def body(state):
         index = state["index"]
         logits, new_cache = step(state["ids"], state["cache"], index)
-        log_probs = ops.log_softmax(ops.cast(logits, "float32"), axis=-1)   # [B, V]
-        best = ops.cast(ops.argmax(log_probs, axis=-1), "int32")             # [B]
-        best_log_prob = ops.take_along_axis(log_probs, best[:, None], axis=1)[:, 0]
+        log_probs = ops.log_softmax(ops.cast(logits, "float32"), axis=-1)   # [R, V]
+        chosen = choose(logits, log_probs)                                   # [R]
+        chosen_log_prob = ops.take_along_axis(log_probs, chosen[:, None], axis=1)[:, 0]
         finished = state["finished"]
-        tokens = ops.where(finished, PAD_ID, best)
+        tokens = ops.where(finished, PAD_ID, chosen)
         at_index = ops.equal(ops.arange(length, dtype="int32"), index)        # [L]
         return {
             "index": index + 1,
             "ids": tokens,
             "seqs": ops.where(at_index[None, :], tokens[:, None], state["seqs"]),
-            "log_probs": state["log_probs"] + ops.where(finished, 0.0, best_log_prob),
+            "log_probs": state["log_probs"] + ops.where(finished, 0.0, chosen_log_prob),
             "finished": ops.logical_or(finished, ops.equal(tokens, eos_id)),
             "cache": new_cache,
         }

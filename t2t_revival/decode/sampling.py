@@ -35,8 +35,9 @@ from __future__ import annotations
 import keras
 from keras import ops
 
-from t2t_revival.decode.beam_search import NEG_INF, StepFn, length_penalty
-from t2t_revival.special_ids import EOS_ID, PAD_ID
+from t2t_revival.decode.beam_search import (NEG_INF, StepFn, length_penalty,
+                                           token_by_token_search)
+from t2t_revival.special_ids import EOS_ID
 
 
 def filter_logits(logits, temperature: float = 1.0, top_k: int = 0, top_p: float = 1.0):
@@ -110,41 +111,13 @@ def sample_search(step: StepFn, cache, batch_size, max_decode_length: int,
     length = max_decode_length
     rows = batch_size * n
     cache = keras.tree.map_structure(lambda x: ops.repeat(x, n, axis=0), cache)  # [B*n, ...]
-    state = {
-        "index": ops.convert_to_tensor(0, dtype="int32"),
-        "ids": ops.zeros((rows,), dtype="int32"),                       # [B*n] last token
-        "seqs": ops.zeros((rows, length), dtype="int32"),               # [B*n, L]
-        "log_probs": ops.zeros((rows,)),                                # [B*n]
-        "finished": ops.zeros((rows,), dtype="bool"),                   # [B*n]
-        "cache": cache,                                                 # leaves [B*n, ...]
-    }
 
-    def cond(state):
-        return ops.logical_and(ops.less(state["index"], length),
-                               ops.logical_not(ops.all(state["finished"])))
-
-    def body(state):
-        index = state["index"]
-        logits, new_cache = step(state["ids"], state["cache"], index)
-        log_probs = ops.log_softmax(ops.cast(logits, "float32"), axis=-1)   # [B*n, V]
+    def draw(logits, log_probs):
         sampling_logits = filter_logits(logits, temperature, top_k, top_p)
-        drawn = keras.random.categorical(sampling_logits, 1, dtype="int32",
-                                         seed=seed_generator)[:, 0]          # [B*n]
-        drawn_log_prob = ops.take_along_axis(log_probs, drawn[:, None], axis=1)[:, 0]
-        finished = state["finished"]
-        tokens = ops.where(finished, PAD_ID, drawn)
-        at_index = ops.equal(ops.arange(length, dtype="int32"), index)       # [L]
-        return {
-            "index": index + 1,
-            "ids": tokens,
-            "seqs": ops.where(at_index[None, :], tokens[:, None], state["seqs"]),
-            "log_probs": state["log_probs"] + ops.where(finished, 0.0, drawn_log_prob),
-            "finished": ops.logical_or(finished, ops.equal(tokens, eos_id)),
-            "cache": new_cache,
-        }
+        return keras.random.categorical(sampling_logits, 1, dtype="int32",
+                                        seed=seed_generator)[:, 0]           # [B*n]
 
-    state = ops.while_loop(cond, body, state)
-    seqs, log_probs = state["seqs"], state["log_probs"]
+    seqs, log_probs = token_by_token_search(step, cache, rows, length, draw, eos_id)
     ended = ops.any(ops.equal(seqs, eos_id), axis=1)                          # [B*n]
     lengths = ops.where(ended, ops.argmax(ops.equal(seqs, eos_id), axis=1) + 1, length)
     scores = ops.reshape(log_probs / length_penalty(lengths, alpha), (-1, n))  # [B, n]
