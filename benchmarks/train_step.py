@@ -65,6 +65,8 @@ tokens/s / the peer's, FLOPs per step and the fraction of the peak.
 """
 
 import argparse
+import functools
+import inspect
 import json
 import os
 import pathlib
@@ -120,6 +122,16 @@ def parse_args(argv=None):
     p.add_argument("--peer_compile", action="store_true",
                    help="with --peer_device: torch.compile the peer's model")
     p.add_argument("--skip_peer", action="store_true")
+    p.add_argument("--sync_every", type=int, default=1,
+                   help="JAX backend: read the loss back to the host every N steps "
+                        "(1: every step, as a loop that prints or sums it per step; "
+                        "0: only after the last step, so the host queues steps ahead)")
+    p.add_argument("--donate", action="store_true",
+                   help="JAX backend: donate the weights and optimizer state to the step")
+    p.add_argument("--profile_steps", type=int, default=0,
+                   help="JAX backend: after timing, trace this many steps with "
+                        "jax.profiler and add where the device time goes (by HLO "
+                        "category and the top ops) to the JSON")
     p.add_argument("--hparams", default="",
                    help="more overrides of our model's hparams (e.g. dropout=0.0), "
                         "after the shape's")
@@ -189,14 +201,16 @@ def build(shape, a, output_dir, jit_compile=True):
 
 
 def _timed(step, a):
+    """Warm-up and per-step seconds of `step`; its last call of each phase syncs."""
+    kwargs = {"last": True} if "last" in inspect.signature(step).parameters else {}
     start = time.perf_counter()
-    for _ in range(a.warmup):
-        loss = step()
+    for i in range(a.warmup):
+        loss = step(**kwargs) if i == a.warmup - 1 else step()
     warmup_s = time.perf_counter() - start
     start = time.perf_counter()
-    for _ in range(a.steps):
-        loss = step()
-    return warmup_s, (time.perf_counter() - start) / a.steps, loss
+    for i in range(a.steps):
+        loss = step(**kwargs) if i == a.steps - 1 else step()
+    return warmup_s, (time.perf_counter() - start) / a.steps, float(loss)
 
 
 def time_ours_tensorflow(shape, a, jit_compile):
@@ -262,7 +276,7 @@ def time_ours_jax(shape, a):
 
     grad_fn = jax.value_and_grad(loss_fn, has_aux=True)
 
-    @jax.jit
+    @functools.partial(jax.jit, donate_argnums=(0,) if a.donate else ())
     def step(state, batch):
         trainable, non_trainable, opt_vars = state
         (loss, non_trainable), grads = grad_fn(trainable, non_trainable, batch)
@@ -273,18 +287,83 @@ def time_ours_jax(shape, a):
              [v.value for v in model.non_trainable_variables],
              [v.value for v in optimizer.variables]]
 
-    def run():
-        nonlocal state
+    calls = 0
+
+    def run(last=False):
+        nonlocal state, calls
         loss, state = step(state, batch)
-        return float(loss)  # waits for the device
+        calls += 1
+        if last or (a.sync_every and calls % a.sync_every == 0):
+            return float(loss)  # waits for the device
+        return loss
 
     warmup_s, step_s, loss = _timed(run, a)
+    profile = device_time_profile(run, a.profile_steps) if a.profile_steps else None
     return {"backend": "jax", "jit_compile": True, "jax": jax.__version__,
             "step": "jax.jit(stateless_call + trainer loss + Adam)",
+            "sync_every": a.sync_every, "donate": a.donate,
             "optimizer": type(optimizer).__name__,
             "devices": [str(d) for d in jax.devices()], "keras": keras.__version__,
             "warmup_s": warmup_s, "step_s": step_s, "loss": loss,
+            **({"profile": profile} if profile else {}),
             **param_counts(model, shape)}
+
+
+def _op_kind(name):
+    """A coarse kind of an XLA op from its name (fusion kinds as XLA names them)."""
+    low = name.lower()
+    for kind, keys in (("matmul", ("gemm", "dot", "cublas", "cutlass", "nvjet", "matmul")),
+                       ("rng", ("rng", "threefry", "random")),
+                       ("reduce", ("reduce",)), ("copy/transpose", ("copy", "transpose")),
+                       ("all-reduce", ("all-reduce", "nccl"))):
+        if any(k in low for k in keys):
+            return kind
+    if "fusion" in low or "loop" in low or "input" in low:
+        return "elementwise fusion"
+    return "other"
+
+
+def device_time_profile(run, steps):
+    """Traces `steps` calls of `run` and sums the device's op time by kind and name.
+
+    Reads the trace with `jax.profiler.ProfileData` (no TensorBoard plugin
+    needed): on a GPU, the "XLA Ops" line of each `/device:GPU:N` plane holds
+    one event per executed HLO op; on a CPU, the host's XLA op events. Returns
+    per-step milliseconds, the share of each kind, and the 25 costliest ops.
+    """
+    import tempfile
+
+    import jax
+
+    with tempfile.TemporaryDirectory() as log_dir:
+        with jax.profiler.trace(log_dir):
+            for i in range(steps):
+                run(last=i == steps - 1)
+        paths = [os.path.join(d, f) for d, _, files in os.walk(log_dir)
+                 for f in files if f.endswith(".xplane.pb")]
+        data = jax.profiler.ProfileData.from_file(paths[0])
+    by_name, lines_seen = {}, set()
+    device_planes = [p for p in data.planes if p.name.startswith("/device:")]
+    for wanted in ("XLA Ops", None):   # None: every stream line, if no op line
+        for plane in device_planes:
+            for line in plane.lines:
+                lines_seen.add(f"{plane.name}:{line.name}")
+                if (line.name != wanted) if wanted else not line.name.startswith("Stream"):
+                    continue
+                for event in line.events:
+                    by_name[event.name] = by_name.get(event.name, 0.0) + event.duration_ns
+        if by_name:
+            break
+    total = sum(by_name.values())
+    by_kind = {}
+    for name, ns in by_name.items():
+        by_kind[_op_kind(name)] = by_kind.get(_op_kind(name), 0.0) + ns
+    top = sorted(by_name.items(), key=lambda kv: -kv[1])[:25]
+    return {"steps": steps, "device_ms_per_step": total / steps / 1e6,
+            "share_by_kind": {k: round(v / total, 4) for k, v in
+                              sorted(by_kind.items(), key=lambda kv: -kv[1])} if total else {},
+            "top_ops_ms_per_step": [[n, round(ns / steps / 1e6, 3)] for n, ns in top],
+            "lines": sorted(lines_seen)[:20]}
 
 
 def measured_peak(a):
