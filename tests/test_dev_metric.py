@@ -12,7 +12,7 @@ import sys
 import numpy as np
 import pytest
 
-from conftest import ENV, ROOT, SHARED_DATA, readme_block
+from conftest import ENV, ROOT
 from t2t_revival.data.scored_predictions import ScoredPredictions
 
 
