@@ -1,6 +1,7 @@
 """The trainer's dev metric at each evaluation: the problem's own metric on the
 first dev sentences decoded by the model in memory, best/ following it, early
-stopping, and the end-to-end run of issue #15."""
+stopping, and the checks of issue #15's end-to-end run (check_dev_bleu_run; the
+run itself is the README's usr_dir run in tests/test_usr_dir.py)."""
 
 import glob
 import json
