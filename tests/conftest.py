@@ -108,11 +108,12 @@ def tiny_run(multi30k_data_dir, tmp_path_factory):
 
 @pytest.fixture(scope="session")
 def tiny_run_test_decodes(tiny_run, shared_data, tmp_path_factory):
-    """t2t-decoder (a fresh process, beam 4) of the tiny_run on the 1000
-    Multi30k test sentences, with the reference: decoded once, read by
-    test_decoder (the CLI's file, BLEU, progress) and test_ctranslate2_export
-    (the translations CTranslate2 is compared with). Returns (the finished
-    subprocess, the path of the translations)."""
+    """t2t-decoder (a fresh process, the default search: beam 4, batches of 32)
+    of the tiny_run on the 1000 Multi30k test sentences, with the reference:
+    decoded once, read by test_decoder (the CLI's file, BLEU, progress) and
+    test_ctranslate2_export (the translations CTranslate2 is compared with,
+    those of `Decoder(out_dir).translate`). Returns (the finished subprocess,
+    the path of the translations)."""
     import subprocess
     import sys
 
@@ -122,7 +123,7 @@ def tiny_run_test_decodes(tiny_run, shared_data, tmp_path_factory):
         [sys.executable, "-m", "t2t_revival.cli.decoder", f"--output_dir={out_dir}",
          f"--decode_from_file={shared_data / 'multi30k' / 'test_2016_flickr.en.gz'}",
          f"--decode_reference={shared_data / 'multi30k' / 'test_2016_flickr.de.gz'}",
-         f"--decode_to_file={hyp}", "--decode_hparams=batch_size=100"],
+         f"--decode_to_file={hyp}"],
         capture_output=True, text=True, env=ENV, timeout=1800)
     assert out.returncode == 0, out.stderr[-3000:]
     return out, hyp
