@@ -47,6 +47,9 @@ def _parse_args():
                         help="stop training after this many minutes (0 = no limit)")
     parser.add_argument("--save_checkpoints_steps", type=int, default=250)
     parser.add_argument("--local_eval_frequency", type=int, default=1000)
+    parser.add_argument("--eval_decode_sentences", type=int, default=200,
+                        help="dev sentences the trainer decodes and scores at each "
+                             "evaluation (t2t-trainer's flag; 0 = dev loss only)")
     parser.add_argument("--average", type=int, default=5,
                         help="average the last N checkpoints (0 = decode the last one)")
     parser.add_argument("--decode_hparams", default="beam_size=4,alpha=0.6")
@@ -122,7 +125,8 @@ def main():
         f"--max_train_minutes={args.max_train_minutes}",
         f"--save_checkpoints_steps={args.save_checkpoints_steps}",
         f"--keep_checkpoint_max={max(args.average, 5)}",
-        f"--local_eval_frequency={args.local_eval_frequency}")
+        f"--local_eval_frequency={args.local_eval_frequency}",
+        f"--eval_decode_sentences={args.eval_decode_sentences}")
     steps = [int(m.group(1)) for line in train_lines
              for m in [re.match(r"eval at step (\d+):", line)] if m]
     dev = [line for line in train_lines if line.startswith("eval at step")]

@@ -100,7 +100,88 @@ def tiny_run(multi30k_data_dir, tmp_path_factory):
          "--hparams_set=transformer_tiny", f"--data_dir={data_dir}",
          f"--output_dir={out_dir}", f"--train_steps={TINY_RUN_STEPS}",
          "--local_eval_frequency=0", "--log_step_count_steps=50",
-         "--save_checkpoints_steps=100"],
+         "--save_checkpoints_steps=100", "--eval_decode_sentences=0"],
         capture_output=True, text=True, env=env, timeout=1800)
     assert out.returncode == 0, out.stderr[-3000:]
     return out_dir, out.stdout
+
+
+@pytest.fixture(scope="session")
+def tiny_run_test_decodes(tiny_run, shared_data, tmp_path_factory):
+    """t2t-decoder (a fresh process, the default search: beam 4, batches of 32)
+    of the tiny_run on the 1000 Multi30k test sentences, with the reference:
+    decoded once, read by test_decoder (the CLI's file, BLEU, progress) and
+    test_ctranslate2_export (the translations CTranslate2 is compared with,
+    those of `Decoder(out_dir).translate`). Returns (the finished subprocess,
+    the path of the translations)."""
+    import subprocess
+    import sys
+
+    out_dir, _ = tiny_run
+    hyp = tmp_path_factory.mktemp("tiny_run_test_decodes") / "test.hyp.de"
+    out = subprocess.run(
+        [sys.executable, "-m", "t2t_revival.cli.decoder", f"--output_dir={out_dir}",
+         f"--decode_from_file={shared_data / 'multi30k' / 'test_2016_flickr.en.gz'}",
+         f"--decode_reference={shared_data / 'multi30k' / 'test_2016_flickr.de.gz'}",
+         f"--decode_to_file={hyp}"],
+        capture_output=True, text=True, env=ENV, timeout=1800)
+    assert out.returncode == 0, out.stderr[-3000:]
+    return out, hyp
+
+
+# The CLI module `run_cli` last imported (its flags are the ones defined).
+_cli_module = None
+
+
+def run_cli(module: str, *args: str, stdin: str = ""):
+    """`python -m t2t_revival.cli.<module> ARGS`, called in this process.
+
+    For tests of what a CLI does (its output, files, exit status, one-line
+    errors), not of the process itself (signals, kills, start-up lines, a fresh
+    interpreter's imports): it saves the TensorFlow import of a new process
+    (several seconds each). The entry point runs as written (absl parses the
+    flags from their defaults; a UserError is one line and exit 2); stdout
+    and stderr are captured, and the signal handlers it installs are put
+    back. An exception other than SystemExit (a bug) propagates with its
+    traceback. Returns a text `subprocess.CompletedProcess`.
+    """
+    import contextlib
+    import importlib
+    import io
+    import signal
+    import subprocess
+    import sys
+
+    from absl import flags
+
+    global _cli_module
+    name = f"t2t_revival.cli.{module}"
+    if _cli_module not in (None, name):
+        # Each CLI module defines its flags at import, some of the same names
+        # (--output_dir): drop the previous module's before importing another.
+        for flag in flags.FLAGS.flags_by_module_dict().get(_cli_module, []):
+            if flag.name in flags.FLAGS:
+                delattr(flags.FLAGS, flag.name)
+        sys.modules.pop(_cli_module, None)
+        sys.modules.pop(name, None)
+    cli = importlib.import_module(name)
+    _cli_module = name
+    handlers = {s: signal.getsignal(s) for s in (signal.SIGTERM, signal.SIGINT)}
+    argv, stdin_before = sys.argv, sys.stdin
+    stdout, stderr = io.StringIO(), io.StringIO()
+    flags.FLAGS.unparse_flags()
+    sys.argv, sys.stdin = [f"t2t-{module.replace('_', '-')}", *args], io.StringIO(stdin)
+    status = 0
+    try:
+        with contextlib.redirect_stdout(stdout), contextlib.redirect_stderr(stderr):
+            try:
+                cli.run()
+            except SystemExit as e:
+                status = e.code if isinstance(e.code, int) else (0 if e.code is None else 1)
+    finally:
+        sys.argv, sys.stdin = argv, stdin_before
+        for signum, handler in handlers.items():
+            signal.signal(signum, handler)
+        flags.FLAGS.unparse_flags()
+    return subprocess.CompletedProcess([name, *args], status, stdout.getvalue(),
+                                       stderr.getvalue())

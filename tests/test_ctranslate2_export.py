@@ -9,7 +9,7 @@ import sys
 import numpy as np
 import pytest
 
-from conftest import ENV, ROOT, one_line_error
+from conftest import ENV, one_line_error
 
 ctranslate2 = pytest.importorskip("ctranslate2")
 
@@ -243,7 +243,8 @@ def test_exporter_cli_errors_are_one_line(tmp_path):
 
 
 @pytest.mark.slow
-def test_ctranslate2_agrees_with_t2t_decoder_on_multi30k(tiny_run, shared_data, tmp_path):
+def test_ctranslate2_agrees_with_t2t_decoder_on_multi30k(tiny_run, tiny_run_test_decodes,
+                                                       shared_data, tmp_path):
     """Beam 4 on the 1000 Multi30k test sentences: CTranslate2 vs t2t-decoder.
 
     The few disagreements are search differences, not numerics: CTranslate2
@@ -255,7 +256,7 @@ def test_ctranslate2_agrees_with_t2t_decoder_on_multi30k(tiny_run, shared_data, 
     score that CTranslate2's beam never finished (the undertrained tiny model
     repeats phrases, which makes this likelier).
     """
-    from t2t_revival.decode.decoder import Decoder, read_text_lines
+    from t2t_revival.decode.decoder import read_text_lines
     from t2t_revival.export.ctranslate2_translator import CTranslate2Translator
 
     out_dir, _ = tiny_run
@@ -270,7 +271,11 @@ def test_ctranslate2_agrees_with_t2t_decoder_on_multi30k(tiny_run, shared_data, 
     sources = read_text_lines(str(shared_data / "multi30k" / "test_2016_flickr.en.gz"),
                               "source")
     assert len(sources) == 1000
-    ours = Decoder(str(out_dir)).translate(sources)
+    # t2t-decoder's translations of these sentences (beam 4, alpha 0.6), decoded
+    # once for test_decoder too.
+    _, hyp = tiny_run_test_decodes
+    ours = hyp.read_text(encoding="utf-8").split("\n")[:-1]
+    assert len(ours) == len(sources)
     theirs = CTranslate2Translator(path, intra_threads=1).translate(sources)
     same = sum(a == b for a, b in zip(ours, theirs))
     print(f"\nCTranslate2 (float32, beam 4) = t2t-decoder on {same}/{len(sources)} "

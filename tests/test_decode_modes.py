@@ -7,14 +7,12 @@ arithmetic is checked, against numpy and against beam search's own scores.
 """
 
 import re
-import subprocess
-import sys
 
 import numpy as np
 import pytest
 import tensorflow as tf
 
-from conftest import ENV, one_line_error
+from conftest import one_line_error, run_cli
 from random_run_dir import make_random_run_dir, make_vocab
 
 SOURCES = ["A man is riding a bike.", "Two dogs play in the snow near a tall tree.",
@@ -38,8 +36,9 @@ def runs(tmp_path_factory):
 
 
 def _decoder(*args):
-    return subprocess.run([sys.executable, "-m", "t2t_revival.cli.decoder", *args],
-                          capture_output=True, text=True, env=ENV, timeout=600)
+    """t2t-decoder ARGS, in this process (the flags, output and errors are the
+    subject here, not the process)."""
+    return run_cli("decoder", *args)
 
 
 def _np_log_softmax(x):

@@ -5,7 +5,7 @@ import sys
 
 import pytest
 
-from conftest import ENV, ROOT
+from conftest import ENV
 
 
 
@@ -15,20 +15,14 @@ def _decoder(*args, **kw):
 
 
 @pytest.mark.slow
-def test_decodes_multi30k_test_file_and_reports_both_bleu(tiny_run, shared_data, tmp_path):
-    out_dir, _ = tiny_run
-    hyp = tmp_path / "test.hyp.de"
-    out = _decoder(f"--output_dir={out_dir}",
-                   f"--decode_from_file={shared_data / 'multi30k' / 'test_2016_flickr.en.gz'}",
-                   f"--decode_reference={shared_data / 'multi30k' / 'test_2016_flickr.de.gz'}",
-                   f"--decode_to_file={hyp}", "--decode_hparams=batch_size=100")
-    assert out.returncode == 0, out.stderr[-3000:]
+def test_decodes_multi30k_test_file_and_reports_both_bleu(tiny_run_test_decodes):
+    out, hyp = tiny_run_test_decodes   # t2t-decoder of the 1000 test sentences (conftest)
     lines = hyp.read_text(encoding="utf-8").split("\n")[:-1]
     assert len(lines) == 1000
     assert sum(1 for l in lines if l.strip()) > 990
     assert "sacreBLEU" in out.stdout and "tokenized BLEU" in out.stdout, out.stdout
     assert "1000/1000" in out.stderr  # the progress bar reached the end
-    assert not list(tmp_path.glob("*.tmp*"))
+    assert not list(hyp.parent.glob("*.tmp*"))
 
 
 @pytest.mark.slow

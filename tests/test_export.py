@@ -204,7 +204,7 @@ def test_trainer_export_saved_model_flag(tiny_run, multi30k_data_dir, tmp_path):
         [sys.executable, str(ROOT / "t2t_trainer.py"), "--problem=translate_ende_multi30k",
          "--hparams_set=transformer_tiny", f"--data_dir={data_dir}",
          f"--output_dir={run_dir}", f"--train_steps={TINY_RUN_STEPS}",
-         "--local_eval_frequency=0", "--export_saved_model"],
+         "--local_eval_frequency=0", "--eval_decode_sentences=0", "--export_saved_model"],
         capture_output=True, text=True, env=ENV, timeout=900)
     assert out.returncode == 0, out.stderr[-3000:]
     version = run_dir / "export" / str(TINY_RUN_STEPS)

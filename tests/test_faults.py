@@ -101,7 +101,7 @@ def run_dir(data_dir, tmp_path_factory):
     result = _run("trainer", f"--problem={PROBLEM}", "--hparams_set=transformer_tiny",
                   f"--hparams={TINY_HPARAMS}", f"--data_dir={data_dir}",
                   f"--output_dir={out}", "--train_steps=1", "--noxla",
-                  "--local_eval_frequency=0")
+                  "--local_eval_frequency=0", "--eval_decode_sentences=0")
     assert result.returncode == 0, result.stderr.decode()[-3000:]
     return out
 
@@ -260,7 +260,7 @@ def test_corrupt_dev_record_is_named_after_training_keeping_the_checkpoint(
     result = _run("trainer", f"--problem={PROBLEM}", "--hparams_set=transformer_tiny",
                   f"--hparams={TINY_HPARAMS}", f"--data_dir={copy}",
                   f"--output_dir={out}", "--train_steps=1", "--noxla",
-                  "--local_eval_frequency=0")
+                  "--local_eval_frequency=0", "--eval_decode_sentences=0")
     _one_error_line(result, "t2t-trainer", f"first {shard} (corrupted record at",
                     "rerun t2t-datagen")
     assert (out / "ckpt-1.index").is_file()  # the step trained is saved

@@ -27,13 +27,14 @@ def test_recipe_trains_averages_decodes_and_scores(multi30k_data_dir, shared_dat
     out = _recipe(f"--raw_dir={shared_data / 'multi30k'}", f"--data_dir={data_dir}",
                   f"--output_dir={out_dir}", "--hparams_set=transformer_tiny",
                   "--train_steps=60", "--save_checkpoints_steps=20",
-                  "--local_eval_frequency=30", "--average=3",
+                  "--local_eval_frequency=30", "--eval_decode_sentences=4", "--average=3",
                   "--decode_hparams=beam_size=2,alpha=0.6,extra_length=5")
     assert out.returncode == 0, out.stdout[-3000:] + out.stderr[-3000:]
     lines = out.stdout.strip().splitlines()
     result = json.loads(lines[-1])
     assert result["final_step"] == 60
     assert result["final_dev"].startswith("eval at step 60: loss ")
+    assert "(4 dev sentences" in result["final_dev"]   # --eval_decode_sentences passed on
     assert result["averaged_checkpoints"] == 3
     assert set(result["stage_minutes"]) == {"train", "average", "decode"}
     assert result["sacrebleu_signature"].startswith("nrefs:1|case:mixed|eff:no|tok:13a")

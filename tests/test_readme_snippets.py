@@ -2,10 +2,13 @@
 
 Every fenced block of README.md is either run here, in order, from a fresh
 folder beside `../shared` (as a newcomer runs them from a fresh clone), or
-preceded by `<!-- not run by tests: why -->`. Two things are scaled down so
+preceded by `<!-- not run by tests: why -->`. Three things are scaled down so
 that CI can afford it, and nothing else is changed: training runs fewer
-updates (`--train_steps` and the checkpoint step in paths), and after each
-datagen the test files are cut to their first lines, so the decodes are short.
+updates (`--train_steps` and the checkpoint step in paths), the trainer's dev
+decoding at each evaluation takes its first few dev sentences
+(`--eval_decode_sentences`, default 200; an untrained model's translations run
+to the length limit), and after each datagen the test files are cut to their
+first lines, so the decodes are short.
 """
 
 from __future__ import annotations
@@ -25,6 +28,7 @@ _FENCE = re.compile(r"(<!-- not run by tests:[^>]*-->\s*)?```(\w*)\n(.*?)```", r
 # The README's step counts and what the test trains instead.
 _STEPS = {"2000": "100", "1000": "20"}
 _TEST_LINES = 8
+_EVAL_DECODE_SENTENCES = 8
 
 
 def _blocks() -> list[tuple[str, str, bool]]:
@@ -44,6 +48,8 @@ def _scaled(command: str) -> str:
     for readme, test in _STEPS.items():
         command = command.replace(f"--train_steps={readme}", f"--train_steps={test}")
         command = command.replace(f"ckpt-{readme}", f"ckpt-{test}")
+    if command.startswith("t2t-trainer ") and "--eval_decode_sentences" not in command:
+        command += f" --eval_decode_sentences={_EVAL_DECODE_SENTENCES}"
     return command
 
 

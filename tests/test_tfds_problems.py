@@ -102,7 +102,8 @@ def test_mock_tfds_datagen_train_decode(tmp_path, monkeypatch):
         _SmallMockWmt14().generate_data(str(data_dir), "")
     train(TrainConfig(problem=_SmallMockWmt14.registered_name, output_dir=str(out_dir),
                       data_dir=str(data_dir), hparams_set="transformer_tiny",
-                      train_steps=3, eval_every=0, save_every=3, log_every=1),
+                      train_steps=3, eval_every=0, save_every=3, log_every=1,
+                      eval_decode_sentences=0),
           log=lambda *a, **k: None)
     sources = _lines(_SmallMockWmt14().source_target_files("test", str(data_dir))[0])[:4]
     outputs = Decoder(str(out_dir), decode_hparams="beam_size=2,extra_length=5").translate(

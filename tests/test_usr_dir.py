@@ -133,9 +133,20 @@ def test_recorded_usr_dir_is_imported_and_flag_wins(tmp_path):
 
 
 @pytest.mark.slow
-def test_readme_usr_dir_problem_end_to_end(tmp_path):
-    """The README's usr_dir, saved in a temp folder outside the repo: datagen,
-    a few training steps, then decoding that directory without the flag."""
+def test_readme_usr_dir_problem_end_to_end_with_dev_bleu(tmp_path):
+    """The README's usr_dir, saved in a temp folder outside the repo, and its
+    commands as written: t2t-datagen and t2t-trainer with --t2t_usr_dir, then
+    t2t-decoder of that directory WITHOUT the flag (run.json names the usr_dir).
+
+    It is also issue #15's acceptance run: the problem reads the WMT14 sample
+    (train_sample_tokenized) with newstest2013 as dev, and the trainer, scaled
+    down (test_dev_metric.DEV_BLEU_FLAGS), scores dev BLEU at each evaluation;
+    check_dev_bleu_run then checks TensorBoard, best/ and a t2t-decoder run on
+    best/, again without the flag, giving the recorded BLEU. max_length=256
+    keeps every one of the first dev sentences, so the decoder sees the same
+    sentences as the trainer."""
+    from test_dev_metric import DEV_BLEU_FLAGS, check_dev_bleu_run
+
     work = tmp_path / "work"
     (work / "my_usr_dir").mkdir(parents=True)
     (work / "my_usr_dir" / "__init__.py").write_text(readme_block("class TranslateEndeMySample"))
@@ -143,10 +154,11 @@ def test_readme_usr_dir_problem_end_to_end(tmp_path):
                 readme_block("--problem=translate_ende_my_sample").replace("\\\n", " ").splitlines()
                 if l.strip()]
     assert [c.split()[0] for c in commands] == ["t2t-datagen", "t2t-trainer", "t2t-decoder"]
+    assert "--t2t_usr_dir" not in commands[2]
     shared = ROOT.parent / "shared"
     modules = {"t2t-datagen": "datagen", "t2t-trainer": "trainer", "t2t-decoder": "decoder"}
-    extra = {"t2t-trainer": ["--train_steps=30", "--local_eval_frequency=0", "--eval_steps=3",
-                             "--log_step_count_steps=10"]}
+    extra = {"t2t-trainer": [*DEV_BLEU_FLAGS, "--hparams=max_length=256"]}
+    outputs = {}
     for command in commands:
         prog, *args = command.split()
         args = [a.replace("../shared", str(shared)) for a in args]
@@ -155,11 +167,19 @@ def test_readme_usr_dir_problem_end_to_end(tmp_path):
             source.write_text("".join(source.read_text().splitlines(keepends=True)[:4]))
         out = subprocess.run([sys.executable, "-m", f"t2t_revival.cli.{modules[prog]}", *args,
                               *extra.get(prog, [])], capture_output=True, text=True,
-                             env=ENV, cwd=work, timeout=1500)
+                             env=ENV, cwd=work, timeout=2400)
         assert out.returncode == 0, (command, out.stderr[-3000:])
-    record = json.loads((work / "t2t_train/my_sample/run.json").read_text())
+        outputs[prog] = out
+    problem, data_dir = "translate_ende_my_sample", work / "my_sample_data"
+    out_dir = work / "t2t_train/my_sample"
+    record = json.loads((out_dir / "run.json").read_text())
     assert record["usr_dir"] == str(work / "my_usr_dir")
-    assert record["problem"] == "translate_ende_my_sample"
+    assert record["problem"] == problem
     assert len((work / "my.hyp.de").read_text().splitlines()) == 4
     # The decoder took the usr_dir from run.json: the problem is not built in.
     assert "translate_ende_my_sample" not in _cli("trainer", "--registry_help").stdout
+    # Issue #15: dev BLEU at each evaluation, best/, the decoder on best/.
+    train = outputs["t2t-trainer"]
+    assert "Dev decoding leaves out" not in train.stdout + train.stderr
+    check_dev_bleu_run(train, out_dir, data_dir / f"{problem}-dev.source.txt",
+                       data_dir / f"{problem}-dev.target.txt", tmp_path)

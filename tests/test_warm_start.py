@@ -95,7 +95,7 @@ def test_warm_start_on_multi30k_starts_near_the_source_loss(tiny_run, multi30k_d
             [sys.executable, str(ROOT / "t2t_trainer.py"), "--problem=translate_ende_multi30k",
              "--hparams_set=transformer_tiny", f"--data_dir={data_dir}",
              f"--output_dir={tmp_path / name}", "--train_steps=1", "--local_eval_frequency=0",
-             *flags], capture_output=True, text=True, env=ENV, timeout=1200)
+             "--eval_decode_sentences=0", *flags], capture_output=True, text=True, env=ENV, timeout=1200)
 
     def dev_loss(out):
         assert out.returncode == 0, out.stderr[-3000:]

@@ -15,10 +15,13 @@ from t2t_revival.train.train_config import TrainConfig
 from t2t_revival.train.trainer import Trainer
 
 data_dir, out_dir = sys.argv[1], sys.argv[2]
+# Short decodes: a 3-step model's translations would run to the input's length + 50.
+# (No XLA either: the compiled train step is not the subject; replica_check.py's.)
+SEARCH = "extra_length=5"
 two = make_strategy(num_cpu_devices=2)
 config = TrainConfig(problem="translate_ende_multi30k", output_dir=out_dir, data_dir=data_dir,
                      hparams_set="transformer_tiny", eval_steps=2, eval_decode_sentences=12,
-                     seed=5)
+                     eval_decode_hparams=SEARCH, seed=5, xla=False)
 trainer = Trainer(config, strategy=two, log=lambda line: print(line, file=sys.stderr))
 trainer._write_run_files()
 iterator = iter(trainer.train_dataset(0))
@@ -28,7 +31,7 @@ metrics = trainer._log_eval(trainer.step, tf.summary.create_noop_writer())
 evaluator = trainer._dev[1]
 in_memory = evaluator.decoder.translate(evaluator.sources)
 
-decoder = Decoder(out_dir, f"{out_dir}/best")
+decoder = Decoder(out_dir, f"{out_dir}/best", SEARCH)
 from_disk = decoder.translate(evaluator.sources)
 decoder_bleu = trainer.problem.score_predictions(from_disk, evaluator.references,
                                                  evaluator.sources).score
