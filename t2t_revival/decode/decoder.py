@@ -106,10 +106,13 @@ class Decoder:
                                  temperature=dhp.temperature, top_k=dhp.top_k,
                                  top_p=dhp.top_p, num_samples=dhp.num_samples,
                                  alpha=dhp.alpha, return_beams=dhp.return_beams)
-        return beam_search(self.model.decode_step, cache, tf.shape(inputs)[0],
+        # A static batch size (the compiled search always has one) lets the
+        # search drop the batch elements that have stopped (`beam_search`).
+        batch = inputs.shape[0] if inputs.shape[0] is not None else tf.shape(inputs)[0]
+        return beam_search(self.model.decode_step, cache, batch,
                            beam_size=dhp.beam_size, alpha=dhp.alpha,
                            max_decode_length=max_decode_length,
-                           return_beams=dhp.return_beams)
+                           return_beams=dhp.return_beams, early_stop=dhp.early_stop)
 
     def _encode(self, sentences: Sequence[str]) -> list[list[int]]:
         """EOS-terminated ids; a line longer than max_length is cut (counted in
