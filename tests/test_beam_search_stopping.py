@@ -13,11 +13,17 @@ from tests.test_beam_search import (EOS, brute_force_finished, make_cache, make_
 
 
 def search(tables, table_ids, beam, alpha, max_len, return_beams, static_batch,
-           early_stop="exact", jit=False):
+           early_stop="exact", jit=False, rows=None):
     """beam_search with the batch size as a Python int (the staged loop) or as
     a tensor (one loop over the whole batch); eagerly (fast on these toy
-    tables), or compiled whole by XLA with `jit`."""
-    step = make_step(tables, max_len)
+    tables), or compiled whole by XLA with `jit`. `rows` (a list) collects
+    the rows each step computes."""
+    inner = make_step(tables, max_len)
+
+    def step(ids, cache, index):
+        if rows is not None:
+            rows.append(int(ids.shape[0]))
+        return inner(ids, cache, index)
 
     def run(cache):
         batch = len(table_ids) if static_batch else tf.shape(cache["meta"]["table"])[0]
@@ -33,16 +39,19 @@ def search(tables, table_ids, beam, alpha, max_len, return_beams, static_batch,
 @pytest.mark.parametrize("return_beams", [True, False])
 @pytest.mark.parametrize("early_stop", ["exact", "best_finished"])
 def test_staged_loop_equals_one_loop_over_the_whole_batch(return_beams, early_stop):
-    # 7 elements (not a power of two) over 4 tables that stop after very
-    # different numbers of steps: stages of 7, 3 and 1 rows.
+    # 9 elements (not a power of two) over 4 tables that stop after very
+    # different numbers of steps: stages of 9 and 4 rows.
     rng = np.random.default_rng(11)
     tables = rng.normal(0.0, 2.0, size=(4, 6, 6, 6))
     tables[1, :, :, EOS] += 4.0   # stops at once
     tables[2, :, :, EOS] -= 3.0   # runs long
-    table_ids = [2, 1, 0, 3, 1, 2, 0]
+    table_ids = [2, 1, 0, 3, 1, 2, 0, 1, 3]
     max_len = 12
     one = search(tables, table_ids, 3, 0.6, max_len, return_beams, False, early_stop)
-    staged = [search(tables, table_ids, 3, 0.6, max_len, return_beams, True, early_stop)]
+    rows = []
+    staged = [search(tables, table_ids, 3, 0.6, max_len, return_beams, True, early_stop,
+                     rows=rows)]
+    assert rows[0] == 9 * 3 and rows[-1] == 4 * 3, rows   # the loop did shrink
     if return_beams and early_stop == "exact":  # and once compiled (slower)
         staged.append(search(tables, table_ids, 3, 0.6, max_len, return_beams, True,
                              early_stop, jit=True))
@@ -55,10 +64,10 @@ def test_a_result_does_not_depend_on_the_batch_it_is_decoded_in():
     rng = np.random.default_rng(12)
     tables = rng.normal(0.0, 2.0, size=(3, 5, 5, 5))
     tables[0, :, :, EOS] -= 3.0
-    table_ids, max_len = [0, 1, 2, 1], 10
+    table_ids, max_len = [0, 1, 2, 1, 1, 2, 0, 1], 10     # stages of 8 and 4
     for early_stop in ("exact", "best_finished"):
         seqs, scores = search(tables, table_ids, 2, 1.0, max_len, False, True, early_stop)
-        for b, t in enumerate(table_ids):
+        for b, t in enumerate(table_ids[:3]):
             alone = search(tables, [t], 2, 1.0, max_len, False, True, early_stop)
             np.testing.assert_array_equal(seqs[b], alone[0][0])
             assert scores[b] == pytest.approx(alone[1][0], abs=1e-5)

@@ -136,7 +136,7 @@ def beam_search(step: StepFn, cache, batch_size, beam_size: int, alpha: float,
 
     A batch element that has stopped no longer needs computing: when the batch
     size is a Python int, the loop runs in stages of halving size (B rows,
-    then B/2, B/4, ..., 1): a stage ends once at most half its batch elements
+    then B/2, B/4, ..., down to 4): a stage ends once at most half its batch elements
     are still searching, and those are gathered (state and cache) into the
     next, smaller stage. So a batch costs about what its elements need, not
     B times its slowest one; each element's search, hence every result, is
@@ -292,6 +292,12 @@ def beam_search(step: StepFn, cache, batch_size, beam_size: int, alpha: float,
 # last tokens and the cache, only feed the next step).
 _RESULT_FIELDS = ("live_log_probs", "live_seqs", "finished_scores", "finished_seqs")
 
+# The staged loop's smallest stage, in batch elements. Below it a step costs
+# about the same whatever the rows (per-op overhead, not arithmetic), while
+# every stage is one more copy of the step in the compiled program (compile
+# time): 32 runs as 32, 16, 8, 4.
+_SMALLEST_STAGE = 4
+
 
 def _staged_loop(state, body, batch_size, k: int, length: int):
     """Run `body` until no batch element is `state["searching"]` (or `length` steps),
@@ -301,27 +307,26 @@ def _staged_loop(state, body, batch_size, k: int, length: int):
     its result fields are written back to the whole batch's, and the elements
     still searching (first, in batch order, then stopped ones to fill up) are
     gathered into a stage of R // 2 rows: every state field [R, ...] and cache
-    leaf [R * k, ...]. The last stage (1 row) runs to the end. A dynamic batch
-    size runs one loop.
+    leaf [R * k, ...]. The last stage (R // 2 < `_SMALLEST_STAGE`) runs to
+    the end. A dynamic batch size runs one loop.
 
     Returns the final state, its result fields for the whole batch.
     """
     def not_at_end(state):
         return ops.less(state["index"], length)
 
-    if not isinstance(batch_size, int) or batch_size <= 1:
+    if not isinstance(batch_size, int) or batch_size // 2 < _SMALLEST_STAGE:
         return ops.while_loop(
             lambda s: ops.logical_and(not_at_end(s), ops.any(s["searching"])), body, state)
 
     rows = batch_size
     origin = ops.arange(rows, dtype="int32")                                  # [R] batch row
     while True:
-        half = rows // 2
+        half = rows // 2 if rows // 2 >= _SMALLEST_STAGE else 0  # 0: the last stage
 
         def cond(s, half=half):
             count = ops.sum(ops.cast(s["searching"], "int32"))
-            more = ops.greater(count, half) if half else ops.greater(count, 0)
-            return ops.logical_and(not_at_end(s), more)
+            return ops.logical_and(not_at_end(s), ops.greater(count, half))
 
         state = ops.while_loop(cond, body, state)
         # Write this stage's rows back (stage 0: every row, in order).
