@@ -337,8 +337,8 @@ def _staged_loop(state, body, batch_size, k: int, length: int):
                       for name in _RESULT_FIELDS}
         if not half:
             break
-        # The `half` rows to keep: the searching ones first (top_k keeps
-        # equal values in index order, so they are distinct rows).
+        # The `half` rows to keep (distinct, as top_k's indices are): every
+        # one still searching, then stopped ones to fill the stage.
         _, keep = ops.top_k(ops.cast(state["searching"], "int32"), half)    # [R/2]
         keep = ops.cast(keep, "int32")
         keep_rows = ops.reshape(keep[:, None] * k + ops.arange(k, dtype="int32")[None, :],

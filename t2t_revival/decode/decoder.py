@@ -41,7 +41,8 @@ class Decoder:
             list), decode as an `Ensemble` (checkpoint prefixes or directories,
             one vocabulary).
         decode_hparams: `"beam_size=4,alpha=0.6,extra_length=50,batch_size=32,
-            return_beams=false,xla=true,batch_tokens=0,long_inputs=cut"`
+            return_beams=false,xla=true,batch_tokens=0,long_inputs=cut,
+            early_stop=exact"`
             overrides of the defaults in hparams.json (see `DecodeHParams`);
             `sampling=true,temperature=..,top_k=..,top_p=..,num_samples=..,seed=..`
             samples instead of beam search.
