@@ -9,7 +9,8 @@ For each batch size: `Decoder.translate` with `xla=false` (the uncompiled
 search: the reference) and `xla=true`, each after untimed passes that trace
 (and compile) every decoding graph; target tokens are the SentencePiece
 pieces of the outputs, EOS included. Every entry counts its outputs equal to
-the uncompiled search's (`same_output_as_uncompiled`).
+the uncompiled search's (`same_output_as_uncompiled`). `--decode_hparams` adds
+settings to both searches (e.g. `early_stop=best_finished`).
 
 When ctranslate2 is installed (and unless --no-ctranslate2), the same
 checkpoint is also exported to CTranslate2 (a temporary directory) and
@@ -61,6 +62,9 @@ def main():
     parser.add_argument("--ctranslate2", action=argparse.BooleanOptionalAction,
                         default=True, help="also time the CTranslate2 export")
     parser.add_argument("--ct2_compute_types", default="float32")
+    parser.add_argument("--decode_hparams", default="",
+                        help="more decode hparams for our searches, e.g. "
+                             "early_stop=best_finished")
     args = parser.parse_args()
     load_before = _loadavg()
 
@@ -91,7 +95,8 @@ def main():
         for search in searches:
             decoder = Decoder(args.output_dir, args.checkpoint_path, decode_hparams=(
                 f"beam_size={args.beam_size},batch_size={batch},"
-                f"xla={'true' if search == 'xla' else 'false'}"))
+                f"xla={'true' if search == 'xla' else 'false'}"
+                + (f",{args.decode_hparams}" if args.decode_hparams else "")))
             vocab = decoder.vocab
             start = time.perf_counter()
             decoder.translate(subset)                       # trace every length bucket
@@ -118,7 +123,7 @@ def main():
     report = {
         "benchmark": "decode_speed", "output_dir": args.output_dir,
         "checkpoint_path": args.checkpoint_path, "beam_size": args.beam_size,
-        "threads": args.threads, "results": results,
+        "threads": args.threads, "decode_hparams": args.decode_hparams, "results": results,
         "machine": f"{platform.machine()} {os.cpu_count()} cores, tensorflow {tf.__version__}",
     }
     if ct2_dir:

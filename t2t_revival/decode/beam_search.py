@@ -43,6 +43,11 @@ _DEAD = NEG_INF / 2
 
 StepFn = Callable[[Any, Any, Any], tuple[Any, Any]]
 
+# When a batch element's beam search stops (`beam_search`'s docstring):
+# "exact" (tensor2tensor's bound: no live hypothesis can still win) or
+# "best_finished" (the best finished one beats every live one as it stands).
+EARLY_STOP_RULES = ("exact", "best_finished")
+
 
 def length_penalty(length, alpha: float):
     """GNMT's length penalty ((5 + length) / 6) ** alpha (Wu et al. 2016, eq. 14).
@@ -79,7 +84,7 @@ def _map_cache(fn, cache):
 
 def beam_search(step: StepFn, cache, batch_size, beam_size: int, alpha: float,
                 max_decode_length: int, eos_id: int = EOS_ID,
-                return_beams: bool = True):
+                return_beams: bool = True, early_stop: str = "exact"):
     """Beam search with the GNMT length penalty and early stopping.
 
     Args:
@@ -120,13 +125,31 @@ def beam_search(step: StepFn, cache, batch_size, beam_size: int, alpha: float,
     element, that bound is below the worst of the `beam` finished scores
     (with return_beams: the whole n-best list is then final) or below the
     best finished score (without: the top hypothesis is then final), or when
-    no live hypothesis is left.
+    no live hypothesis is left. `early_stop="best_finished"` evaluates that
+    penalty at the live hypotheses' current length instead of
+    max_decode_length: a batch element stops once its best (worst, with
+    return_beams) finished score beats every live hypothesis scored as if it
+    ended now. That is not exact (a live hypothesis whose next tokens are
+    nearly certain can still overtake through the growing penalty), but it
+    stops where the answer is, in practice, already found (see
+    `EARLY_STOP_RULES`). With alpha = 0 the two rules are the same.
+
+    A batch element that has stopped no longer needs computing: when the batch
+    size is a Python int, the loop runs in stages of halving size (B rows,
+    then B/2, B/4, ..., down to 4): a stage ends once at most half its batch elements
+    are still searching, and those are gathered (state and cache) into the
+    next, smaller stage. So a batch costs about what its elements need, not
+    B times its slowest one; each element's search, hence every result, is
+    the same as in one loop over the whole batch.
     """
     if beam_size < 1:
         raise ValueError(f"beam_size must be positive. Received: beam_size={beam_size}")
     if alpha < 0:
         raise ValueError("alpha must be >= 0 (the early-stop bound assumes the "
                          f"penalty grows with length). Received: alpha={alpha}")
+    if early_stop not in EARLY_STOP_RULES:
+        raise ValueError(f"early_stop must be one of {', '.join(EARLY_STOP_RULES)}. "
+                         f"Received: early_stop={early_stop!r}")
     if beam_size == 1:
         # tensor2tensor decodes beam 1 greedily. (The two-set search below
         # with one beam would differ: it keeps the best EOS hypothesis met
@@ -153,20 +176,24 @@ def beam_search(step: StepFn, cache, batch_size, beam_size: int, alpha: float,
         "live_seqs": ops.zeros((batch_size, k, length), dtype="int32"),  # [B, k, L]
         "finished_scores": ops.full((batch_size, k), NEG_INF),            # [B, k] best first
         "finished_seqs": ops.zeros((batch_size, k, length), dtype="int32"),
+        "searching": ops.ones((batch_size,), dtype="bool"),               # [B]
         "cache": cache,                                                  # leaves [B*k, ...]
     }
 
-    def cond(state):
-        not_at_end = ops.less(state["index"], length)
+    def can_change(state):
+        """bool [B]: the batch elements whose result a later step may change."""
         best_live = state["live_log_probs"][:, 0]                               # [B]
+        if early_stop == "exact":
+            penalty = max_penalty
+        else:  # best_finished: as if EOS came next, certainly
+            penalty = length_penalty(state["index"] + 1, alpha)
         # Highest score any live hypothesis could reach (see the docstring).
-        bound = ops.where(best_live > _DEAD, best_live / max_penalty, -float("inf"))
+        bound = ops.where(best_live > _DEAD, best_live / penalty, -float("inf"))
         if return_beams:
             finished = ops.min(state["finished_scores"], axis=1)              # [B]
         else:
             finished = state["finished_scores"][:, 0]                         # [B]
-        search_done = ops.all(ops.greater(finished, bound))
-        return ops.logical_and(not_at_end, ops.logical_not(search_done))
+        return ops.logical_not(ops.greater(finished, bound))
 
     def body(state):
         index = state["index"]
@@ -215,7 +242,7 @@ def beam_search(step: StepFn, cache, batch_size, beam_size: int, alpha: float,
         finished_scores, finished_pick = ops.top_k(all_scores, k)                     # [B, k]
         finished_seqs = _gather_beams(all_seqs, ops.cast(finished_pick, "int32"))
 
-        return {
+        new_state = {
             "index": index + 1,
             "live_ids": live_ids,
             "live_log_probs": live_log_probs,
@@ -224,8 +251,25 @@ def beam_search(step: StepFn, cache, batch_size, beam_size: int, alpha: float,
             "finished_seqs": finished_seqs,
             "cache": new_cache,
         }
+        # A batch element that had stopped keeps its result (it may share a
+        # loop with others that search on): so each element's result is the
+        # same whatever batch it is decoded in. Under the exact rule no later
+        # step can change what is returned, nor make it searching again (the
+        # best live log-prob only falls, the finished scores only rise), so
+        # those selects are left out (they cost at batch 1).
+        searching = state["searching"]                                        # [B]
+        if early_stop != "exact":
+            for name in _RESULT_FIELDS:
+                value = new_state[name]
+                keep = ops.reshape(searching, (-1,) + (1,) * (len(value.shape) - 1))
+                new_state[name] = ops.where(keep, value, state[name])
+            searching = ops.logical_and(searching, can_change(new_state))
+        else:
+            searching = can_change(new_state)
+        new_state["searching"] = searching
+        return new_state
 
-    state = ops.while_loop(cond, body, state)
+    state = _staged_loop(state, body, batch_size, k, length)
 
     # Slots of the finished set that no EOS hypothesis filled (the loop ran to
     # max_decode_length) take the live hypotheses cut there, best first, after
@@ -242,6 +286,71 @@ def beam_search(step: StepFn, cache, batch_size, beam_size: int, alpha: float,
     if return_beams:
         return sequences, scores
     return sequences[:, 0], scores[:, 0]
+
+
+# The fields of the beam search state that hold its result (the rest, the
+# last tokens and the cache, only feed the next step).
+_RESULT_FIELDS = ("live_log_probs", "live_seqs", "finished_scores", "finished_seqs")
+
+# The staged loop's smallest stage, in batch elements. Below it a step costs
+# about the same whatever the rows (per-op overhead, not arithmetic), while
+# every stage is one more copy of the step in the compiled program (compile
+# time): 32 runs as 32, 16, 8, 4.
+_SMALLEST_STAGE = 4
+
+
+def _staged_loop(state, body, batch_size, k: int, length: int):
+    """Run `body` until no batch element is `state["searching"]` (or `length` steps),
+    in stages of halving batch size when `batch_size` is a Python int.
+
+    A stage of R rows runs while more than R // 2 of its elements search; then
+    its result fields are written back to the whole batch's, and the elements
+    still searching (first, in batch order, then stopped ones to fill up) are
+    gathered into a stage of R // 2 rows: every state field [R, ...] and cache
+    leaf [R * k, ...]. The last stage (R // 2 < `_SMALLEST_STAGE`) runs to
+    the end. A dynamic batch size runs one loop.
+
+    Returns the final state, its result fields for the whole batch.
+    """
+    def not_at_end(state):
+        return ops.less(state["index"], length)
+
+    if not isinstance(batch_size, int) or batch_size // 2 < _SMALLEST_STAGE:
+        return ops.while_loop(
+            lambda s: ops.logical_and(not_at_end(s), ops.any(s["searching"])), body, state)
+
+    rows = batch_size
+    origin = ops.arange(rows, dtype="int32")                                  # [R] batch row
+    while True:
+        half = rows // 2 if rows // 2 >= _SMALLEST_STAGE else 0  # 0: the last stage
+
+        def cond(s, half=half):
+            count = ops.sum(ops.cast(s["searching"], "int32"))
+            return ops.logical_and(not_at_end(s), ops.greater(count, half))
+
+        state = ops.while_loop(cond, body, state)
+        # Write this stage's rows back (stage 0: every row, in order).
+        if rows == batch_size:
+            result = {name: state[name] for name in _RESULT_FIELDS}
+        else:
+            result = {name: ops.scatter_update(result[name], origin[:, None], state[name])
+                      for name in _RESULT_FIELDS}
+        if not half:
+            break
+        # The `half` rows to keep (distinct, as top_k's indices are): every
+        # one still searching, then stopped ones to fill the stage.
+        _, keep = ops.top_k(ops.cast(state["searching"], "int32"), half)    # [R/2]
+        keep = ops.cast(keep, "int32")
+        keep_rows = ops.reshape(keep[:, None] * k + ops.arange(k, dtype="int32")[None, :],
+                                (-1,))                                        # [R/2 * k]
+        state = {name: (value if name == "index" else
+                        keras.tree.map_structure(lambda x: ops.take(x, keep_rows, axis=0),
+                                                 value) if name == "cache" else
+                        ops.take(value, keep, axis=0))
+                 for name, value in state.items()}
+        origin = ops.take(origin, keep, axis=0)
+        rows = half
+    return {**state, **result}
 
 
 def greedy_search(step: StepFn, cache, batch_size, max_decode_length: int,

@@ -13,6 +13,7 @@ import math
 import typing
 from typing import Any
 
+from t2t_revival.decode.beam_search import EARLY_STOP_RULES
 from t2t_revival.decode_length import max_decode_length
 from t2t_revival.errors import UserError
 from t2t_revival.hparams import HParams, _type_name, _type_ok, parse_typed_pairs
@@ -80,6 +81,12 @@ class DecodeHParams:
     long_inputs: str = "cut"
     """An input longer than the model's max_length: "cut" it to max_length
     tokens (counted, reported at the end) or "refuse" it (stop with an error)."""
+    early_stop: str = "exact"
+    """When beam search stops a sentence: "exact" (tensor2tensor's rule: once no
+    live hypothesis can still beat the best finished one, even with the
+    length penalty of max_decode_length) or "best_finished" (once the best
+    finished one beats every live one scored as if it ended at the next
+    step; fewer steps, not guaranteed to find the same best)."""
 
     def __post_init__(self):
         hints = typing.get_type_hints(DecodeHParams)
@@ -93,6 +100,10 @@ class DecodeHParams:
             raise DecodeHParamsError(
                 f"decode hparam 'long_inputs' must be one of {', '.join(_LONG_INPUTS)}. "
                 f"Received: long_inputs={self.long_inputs!r}")
+        if self.early_stop not in EARLY_STOP_RULES:
+            raise DecodeHParamsError(
+                f"decode hparam 'early_stop' must be one of {', '.join(EARLY_STOP_RULES)}. "
+                f"Received: early_stop={self.early_stop!r}")
         for name, low, why in _RANGES:
             value = getattr(self, name)
             if isinstance(value, float) and not math.isfinite(value):

@@ -41,7 +41,8 @@ class Decoder:
             list), decode as an `Ensemble` (checkpoint prefixes or directories,
             one vocabulary).
         decode_hparams: `"beam_size=4,alpha=0.6,extra_length=50,batch_size=32,
-            return_beams=false,xla=true,batch_tokens=0,long_inputs=cut"`
+            return_beams=false,xla=true,batch_tokens=0,long_inputs=cut,
+            early_stop=exact"`
             overrides of the defaults in hparams.json (see `DecodeHParams`);
             `sampling=true,temperature=..,top_k=..,top_p=..,num_samples=..,seed=..`
             samples instead of beam search.
@@ -106,10 +107,13 @@ class Decoder:
                                  temperature=dhp.temperature, top_k=dhp.top_k,
                                  top_p=dhp.top_p, num_samples=dhp.num_samples,
                                  alpha=dhp.alpha, return_beams=dhp.return_beams)
-        return beam_search(self.model.decode_step, cache, tf.shape(inputs)[0],
+        # A static batch size (the compiled search always has one) lets the
+        # search drop the batch elements that have stopped (`beam_search`).
+        batch = inputs.shape[0] if inputs.shape[0] is not None else tf.shape(inputs)[0]
+        return beam_search(self.model.decode_step, cache, batch,
                            beam_size=dhp.beam_size, alpha=dhp.alpha,
                            max_decode_length=max_decode_length,
-                           return_beams=dhp.return_beams)
+                           return_beams=dhp.return_beams, early_stop=dhp.early_stop)
 
     def _encode(self, sentences: Sequence[str]) -> list[list[int]]:
         """EOS-terminated ids; a line longer than max_length is cut (counted in
