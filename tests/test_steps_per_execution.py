@@ -63,8 +63,9 @@ def test_n_updates_per_call_give_the_same_weights_as_one_at_a_time(tmp_path, upd
         assert r["step1"] == r["stepn"] == 2 * updates // replicas
         assert r["tokens1"] == r["tokensn"] > 0          # tokens summed on the device
         assert r["loss1"] == pytest.approx(r["lossn"], rel=1e-6)
-        assert r["w_moved"] > 1e-4                       # training changed the weights
-        assert r["w_diff"] <= 1e-6 and r["opt_diff"] <= 1e-6, r
+        assert r["w_moved"] > 1e-6                       # training changed the weights
+        # (at the warm-up's small learning rate: the same to float round-off)
+        assert r["w_diff"] <= 1e-3 * r["w_moved"] and r["opt_diff"] <= 1e-7, r
 
 
 def _train(tiny_data, out_dir, steps_per_execution):
