@@ -50,7 +50,8 @@ def test_a_call_ends_on_the_next_progress_save_eval_or_final_step():
 
 @pytest.mark.parametrize("updates", [3])
 def test_n_updates_per_call_give_the_same_weights_as_one_at_a_time(tmp_path, updates):
-    """Default strategy and MirroredStrategy on 2 logical CPUs, XLA as in training."""
+    """Default strategy and MirroredStrategy on 2 logical CPUs, XLA as in training;
+    and the fused update (one replica) against the unfused one."""
     out = subprocess.run(
         [sys.executable, str(ROOT / "tests" / "scripts" / "steps_per_execution_check.py"),
          str(tmp_path), str(2 * updates)],
@@ -66,6 +67,13 @@ def test_n_updates_per_call_give_the_same_weights_as_one_at_a_time(tmp_path, upd
         assert r["w_moved"] > 1e-6                       # training changed the weights
         # (at the warm-up's small learning rate: the same to float round-off)
         assert r["w_diff"] <= 1e-3 * r["w_moved"] and r["opt_diff"] <= 1e-7, r
+    # One replica: the update is fused into one XLA call (issue 17 item 4); it
+    # trains the same weights as the unfused update, to float round-off.
+    r = result["default"]
+    assert r["fused"] is True
+    assert r["unfused_tokens"] == r["tokens1"]
+    assert r["unfused_loss"] == pytest.approx(r["loss1"], rel=1e-5)
+    assert r["unfused_w_diff"] <= 1e-2 * r["w_moved"], r
 
 
 def _train(tiny_data, out_dir, steps_per_execution):

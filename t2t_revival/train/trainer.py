@@ -16,6 +16,10 @@ Keras turns XLA off under tf.distribute, and compiling the whole cross-replica
 step fails on logical CPU devices, so only each replica's forward and backward
 pass is a `tf.function(jit_compile=True)`, called on that replica's device
 inside `strategy.run`; the all-reduce and the optimizer update stay outside it.
+With one CPU replica (the trainer's strategy on a machine without GPUs), no
+gradient accumulation and no loss scaling, the whole update is fused instead: forward, backward, the (trivial)
+all-reduce, clipping and Adam in ONE XLA call (`Trainer.fused`), which saves
+the graph ops Adam runs per variable (benchmarks/train_loop.py measures it).
 
 Several updates per call (`--steps_per_execution=N`, Keras's idea): one
 `tf.function` call runs up to N updates in a `tf.while_loop`, summing the
@@ -125,6 +129,23 @@ class Trainer:
                                    reduce_retracing=True, autograph=False)
         self.eval_fn = tf.function(self._eval_sums, jit_compile=config.xla,
                                    reduce_retracing=True, autograph=False)
+        # One CPU replica, no accumulation, no loss scaling: the whole update
+        # (forward, backward, the one-replica "all-reduce", clipping and Adam) is
+        # ONE XLA call, not an XLA call then graph ops per variable. The
+        # compiled function goes to strategy.run itself, which then compiles
+        # the replica's whole step (tf.distribute re-enters a tf.function
+        # given to run on non-GPU devices). Several replicas cannot: the
+        # all-reduce's merge_call inside a compiled function is a RuntimeError
+        # under MirroredStrategy; on GPUs run() calls the function nested,
+        # which fails the same way.
+        devices = getattr(self.strategy.extended, "worker_devices", ("GPU",))
+        self.fused = (config.xla and self.strategy.num_replicas_in_sync == 1
+                      and self.hparams.gradient_accumulation_steps == 1 and not self.fp16
+                      and all("CPU" in d.upper() for d in devices)
+                      and not isinstance(self.strategy,
+                                         tf.distribute.MultiWorkerMirroredStrategy))
+        self.update_fn = tf.function(self._update, jit_compile=True, reduce_retracing=True,
+                                     autograph=False)
         self.train_step = tf.function(self._train_step, autograph=False)
         self.train_steps = tf.function(self._train_steps, autograph=False)
 
@@ -237,14 +258,21 @@ class Trainer:
         self.optimizer.apply(grads, self.model.trainable_variables)
         return loss, total_tokens, grad_norm
 
+    def _update(self, batch):
+        """The whole update of one replica and one micro-batch (`self.fused`)."""
+        return self._finish(*self._replica_grads(batch))
+
     def _train_step(self, iterator):
         """One optimizer update over `gradient_accumulation_steps` micro-batches."""
         run = self.strategy.run
+        first = self.strategy.experimental_local_results
+        if self.fused:
+            loss, tokens, grad_norm = run(self.update_fn, (next(iterator),))
+            return first(loss)[0], first(tokens)[0], first(grad_norm)[0]
         state = run(self._first_micro, (next(iterator),))
         for _ in range(self.hparams.gradient_accumulation_steps - 1):
             state = run(self._next_micro, (next(iterator), *state))
         loss, tokens, grad_norm = run(self._finish, state)
-        first = self.strategy.experimental_local_results
         return first(loss)[0], first(tokens)[0], first(grad_norm)[0]
 
     def _train_steps(self, iterator, n):

@@ -1,7 +1,8 @@
 """Run in a subprocess (the CPU must be split before TF starts): the same
 fixed sequence of batches trained one update per call and N updates per call
 (`Trainer.train_steps`), under the default strategy and under MirroredStrategy
-on 2 logical CPU devices. Prints JSON: per strategy, the largest difference
+on 2 logical CPU devices; with one replica also the fused update (one XLA
+call) against the unfused one. Prints JSON: per strategy, the largest difference
 of the weights and of the optimizer's variables, the steps reached, and the
 token counts of both ways."""
 
@@ -43,8 +44,9 @@ def iterator(trainer):
     return iter(trainer.strategy.distribute_datasets_from_function(dataset_fn))
 
 
-def train(strategy, per_call):
+def train(strategy, per_call, fused=True):
     trainer = Trainer(config, strategy=strategy, log=lambda *a: None)
+    trainer.fused = trainer.fused and fused
     initial = [v.numpy() for v in trainer.model.trainable_weights]
     it = iterator(trainer)
     tokens, losses = 0.0, []
@@ -75,4 +77,10 @@ for name, strategy in (("default", tf.distribute.get_strategy()), ("mirrored", m
         "w_moved": moved,
         "opt_diff": max(float(np.max(np.abs(a - b))) for a, b in zip(o1, on)),
     }
+    if name == "default":   # one replica: the fused update against the unfused one
+        _, tok0, loss0, w0, _, _ = train(strategy, 1, fused=False)
+        result[name].update(
+            fused=Trainer(config, strategy=strategy, log=lambda *a: None).fused,
+            unfused_tokens=tok0, unfused_loss=loss0,
+            unfused_w_diff=max(float(np.max(np.abs(a - b))) for a, b in zip(w1, w0)))
 print(json.dumps(result))
