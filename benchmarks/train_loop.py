@@ -8,9 +8,10 @@ and 4); prints one JSON object.
 Everything timed is `t2t_revival.train.trainer.Trainer`'s: its `train()` loop
 (progress lines, stats, signal checks, `--steps_per_execution`), its update
 (`train_step`, `train_steps`: the per-replica XLA forward/backward, the
-all-reduce of the token-mean gradient, `ReducedGradientsAdam`), under the
-default strategy (one device: the all-reduce is the strategy's own, of one
-replica). Shapes:
+all-reduce of the token-mean gradient, `ReducedGradientsAdam`; or, with one
+replica, the same update fused into one XLA call, `Trainer.fused`), under the
+strategy the trainer makes on this machine (MirroredStrategy over one device:
+the all-reduce is that of one replica). Shapes:
 
     tiny      transformer_tiny on the real Multi30k pipeline (datagen into a
               temporary folder unless --data_dir has the data)
@@ -18,38 +19,43 @@ replica). Shapes:
     base      transformer_base's shape on synthetic full batches (64 x 32, as
               benchmarks/train_step.py), no pipeline: only the update's split
 
-Variants, each `--steps` updates after its warm-up (all bucket shapes are
-XLA-compiled first, on all-pad batches that change no weight, so no timed
-update compiles):
+Variants of the update, on --cached_batches batches of the pipeline held in
+memory (tf.data from tensors, repeated), read back only after the last call
+unless said; every bucket shape is XLA-compiled first, on all-pad batches that
+change no weight, so no timed update compiles; the variants run in 3
+interleaved rounds, so a change of the machine's load falls on all of them:
 
-    loop_real       Trainer.train() on the real pipeline (seconds per update
-                    from the wrapper around the trainer's compiled call, which
-                    reads the call's token count back, as the loop does anyway)
-    loop_cached     the same loop on --cached_batches batches of that pipeline
-                    held in memory (tf.data from tensors, repeated)
-    bare_sync_each  trainer.train_step on the cached batches, the token count
-                    read back after each update (a sync per step, no loop)
-    bare_no_sync    trainer.train_step, read back once at the end
-    grads_reduce    the per-replica XLA forward/backward and the all-reduce
-                    (trainer._first_micro, trainer._reduce), no optimizer
-    grads_only      the per-replica XLA forward/backward alone
-    fused           forward/backward, all-reduce and the Adam apply in ONE
-                    XLA-compiled function (item 4), read back at the end
+    grads_only         the per-replica XLA forward/backward alone
+    grads_reduce       that and the all-reduce (trainer._first_micro, _reduce)
+    unfused            the whole update as main had it (XLA forward/backward,
+                       then the all-reduce and Adam as graph ops per variable)
+    unfused_sync_each  the same, the token count read back after each update
+    fused              the whole update in one XLA call (item 4)
+    unfused_nN/fused_nN  N updates per call (`Trainer.train_steps`)
 
-and each loop_* again with --steps_per_execution=N ("after"). The split of one
-update of loop_real (before; per update, seconds and share):
+and of the loop, `Trainer.train()` itself, --steps updates after a warm-up
+(seconds per update from a wrapper around the trainer's compiled call, which
+reads the call's token count back, as the loop does anyway):
 
-    input_wait  = loop_real - loop_cached
-    python      = loop_cached - bare_sync_each   (the loop's own bookkeeping)
-    host_sync   = bare_sync_each - bare_no_sync
-    optimizer   = bare_no_sync - grads_reduce
+    loop_real_before    the real pipeline, one update per call, unfused (main)
+    loop_cached_before  the same on the cached batches
+    loop_real_after     the real pipeline, N per call, fused
+    loop_cached_after   the same on the cached batches
+    loop_real_nN_unfused, loop_real_n1_fused: one change at a time
+
+The split of one update (seconds and share of loop_real_before):
+
+    input_wait  = loop_real_before - loop_cached_before
+    python      = loop_cached_before - unfused_sync_each (the loop's bookkeeping)
+    host_sync   = unfused_sync_each - unfused
+    optimizer   = unfused - grads_reduce
     all_reduce  = grads_reduce - grads_only
-    fwd_bwd     = grads_only                    (compiled forward and backward,
-                                                 and its call's dispatch)
+    fwd_bwd     = grads_only     (compiled forward and backward, and its dispatch)
 
-After (N per call): input_wait = loop_real_N - loop_cached_N and
-host_sync_and_python = loop_cached_N - bare_no_sync. Differences of timings
-taken under load can come out slightly negative: they are noise around 0.
+After (of loop_real_after): input_wait = loop_real_after - loop_cached_after,
+host_sync_and_python = loop_cached_after - fused, optimizer_fused = fused -
+grads_reduce. Differences of timings taken under load can come out slightly
+negative: they are noise around 0.
 
 The figure is real (non-pad) target tokens/s: padded slots are cost, not
 work. The PyTorch peer (`benchmarks/train_step.py`'s `run_peer`: the shared
@@ -159,7 +165,23 @@ def timed_calls(fn, calls, per_call=1):
     return (time.perf_counter() - start) / (calls * per_call)
 
 
-def bare_variants(trainer, iterator, warm_batches, steps, spe):
+def updates(trainer, fused):
+    """The trainer's (train_step, train_steps) with its fused update on or off
+    (`Trainer.fused`, read when a call traces: set again before each call)."""
+    import tensorflow as tf
+
+    step = tf.function(trainer._train_step, autograph=False)
+    steps = tf.function(trainer._train_steps, autograph=False)
+
+    def flagged(fn):
+        def call(*args):
+            trainer.fused = fused
+            return fn(*args)
+        return call
+    return flagged(step), flagged(steps)
+
+
+def bare_variants(trainer, iterator, warm_batches, steps, spe, fns_by_fused):
     """Per-update seconds of the trainer's update and its parts (see the
     docstring); each variant first compiles the shapes of `warm_batches`."""
     import tensorflow as tf
@@ -176,32 +198,24 @@ def bare_variants(trainer, iterator, warm_batches, steps, spe):
         _, _, tokens, norm = run(trainer._reduce, state)
         return first(tokens)[0] + first(norm)[0]
 
-    fused_update = tf.function(lambda batch: trainer._finish(*trainer._replica_grads(batch)),
-                               jit_compile=True, autograph=False, reduce_retracing=True)
-
-    def fused(it):
-        _, tokens, _ = run(fused_update, (next(it),))
-        return first(tokens)[0]
-
+    n = tf.constant(spe)
+    (step0, steps0), (step1, steps1) = fns_by_fused[False], fns_by_fused[True]
     fns = {"grads_only": tf.function(grads_only, autograph=False),
-           "grads_reduce": tf.function(grads_reduce, autograph=False)}
-    if trainer.strategy.num_replicas_in_sync == 1:   # all-reduce in XLA: one device only
-        fns["fused"] = tf.function(fused, autograph=False)
+           "grads_reduce": tf.function(grads_reduce, autograph=False),
+           "unfused": lambda it: step0(it)[1], "fused": lambda it: step1(it)[1],
+           f"unfused_n{spe}": lambda it: steps0(it, n)[1],
+           f"fused_n{spe}": lambda it: steps1(it, n)[1]}
     warm_it = iter(distribute(trainer, warm_batches))
     for fn in fns.values():
         for _ in warm_batches:
             float(fn(warm_it))
-    n = tf.constant(spe)
-    float(trainer.train_steps(iterator, n)[1])
 
-    def step_sync():
-        _, tokens, _ = trainer.train_step(iterator)
-        return tf.constant(float(tokens))   # read back after each update
+    def unfused_sync_each():
+        return tf.constant(float(step0(iterator)[1]))   # read back after each update
 
-    timed = {name: (lambda fn=fn: fn(iterator), 1) for name, fn in fns.items()}
-    timed.update({"bare_sync_each": (step_sync, 1),
-                  "bare_no_sync": (lambda: trainer.train_step(iterator)[1], 1),
-                  f"bare_n{spe}": (lambda: trainer.train_steps(iterator, n)[1], spe)})
+    timed = {name: (lambda fn=fn: fn(iterator), spe if "_n" in name else 1)
+             for name, fn in fns.items()}
+    timed["unfused_sync_each"] = (unfused_sync_each, 1)
     # Interleaved rounds, so a change of the machine's load falls on every variant.
     rounds = max(1, min(ROUNDS, steps // spe))
     seconds = dict.fromkeys(timed, 0.0)
@@ -209,13 +223,13 @@ def bare_variants(trainer, iterator, warm_batches, steps, spe):
         for name, (fn, per_call) in timed.items():
             calls = max(1, steps // rounds // per_call)
             seconds[name] += timed_calls(fn, calls, per_call) / rounds
-    result = seconds
-    return result
+    return seconds
 
 
-def loop_variant(trainer, dataset_for, steps, spe, warmup):
+def loop_variant(trainer, dataset_for, steps, spe, warmup, fns):
     """Seconds per update and real target tokens/s of `trainer.train()` itself,
-    `steps` updates after `warmup`, with --steps_per_execution=spe."""
+    `steps` updates after `warmup`, with --steps_per_execution=spe and the
+    update functions `fns` (fused or not)."""
     start_step = trainer.step
     trainer.config = dataclasses.replace(trainer.config, steps_per_execution=spe,
                                          train_steps=start_step + warmup + steps,
@@ -223,7 +237,8 @@ def loop_variant(trainer, dataset_for, steps, spe, warmup):
     trainer.train_dataset = dataset_for
     trainer._last_eval = None
     marks = []   # (time, step, tokens) after each call
-    calls = {"train_step": trainer.train_step, "train_steps": trainer.train_steps}
+    saved = trainer.train_step, trainer.train_steps
+    calls = {"train_step": fns[0], "train_steps": fns[1]}
 
     def wrap(name):
         fn = calls[name]
@@ -238,7 +253,7 @@ def loop_variant(trainer, dataset_for, steps, spe, warmup):
     try:
         trainer.train()
     finally:
-        trainer.train_step, trainer.train_steps = calls["train_step"], calls["train_steps"]
+        trainer.train_step, trainer.train_steps = saved
     del trainer.train_dataset   # back to the class's
     # The calls after the warm-up updates (a call's size is in the step counter).
     step = start_step
@@ -263,23 +278,24 @@ def loop_variant(trainer, dataset_for, steps, spe, warmup):
 
 
 def split(v, spe):
-    before = {"input_wait": v["loop_real_n1"]["s_per_update"] - v["loop_cached_n1"]["s_per_update"],
-              "python": v["loop_cached_n1"]["s_per_update"] - v["bare_sync_each"],
-              "host_sync": v["bare_sync_each"] - v["bare_no_sync"],
-              "optimizer": v["bare_no_sync"] - v["grads_reduce"],
+    """Before: main's loop (one update per call, unfused); after: N per call, fused."""
+    loop = lambda key: v[key]["s_per_update"]   # noqa: E731
+    before = {"input_wait": loop("loop_real_before") - loop("loop_cached_before"),
+              "python": loop("loop_cached_before") - v["unfused_sync_each"],
+              "host_sync": v["unfused_sync_each"] - v["unfused"],
+              "optimizer": v["unfused"] - v["grads_reduce"],
               "all_reduce": v["grads_reduce"] - v["grads_only"],
               "fwd_bwd": v["grads_only"]}
-    total = v["loop_real_n1"]["s_per_update"]
-    after_total = v[f"loop_real_n{spe}"]["s_per_update"]
-    after = {"input_wait": after_total - v[f"loop_cached_n{spe}"]["s_per_update"],
-             "host_sync_and_python": v[f"loop_cached_n{spe}"]["s_per_update"]
-             - v["bare_no_sync"],
-             "optimizer": before["optimizer"], "all_reduce": before["all_reduce"],
-             "fwd_bwd": before["fwd_bwd"]}
-    return ({"s_per_update": total, "seconds": before,
-             "share": {k: round(s / total, 4) for k, s in before.items()}},
-            {"s_per_update": after_total, "seconds": after,
-             "share": {k: round(s / after_total, 4) for k, s in after.items()}})
+    after = {"input_wait": loop("loop_real_after") - loop("loop_cached_after"),
+             "host_sync_and_python": loop("loop_cached_after") - v["fused"],
+             "optimizer_fused": v["fused"] - v["grads_reduce"],
+             "all_reduce": before["all_reduce"], "fwd_bwd": before["fwd_bwd"]}
+    out = []
+    for parts, total in ((before, loop("loop_real_before")), (after, loop("loop_real_after"))):
+        out.append({"s_per_update": round(total, 5),
+                    "seconds": {k: round(x, 5) for k, x in parts.items()},
+                    "share": {k: round(x / total, 4) for k, x in parts.items()}})
+    return out
 
 
 def measure_real(name, a, data_dir):
@@ -296,22 +312,29 @@ def measure_real(name, a, data_dir):
         pad = all_pad_batches(trainer.problem.batch_shapes(hp), cached[0])
         seen = sorted({b["targets"].shape for b in cached})
         pad_seen = [b for b in pad if b["targets"].shape in seen]
-        # Compile every bucket shape in both calls (one update, and N per call).
+        fns = {fused: updates(trainer, fused) for fused in (False, True)}
+        # Compile every bucket shape in every update function (1 and N per call).
         warm_it = iter(distribute(trainer, pad))
-        for _ in pad:
-            float(trainer.train_step(warm_it)[1])
-        n_warm = tf.constant(len(pad))
-        float(trainer.train_steps(warm_it, n_warm)[1])
+        for step_fn, steps_fn in fns.values():
+            for _ in pad:
+                float(step_fn(warm_it)[1])
+            float(steps_fn(warm_it, tf.constant(len(pad)))[1])
         cached_it = iter(distribute(trainer, cached))
-        v = bare_variants(trainer, cached_it, pad_seen, a.steps, a.steps_per_execution)
+        spe = a.steps_per_execution
+        v = bare_variants(trainer, cached_it, pad_seen, a.steps, spe, fns)
         tokens_per_update = float(np.mean([real_target_tokens(b) for b in cached]))
         cached_ds = lambda step: distribute(trainer, cached)   # noqa: E731
         real_ds = type(trainer).train_dataset.__get__(trainer)
-        warmup = max(4, a.steps_per_execution)
-        for n in (1, a.steps_per_execution):
-            v[f"loop_cached_n{n}"] = loop_variant(trainer, cached_ds, a.steps, n, warmup)
-            v[f"loop_real_n{n}"] = loop_variant(trainer, real_ds, a.steps, n, warmup)
-        before, after = split(v, a.steps_per_execution)
+        warmup = max(4, spe)
+        for label, n, fused, datasets in (
+                ("before", 1, False, (("cached", cached_ds), ("real", real_ds))),
+                ("after", spe, True, (("cached", cached_ds), ("real", real_ds))),
+                (f"n{spe}_unfused", spe, False, (("real", real_ds),)),
+                ("n1_fused", 1, True, (("real", real_ds),))):
+            for kind, dataset in datasets:
+                v[f"loop_{kind}_{label}"] = loop_variant(trainer, dataset, a.steps, n, warmup,
+                                                         fns[fused])
+        before, after = split(v, spe)
         params = trainer.model.count_params()
         padding = 1 - tokens_per_update / float(np.mean([b["targets"].size for b in cached]))
     return {"hparams_set": hparams_set, "params": params, "batch_size": hp.batch_size,
@@ -319,14 +342,11 @@ def measure_real(name, a, data_dir):
             "cached_real_target_tokens_per_update": tokens_per_update,
             "variants_s_per_update": {k: (round(x, 5) if isinstance(x, float) else x)
                                       for k, x in v.items()},
-            "fused_vs_bare_no_sync": round(v["bare_no_sync"] / v["fused"], 3)
-            if "fused" in v else None,
+            "fused_speedup_of_the_update": round(v["unfused"] / v["fused"], 3),
             "before": before, "after": after,
             "real_target_tokens_per_s": {
-                "n1": round(v["loop_real_n1"]["real_target_tokens_per_s"], 1),
-                f"n{a.steps_per_execution}":
-                    round(v[f"loop_real_n{a.steps_per_execution}"]
-                          ["real_target_tokens_per_s"], 1)}}
+                label: round(v[f"loop_real_{label}"]["real_target_tokens_per_s"], 1)
+                for label in ("before", f"n{spe}_unfused", "n1_fused", "after")}}
 
 
 def measure_base(a):
@@ -345,21 +365,21 @@ def measure_base(a):
                              hparams=peer_bench.hparams_overrides(shape, args), seed=0)
         trainer = Trainer(config, log=lambda *x: None)
         batch = peer_bench.synthetic_batch(shape, args)
+        spe = min(a.steps_per_execution, a.base_steps)
+        fns = {fused: updates(trainer, fused) for fused in (False, True)}
         it = iter(distribute(trainer, [batch]))
-        float(trainer.train_step(it)[1])
-        v = bare_variants(trainer, it, [batch], a.base_steps,
-                          min(a.steps_per_execution, a.base_steps))
+        v = bare_variants(trainer, it, [batch], a.base_steps, spe, fns)
     tokens = float(np.count_nonzero(batch["targets"]))
-    spe = min(a.steps_per_execution, a.base_steps)
     return {"hparams_set": "transformer_base (shape of benchmarks/train_step.py)",
             "batch": [64, 32], "variants_s_per_update": {k: round(x, 4) for k, x in v.items()},
-            "split_s": {"host_sync": v["bare_sync_each"] - v["bare_no_sync"],
-                        "optimizer": v["bare_no_sync"] - v["grads_reduce"],
-                        "all_reduce": v["grads_reduce"] - v["grads_only"],
-                        "fwd_bwd": v["grads_only"]},
-            "fused_vs_bare_no_sync": round(v["bare_no_sync"] / v["fused"], 3),
-            "real_target_tokens_per_s": {"n1_sync_each": round(tokens / v["bare_sync_each"], 1),
-                                         f"n{spe}": round(tokens / v[f"bare_n{spe}"], 1)}}
+            "split_s": {"host_sync": round(v["unfused_sync_each"] - v["unfused"], 4),
+                        "optimizer": round(v["unfused"] - v["grads_reduce"], 4),
+                        "all_reduce": round(v["grads_reduce"] - v["grads_only"], 4),
+                        "fwd_bwd": round(v["grads_only"], 4)},
+            "fused_speedup_of_the_update": round(v["unfused"] / v["fused"], 3),
+            "real_target_tokens_per_s": {
+                "before": round(tokens / v["unfused_sync_each"], 1),
+                f"n{spe}_fused": round(tokens / v[f"fused_n{spe}"], 1)}}
 
 
 def main(argv=None):
