@@ -138,10 +138,9 @@ class Trainer:
         # all-reduce's merge_call inside a compiled function is a RuntimeError
         # under MirroredStrategy; on GPUs run() calls the function nested,
         # which fails the same way.
-        devices = getattr(self.strategy.extended, "worker_devices", ("GPU",))
         self.fused = (config.xla and self.strategy.num_replicas_in_sync == 1
                       and self.hparams.gradient_accumulation_steps == 1 and not self.fp16
-                      and all("CPU" in d.upper() for d in devices)
+                      and _on_cpu_only(self.strategy)
                       and not isinstance(self.strategy,
                                          tf.distribute.MultiWorkerMirroredStrategy))
         self.update_fn = tf.function(self._update, jit_compile=True, reduce_retracing=True,
@@ -628,6 +627,15 @@ class Trainer:
         # (SUM: cross-device reductions know only SUM and MEAN.)
         reduced = self.strategy.reduce(tf.distribute.ReduceOp.SUM, values, axis=None).numpy()
         return [bool(v > 0.0) for v in reduced]
+
+
+def _on_cpu_only(strategy: tf.distribute.Strategy) -> bool:
+    """Whether every device of `strategy` is a CPU."""
+    try:
+        devices = strategy.extended.worker_devices
+    except RuntimeError:   # the default strategy: TensorFlow's default device
+        devices = [d.name for d in tf.config.list_logical_devices("GPU")] or ["CPU"]
+    return all("CPU" in d.upper() for d in devices)
 
 
 def train(config: TrainConfig, strategy: tf.distribute.Strategy | None = None,
