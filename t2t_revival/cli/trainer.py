@@ -61,6 +61,12 @@ flags.DEFINE_integer("save_checkpoints_steps", 1000, "Checkpoint every N updates
 flags.DEFINE_integer("keep_checkpoint_max", 20, "Checkpoints to keep.", lower_bound=1)
 flags.DEFINE_integer("log_step_count_steps", 50,
                      "Progress line and TensorBoard summaries every N updates.", lower_bound=1)
+flags.DEFINE_integer("steps_per_execution", 1,
+                     "Run up to N updates per compiled call (Keras's steps_per_execution): "
+                     "the host reads the loss and token count back once per call, not after "
+                     "every update, so it does not stall the device; a call ends on each "
+                     "progress, save, eval and final step, so those keep their frequencies. "
+                     "A run-time setting: a resume may change it.", lower_bound=1)
 flags.DEFINE_integer("seed", 1234, "Random seed.")
 flags.DEFINE_bool("xla", True, "XLA-compile each replica's forward and backward pass.")
 flags.DEFINE_enum("mixed_precision", "", ["", "float32", "mixed_bfloat16", "mixed_float16"],
@@ -154,6 +160,7 @@ def main(argv: list[str]) -> int:
         eval_decode_hparams=FLAGS.eval_decode_hparams,
         eval_early_stopping_evals=FLAGS.eval_early_stopping_evals,
         keep_checkpoint_max=FLAGS.keep_checkpoint_max, log_every=FLAGS.log_step_count_steps,
+        steps_per_execution=FLAGS.steps_per_execution,
         seed=FLAGS.seed, xla=FLAGS.xla, num_cpu_devices=FLAGS.cpu_devices,
         worker_gpu=FLAGS.worker_gpu, usr_dir=usr_dir or "",
         warm_start_from=FLAGS.warm_start_from or "",

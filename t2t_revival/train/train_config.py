@@ -49,6 +49,10 @@ class TrainConfig:
     """Keep the last K checkpoints (20 covers the paper's big-model averaging)."""
     log_every: int = 50
     """Print a progress line and write summaries every N updates."""
+    steps_per_execution: int = 1
+    """Run up to N updates per compiled call, the host reading the loss and the
+    token count back once per call (a call ends on each progress, save, eval
+    and final step)."""
     seed: int = 1234
     """Seed for weights, dropout and shuffling."""
     xla: bool = True

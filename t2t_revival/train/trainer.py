@@ -16,6 +16,17 @@ Keras turns XLA off under tf.distribute, and compiling the whole cross-replica
 step fails on logical CPU devices, so only each replica's forward and backward
 pass is a `tf.function(jit_compile=True)`, called on that replica's device
 inside `strategy.run`; the all-reduce and the optimizer update stay outside it.
+With one CPU replica (the trainer's strategy on a machine without GPUs), no
+gradient accumulation and no loss scaling, the whole update is fused instead: forward, backward, the (trivial)
+all-reduce, clipping and Adam in ONE XLA call (`Trainer.fused`), which saves
+the graph ops Adam runs per variable (benchmarks/train_loop.py measures it).
+
+Several updates per call (`--steps_per_execution=N`, Keras's idea): one
+`tf.function` call runs up to N updates in a `tf.while_loop`, summing the
+target token counts on the device, so the host reads the step, the token
+count, the loss and the gradient norm back once per call instead of once per
+update. A call is shortened to end exactly on the next progress, save, eval
+or final step, so those keep their own frequencies.
 """
 
 from __future__ import annotations
@@ -118,7 +129,24 @@ class Trainer:
                                    reduce_retracing=True, autograph=False)
         self.eval_fn = tf.function(self._eval_sums, jit_compile=config.xla,
                                    reduce_retracing=True, autograph=False)
+        # One CPU replica, no accumulation, no loss scaling: the whole update
+        # (forward, backward, the one-replica "all-reduce", clipping and Adam) is
+        # ONE XLA call, not an XLA call then graph ops per variable. The
+        # compiled function goes to strategy.run itself, which then compiles
+        # the replica's whole step (tf.distribute re-enters a tf.function
+        # given to run on non-GPU devices). Several replicas cannot: the
+        # all-reduce's merge_call inside a compiled function is a RuntimeError
+        # under MirroredStrategy; on GPUs run() calls the function nested,
+        # which fails the same way.
+        self.fused = (config.xla and self.strategy.num_replicas_in_sync == 1
+                      and self.hparams.gradient_accumulation_steps == 1 and not self.fp16
+                      and _on_cpu_only(self.strategy)
+                      and not isinstance(self.strategy,
+                                         tf.distribute.MultiWorkerMirroredStrategy))
+        self.update_fn = tf.function(self._update, jit_compile=True, reduce_retracing=True,
+                                     autograph=False)
         self.train_step = tf.function(self._train_step, autograph=False)
+        self.train_steps = tf.function(self._train_steps, autograph=False)
 
     # ------------------------------------------------------------------ setup
     @property
@@ -229,15 +257,49 @@ class Trainer:
         self.optimizer.apply(grads, self.model.trainable_variables)
         return loss, total_tokens, grad_norm
 
+    def _update(self, batch):
+        """The whole update of one replica and one micro-batch (`self.fused`)."""
+        return self._finish(*self._replica_grads(batch))
+
     def _train_step(self, iterator):
         """One optimizer update over `gradient_accumulation_steps` micro-batches."""
         run = self.strategy.run
+        first = self.strategy.experimental_local_results
+        if self.fused:
+            loss, tokens, grad_norm = run(self.update_fn, (next(iterator),))
+            return first(loss)[0], first(tokens)[0], first(grad_norm)[0]
         state = run(self._first_micro, (next(iterator),))
         for _ in range(self.hparams.gradient_accumulation_steps - 1):
             state = run(self._next_micro, (next(iterator), *state))
         loss, tokens, grad_norm = run(self._finish, state)
-        first = self.strategy.experimental_local_results
         return first(loss)[0], first(tokens)[0], first(grad_norm)[0]
+
+    def _train_steps(self, iterator, n):
+        """`n` updates (a scalar int32 tensor, >= 1) in one call, on the device.
+
+        Returns the last update's loss and gradient norm (what the progress
+        line of the step the call ends on reports) and the target tokens of
+        all `n` updates, summed on the device.
+        """
+        def body(i, loss, tokens, grad_norm):
+            step_loss, step_tokens, step_norm = self._train_step(iterator)
+            return (i + 1, tf.cast(step_loss, tf.float32),
+                    tokens + tf.cast(step_tokens, tf.float32), tf.cast(step_norm, tf.float32))
+
+        zero = tf.constant(0.0)
+        _, loss, tokens, grad_norm = tf.while_loop(
+            lambda i, *_: i < n, body, (tf.constant(0), zero, zero, zero))
+        return loss, tokens, grad_norm
+
+    def _updates_in_next_call(self, step: int) -> int:
+        """How many updates the next call runs from `step`: at most
+        --steps_per_execution, ending on the next progress, save, eval or final step."""
+        config = self.config
+        stop = config.train_steps
+        for every in (config.log_every, config.save_every, config.eval_every):
+            if every:
+                stop = min(stop, (step // every + 1) * every)
+        return max(1, min(config.steps_per_execution, stop - step))
 
     # ------------------------------------------------------------- evaluation
     def _eval_sums(self, batch):
@@ -403,8 +465,12 @@ class Trainer:
         writer, eval_writer = self._summary_writer("train"), self._summary_writer("eval")
         stats = TrainingStats(step, config.train_steps, writer)
         while step < config.train_steps:
+            updates = self._updates_in_next_call(step)
             with self._corrupt_shards_named():
-                loss, tokens, grad_norm = self.train_step(iterator)
+                if updates == 1:
+                    loss, tokens, grad_norm = self.train_step(iterator)
+                else:
+                    loss, tokens, grad_norm = self.train_steps(iterator, tf.constant(updates))
             step = self.step
             self.signals.check()   # a SIGTERM/SIGINT during the update: save and stop
             stats.update(tokens)
@@ -561,6 +627,15 @@ class Trainer:
         # (SUM: cross-device reductions know only SUM and MEAN.)
         reduced = self.strategy.reduce(tf.distribute.ReduceOp.SUM, values, axis=None).numpy()
         return [bool(v > 0.0) for v in reduced]
+
+
+def _on_cpu_only(strategy: tf.distribute.Strategy) -> bool:
+    """Whether every device of `strategy` is a CPU."""
+    try:
+        devices = strategy.extended.worker_devices
+    except RuntimeError:   # the default strategy: TensorFlow's default device
+        devices = [d.name for d in tf.config.list_logical_devices("GPU")] or ["CPU"]
+    return all("CPU" in d.upper() for d in devices)
 
 
 def train(config: TrainConfig, strategy: tf.distribute.Strategy | None = None,

@@ -1,0 +1,184 @@
+"""Several updates per compiled call (`--steps_per_execution`, issue 17 item 3):
+the same weights as one update per call, progress lines, summaries and
+checkpoints on the same steps, and a resume after SIGKILL lands on the saved step."""
+
+import json
+import signal
+import subprocess
+import sys
+import time
+import types
+
+import pytest
+
+from conftest import ENV, ROOT
+from test_faults import PROBLEM, TINY_HPARAMS, _TinyMulti30k, _write_corpus
+
+
+@pytest.fixture(scope="module")
+def tiny_data(tmp_path_factory):
+    """test_faults' tiny synthetic corpus, through datagen."""
+    raw = tmp_path_factory.mktemp("raw")
+    _write_corpus(str(raw))
+    data = tmp_path_factory.mktemp("data")
+    _TinyMulti30k(download=False).generate_data(str(data), str(raw))
+    return data
+
+
+def test_a_call_ends_on_the_next_progress_save_eval_or_final_step():
+    from t2t_revival.train.train_config import TrainConfig
+    from t2t_revival.train.trainer import Trainer
+
+    def sizes(steps_per_execution, train_steps=23, **every):
+        config = TrainConfig(problem=PROBLEM, output_dir="", data_dir="",
+                             train_steps=train_steps, steps_per_execution=steps_per_execution,
+                             **every)
+        fake = types.SimpleNamespace(config=config)
+        step, calls = 0, []
+        while step < train_steps:
+            calls.append(Trainer._updates_in_next_call(fake, step))
+            step += calls[-1]
+        return calls
+
+    assert sizes(1, log_every=5, save_every=10, eval_every=0) == [1] * 23
+    assert sizes(4, log_every=5, save_every=10, eval_every=0) == [4, 1, 4, 1, 4, 1, 4, 1, 3]
+    assert sizes(8, log_every=6, save_every=9, eval_every=0) == [6, 3, 3, 6, 5]
+    assert sizes(10, log_every=50, save_every=0, eval_every=7) == [7, 7, 7, 2]
+    assert sizes(100, log_every=100, save_every=1000, eval_every=1000,
+                 train_steps=250) == [100, 100, 50]
+
+
+@pytest.mark.parametrize("updates", [3])
+def test_n_updates_per_call_give_the_same_weights_as_one_at_a_time(tmp_path, updates):
+    """Default strategy and MirroredStrategy on 2 logical CPUs, XLA as in training;
+    and the fused update (one replica) against the unfused one."""
+    out = subprocess.run(
+        [sys.executable, str(ROOT / "tests" / "scripts" / "steps_per_execution_check.py"),
+         str(tmp_path), str(2 * updates)],
+        capture_output=True, text=True, env=ENV, timeout=900)
+    assert out.returncode == 0, out.stderr[-3000:]
+    result = json.loads(out.stdout.strip().splitlines()[-1])
+    for name, replicas in (("default", 1), ("mirrored", 2)):
+        r = result[name]
+        assert r["replicas"] == replicas
+        assert r["step1"] == r["stepn"] == 2 * updates // replicas
+        assert r["tokens1"] == r["tokensn"] > 0          # tokens summed on the device
+        assert r["loss1"] == pytest.approx(r["lossn"], rel=1e-6)
+        assert r["w_moved"] > 1e-6                       # training changed the weights
+        # (at the warm-up's small learning rate: the same to float round-off)
+        assert r["w_diff"] <= 1e-3 * r["w_moved"] and r["opt_diff"] <= 1e-7, r
+    # One replica: the update is fused into one XLA call (issue 17 item 4); it
+    # trains the same weights as the unfused update, to float round-off.
+    r = result["default"]
+    assert r["fused"] is True
+    assert r["unfused_tokens"] == r["tokens1"]
+    assert r["unfused_loss"] == pytest.approx(r["loss1"], rel=1e-5)
+    assert r["unfused_w_diff"] <= 1e-2 * r["w_moved"], r
+
+
+def _train(tiny_data, out_dir, steps_per_execution):
+    from t2t_revival.train.train_config import TrainConfig
+    from t2t_revival.train.trainer import Trainer
+
+    config = TrainConfig(problem=PROBLEM, output_dir=str(out_dir), data_dir=str(tiny_data),
+                         hparams_set="transformer_tiny", hparams=TINY_HPARAMS,
+                         train_steps=10, log_every=4, save_every=8, eval_every=5,
+                         eval_steps=1, eval_decode_sentences=0, xla=False,
+                         steps_per_execution=steps_per_execution)
+    lines = []
+    trainer = Trainer(config, log=lines.append)
+    calls = []
+    for name in ("train_step", "train_steps"):
+        fn = getattr(trainer, name)
+
+        def counted(iterator, n=None, fn=fn):
+            calls.append(1 if n is None else int(n))
+            return fn(iterator) if n is None else fn(iterator, n)
+        setattr(trainer, name, counted)
+    trainer.train()
+    return trainer, lines, calls
+
+
+def _summary_steps(directory, tag):
+    import tensorflow as tf
+
+    steps = []
+    for path in sorted(directory.glob("events.out.tfevents.*")):
+        for event in tf.compat.v1.train.summary_iterator(str(path)):
+            steps += [event.step for v in event.summary.value if v.tag == tag]
+    return steps
+
+
+def test_progress_lines_summaries_evals_and_checkpoints_land_on_the_same_steps(
+        tiny_data, tmp_path):
+    runs = {n: _train(tiny_data, tmp_path / f"n{n}", n) for n in (1, 4)}
+    trainer1, lines1, calls1 = runs[1]
+    trainer, lines4, calls4 = runs[4]
+    assert calls1 == [1] * 10
+    assert calls4 == [4, 1, 3, 2]      # ends on progress 4, eval 5, progress and save 8, final 10
+
+    def landmarks(lines):
+        return [line.split("  loss")[0].split(": loss")[0] for line in lines
+                if line.startswith(("step ", "eval at step"))]
+
+    assert landmarks(lines4) == landmarks(lines1) == [
+        "step 4/10", "eval at step 5", "step 8/10", "step 10/10", "eval at step 10"]
+    for n in (1, 4):
+        out = tmp_path / f"n{n}"
+        assert _summary_steps(out / "train", "loss") == [4, 8, 10]
+        assert _summary_steps(out / "eval", "loss") == [5, 10]
+    # save_every 8, the final step, and the eval at 5 (its new best is saved for best/)
+    for t in (trainer1, trainer):
+        assert [c.rsplit("-", 1)[1] for c in t.manager.checkpoints] == ["5", "8", "10"]
+        assert t.step == 10
+
+
+def _trainer_args(data, out, steps, *extra):
+    return [str(ROOT / "t2t_trainer.py"), f"--problem={PROBLEM}",
+            "--hparams_set=transformer_tiny", f"--hparams={TINY_HPARAMS}",
+            f"--data_dir={data}", f"--output_dir={out}", f"--train_steps={steps}", "--noxla",
+            "--local_eval_frequency=0", "--eval_steps=1", "--eval_decode_sentences=0", *extra]
+
+
+def test_sigkill_with_several_updates_per_call_resumes_from_the_saved_step(tiny_data,
+                                                                           tmp_path):
+    import tensorflow as tf
+
+    out_dir = tmp_path / "run"
+    proc = subprocess.Popen(
+        [sys.executable, *_trainer_args(tiny_data, out_dir, 100000, "--steps_per_execution=8",
+                                        "--save_checkpoints_steps=6",
+                                        "--log_step_count_steps=100")],
+        env=ENV, stdout=subprocess.PIPE, stderr=subprocess.STDOUT, text=True)
+    deadline = time.time() + 300
+    try:
+        while time.time() < deadline:
+            state = tf.train.get_checkpoint_state(str(out_dir))
+            if state and int(state.model_checkpoint_path.rsplit("-", 1)[1]) >= 12:
+                break
+            assert proc.poll() is None, proc.stdout.read()[-3000:]
+            time.sleep(0.2)
+        else:
+            pytest.fail("no checkpoint at step >= 12 within 5 minutes")
+        time.sleep(0.5)  # land in the middle of a later call or save
+    finally:
+        proc.send_signal(signal.SIGKILL)
+        proc.wait()
+    latest = tf.train.latest_checkpoint(str(out_dir))
+    saved_step = int(latest.rsplit("-", 1)[1])
+    assert saved_step % 6 == 0
+    reader = tf.train.load_checkpoint(latest)
+    key = next(k for k in reader.get_variable_to_shape_map()
+               if k.startswith("optimizer/00000_iteration"))
+    assert int(reader.get_tensor(key)) == saved_step
+
+    final = saved_step + 5
+    out = subprocess.run(
+        [sys.executable, *_trainer_args(tiny_data, out_dir, final, "--steps_per_execution=8",
+                                        "--save_checkpoints_steps=6",
+                                        "--log_step_count_steps=100")],
+        capture_output=True, text=True, env=ENV, timeout=300)
+    assert out.returncode == 0, out.stderr[-3000:]
+    assert f"Resumed from {latest} at step {saved_step}." in out.stdout
+    assert f"step {final}/{final}" in out.stdout
+    assert tf.train.latest_checkpoint(str(out_dir)).endswith(f"-{final}")
