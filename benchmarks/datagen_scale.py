@@ -159,6 +159,7 @@ def run_datagen(tmp_dir: pathlib.Path, data_dir: pathlib.Path, workers: int) -> 
     cmd = [sys.executable, "-m", "t2t_revival.cli.datagen", "--problem=translate_ende_wmt32k",
            f"--data_dir={data_dir}", f"--tmp_dir={tmp_dir}", "--nodownload",
            f"--num_workers={workers}"]
+    load_before = os.getloadavg()[0]
     start = time.time()
     proc = subprocess.Popen(cmd, env=env, stdout=subprocess.PIPE, stderr=subprocess.PIPE,
                             text=True)
@@ -177,7 +178,10 @@ def run_datagen(tmp_dir: pathlib.Path, data_dir: pathlib.Path, workers: int) -> 
             "train_pairs": train["examples"],
             "pairs_per_s": round(train["examples"] / wall),
             "peak_rss_largest_process_mb": round(sampler.peak_process / 2**20),
-            "peak_rss_tree_mb": round(sampler.peak_tree / 2**20)}
+            "peak_rss_tree_mb": round(sampler.peak_tree / 2**20),
+            # The 1-minute load average before and at the end: a figure counts only
+            # from a run that had the machine to itself (about `workers` at the end).
+            "load_average_1m": [round(load_before, 2), round(os.getloadavg()[0], 2)]}
 
 
 def _line(points: list[tuple[int, float]]) -> tuple[float, float]:
