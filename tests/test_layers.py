@@ -4,7 +4,7 @@ import numpy as np
 import pytest
 
 from layer_testing import run_layer_test
-from t2t_revival.layers import (DecoderLayer, EncoderLayer, FeedForwardNetwork,
+from t2t_revival.layers import (DecoderLayer, Dropout, EncoderLayer, FeedForwardNetwork,
                                 MultiHeadAttention, PositionEmbedding,
                                 SinusoidalPositionEncoding, TokenEmbedding)
 
@@ -147,3 +147,65 @@ def test_decoder_layer(norm_type):
         step, cache = layer(X[:, i:i + 1], cross_attention_mask=SOURCE_MASK,
                             cache=cache, cache_index=np.int32(i))
         np.testing.assert_allclose(np.asarray(step)[:, 0], out[:, i], atol=1e-5)
+
+
+def _masks(layer, x):
+    """The layer's next draw as ThreeFry and as Keras' own dropout would make
+    it, from its generator's next seed."""
+    import tensorflow as tf
+
+    seed = tf.cast(tf.math.floormod(tf.identity(layer.seed_generator.state),
+                                    tf.int32.max - 1), tf.int32)
+    compiled = tf.function(lambda alg: tf.nn.experimental.stateless_dropout(
+        x, rate=layer.rate, seed=seed, rng_alg=alg), jit_compile=True)
+    return np.asarray(compiled("threefry")), np.asarray(
+        tf.nn.experimental.stateless_dropout(x, rate=layer.rate, seed=seed))
+
+
+def test_dropout_draws_threefry_masks_under_xla_from_its_seed_generator():
+    import tensorflow as tf
+
+    x = np.ones((64, 128), "float32")
+    layer = Dropout(0.25, seed=7)
+    compiled = tf.function(lambda v: layer(v, training=True), jit_compile=True)
+    threefry, keras_default = _masks(layer, x)
+    out = np.asarray(compiled(x))
+    np.testing.assert_array_equal(out, threefry)
+    # Keras' own draw from the same seed is another mask: the check above can fail.
+    assert not np.array_equal(out, keras_default)
+    # Kept elements are scaled by 1 / (1 - rate), and about `rate` of them dropped.
+    kept = out != 0
+    np.testing.assert_allclose(out[kept], 1 / 0.75, rtol=1e-6)
+    assert abs((1 - kept.mean()) - 0.25) < 0.02
+    # The generator advances: the next call draws another mask, its own ThreeFry one.
+    threefry2, _ = _masks(layer, x)
+    out2 = np.asarray(compiled(x))
+    np.testing.assert_array_equal(out2, threefry2)
+    assert not np.array_equal(out, out2)
+    # The same seed repeats the masks: runs reproduce from their seed.
+    again = Dropout(0.25, seed=7)
+    np.testing.assert_array_equal(
+        np.asarray(tf.function(lambda v: again(v, training=True), jit_compile=True)(x)), out)
+    # Outside XLA (TensorFlow has no ThreeFry kernel there) it is Keras' dropout.
+    _, keras_default3 = _masks(layer, x)
+    np.testing.assert_array_equal(np.asarray(layer(x, training=True)), keras_default3)
+    # Inference and rate 0 leave the inputs alone.
+    np.testing.assert_array_equal(np.asarray(layer(x, training=False)), x)
+    np.testing.assert_array_equal(np.asarray(Dropout(0.0)(x, training=True)), x)
+
+
+def test_every_dropout_of_the_model_is_ours():
+    import keras
+
+    from hparams.transformer import transformer_tiny
+    from t2t_revival.models.transformer import Transformer
+
+    model = Transformer(transformer_tiny().replace(vocab_size=37))
+    model({"inputs": np.ones((1, 3), "int32"), "targets": np.ones((1, 2), "int32")})
+    dropouts = [layer for layer in model._flatten_layers()
+                if isinstance(layer, keras.layers.Dropout)]
+    # embedding + per layer: encoder (residual, attention, FFN) x 2, decoder
+    # (residual, self and cross attention, FFN) x 2
+    assert len(dropouts) >= 1 + 2 * 3 + 2 * 4
+    assert all(type(layer) is Dropout for layer in dropouts), \
+        sorted({type(layer).__name__ for layer in dropouts})

@@ -6,6 +6,7 @@ policies (attention softmax in float32).
 """
 
 from t2t_revival.layers.decoder_layer import DecoderLayer
+from t2t_revival.layers.dropout import Dropout
 from t2t_revival.layers.encoder_layer import EncoderLayer
 from t2t_revival.layers.feed_forward_network import FeedForwardNetwork
 from t2t_revival.layers.multi_head_attention import MultiHeadAttention
@@ -14,6 +15,6 @@ from t2t_revival.layers.sinusoidal_position_encoding import SinusoidalPositionEn
 from t2t_revival.layers.token_embedding import TokenEmbedding
 
 __all__ = [
-    "DecoderLayer", "EncoderLayer", "FeedForwardNetwork", "MultiHeadAttention",
+    "DecoderLayer", "Dropout", "EncoderLayer", "FeedForwardNetwork", "MultiHeadAttention",
     "PositionEmbedding", "SinusoidalPositionEncoding", "TokenEmbedding",
 ]

@@ -4,6 +4,7 @@ import keras
 from keras import ops
 
 from t2t_revival.layers.attention_masks import causal_mask
+from t2t_revival.layers.dropout import Dropout
 from t2t_revival.layers.feed_forward_network import FeedForwardNetwork
 from t2t_revival.layers.multi_head_attention import MultiHeadAttention
 
@@ -86,7 +87,7 @@ class DecoderLayer(keras.layers.Layer):
         self.ffn = FeedForwardNetwork(self.d_ff, self.relu_dropout, name="ffn", dtype=policy)
         self.ffn.build(input_shape)
         self.ffn_norm = norm("ffn_norm")
-        self.residual_dropout = keras.layers.Dropout(self.dropout, dtype=policy)
+        self.residual_dropout = Dropout(self.dropout, dtype=policy)
         self.built = True
 
     def _sublayer(self, x, norm, fn, training):

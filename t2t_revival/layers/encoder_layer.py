@@ -2,6 +2,7 @@
 
 import keras
 
+from t2t_revival.layers.dropout import Dropout
 from t2t_revival.layers.feed_forward_network import FeedForwardNetwork
 from t2t_revival.layers.multi_head_attention import MultiHeadAttention
 
@@ -61,7 +62,7 @@ class EncoderLayer(keras.layers.Layer):
         self.ffn_norm = keras.layers.LayerNormalization(
             epsilon=self.layer_norm_epsilon, name="ffn_norm", dtype=policy)
         self.ffn_norm.build(input_shape)
-        self.residual_dropout = keras.layers.Dropout(self.dropout, dtype=policy)
+        self.residual_dropout = Dropout(self.dropout, dtype=policy)
         self.built = True
 
     def _sublayer(self, x, norm, fn, training):

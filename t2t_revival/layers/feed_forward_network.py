@@ -2,6 +2,8 @@
 
 import keras
 
+from t2t_revival.layers.dropout import Dropout
+
 
 @keras.saving.register_keras_serializable(package="t2t_revival")
 class FeedForwardNetwork(keras.layers.Layer):
@@ -35,7 +37,7 @@ class FeedForwardNetwork(keras.layers.Layer):
             self.d_ff, activation=self.activation, name="inner",
             kernel_initializer=self.kernel_initializer, dtype=self.dtype_policy)
         self.inner_dense.build(input_shape)
-        self.dropout_layer = keras.layers.Dropout(self.dropout, dtype=self.dtype_policy)
+        self.dropout_layer = Dropout(self.dropout, dtype=self.dtype_policy)
         self.output_dense = keras.layers.Dense(
             d_model, name="output", kernel_initializer=self.kernel_initializer,
             dtype=self.dtype_policy)

@@ -3,6 +3,8 @@
 import keras
 from keras import ops
 
+from t2t_revival.layers.dropout import Dropout
+
 # Added to masked-out attention logits. The logits are cast to float32 before
 # masking, so this is safe under mixed_float16 (float16 would overflow to -inf).
 _MASK_VALUE = -1e9
@@ -79,7 +81,7 @@ class MultiHeadAttention(keras.layers.Layer):
             self.key_value_dense.build(input_shape)
         self.output_dense = keras.layers.Dense(d_model, name="output", **dense)
         self.output_dense.build(tuple(input_shape[:-1]) + (h * dv,))
-        self.dropout_layer = keras.layers.Dropout(self.dropout, dtype=self.dtype_policy)
+        self.dropout_layer = Dropout(self.dropout, dtype=self.dtype_policy)
         self.built = True
 
     def _split_heads(self, x, size):

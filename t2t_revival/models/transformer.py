@@ -8,6 +8,7 @@ from keras import ops
 from t2t_revival.hparams import HParams
 from t2t_revival.layers.attention_masks import segment_mask
 from t2t_revival.layers.decoder_layer import DecoderLayer
+from t2t_revival.layers.dropout import Dropout
 from t2t_revival.layers.encoder_layer import EncoderLayer
 from t2t_revival.layers.position_embedding import PositionEmbedding
 from t2t_revival.layers.sinusoidal_position_encoding import SinusoidalPositionEncoding
@@ -132,7 +133,7 @@ class Transformer(keras.Model):
                 epsilon=hp.layer_norm_epsilon, name="decoder_final_norm", dtype=policy)
         else:
             self.encoder_final_norm = self.decoder_final_norm = None
-        self.embedding_dropout = keras.layers.Dropout(hp.dropout, dtype=policy)
+        self.embedding_dropout = Dropout(hp.dropout, dtype=policy)
 
     # ---- building and serialization ---------------------------------------
     def build(self, input_shape=None):
