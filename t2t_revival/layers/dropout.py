@@ -11,9 +11,9 @@ class Dropout(keras.layers.Dropout):
     `tf.nn.experimental.stateless_dropout` and no algorithm (`auto_select`),
     which XLA on the CPU compiles to a slow generator: on the 2-core
     development machine one 1M-element mask in a `jit_compile=True` function
-    took about 450 ms with `auto_select`, 11 ms with Philox and 4 ms with
-    ThreeFry, and the model's compiled forward/backward was 1.11x (tiny) and
-    1.13x (multi30k) faster with ThreeFry (`benchmarks/dropout_rng.py`;
+    took about 490 ms with `auto_select`, 11 ms with Philox and 4 ms with
+    ThreeFry, and the model's compiled forward/backward was 1.14x (tiny) and
+    1.23x (multi30k) faster with ThreeFry (`benchmarks/dropout_rng.py`;
     `benchmarks/RESULTS.md`, "Dropout's random bits"). So inside an
     XLA-compiled TensorFlow function (the trainer's per-replica step) this
     layer asks for ThreeFry, JAX's default generator. TensorFlow's non-XLA
