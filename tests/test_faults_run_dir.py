@@ -288,9 +288,18 @@ def test_a_signal_saves_at_the_current_step_then_stops(signum, status, twice, ti
     import tensorflow as tf
 
     out = tmp_path / "run"
-    proc = _popen("trainer", *_trainer_args(tiny_data, out, 100000,
-                                            "--save_checkpoints_steps=1000",
-                                            "--log_step_count_steps=1"))
+    # A test run started in the background (`nohup ... &`) has SIGINT ignored,
+    # its children too, and the trainer keeps an ignored signal ignored (by
+    # design: a background job is not Ctrl-C'd). This test is about a
+    # foreground Ctrl-C, so the trainer starts with SIGINT at its default.
+    handler = signal.getsignal(signal.SIGINT)
+    signal.signal(signal.SIGINT, signal.default_int_handler)
+    try:
+        proc = _popen("trainer", *_trainer_args(tiny_data, out, 100000,
+                                                "--save_checkpoints_steps=1000",
+                                                "--log_step_count_steps=1"))
+    finally:
+        signal.signal(signal.SIGINT, handler)
     _wait_for_line(proc, "step 3/100000")
     proc.send_signal(signum)
     if twice:  # a second Ctrl-C, while it saves
