@@ -4,6 +4,10 @@ error check, the hparam sets the issues name)."""
 
 import os
 import pathlib
+import signal
+import subprocess
+import sys
+import time
 
 import pytest
 
@@ -54,6 +58,50 @@ def pytest_collection_modifyitems(config, items):
     for item in items:
         if "slow" in item.keywords:
             item.add_marker(skip)
+
+
+@pytest.fixture(scope="module")
+def tiny_data(tmp_path_factory):
+    """test_faults' tiny synthetic corpus, through datagen (one per test module)."""
+    from test_faults import _TinyMulti30k, _write_corpus
+
+    raw = tmp_path_factory.mktemp("raw")
+    _write_corpus(str(raw))
+    data = tmp_path_factory.mktemp("data")
+    _TinyMulti30k(download=False).generate_data(str(data), str(raw))
+    return data
+
+
+def sigkill_once_saved(trainer_args, out_dir, min_step, timeout, settle):
+    """Run a trainer (`python <trainer_args>`) until a checkpoint of step >=
+    `min_step` exists, let it go on for `settle` seconds (to land in a later
+    update or save), SIGKILL it, and return (latest checkpoint, its step,
+    a reader of it). Checks that the checkpoint's optimizer iteration is its step."""
+    import tensorflow as tf
+
+    proc = subprocess.Popen([sys.executable, *trainer_args], env=ENV, stdout=subprocess.PIPE,
+                            stderr=subprocess.STDOUT, text=True)
+    deadline = time.time() + timeout
+    try:
+        while time.time() < deadline:
+            state = tf.train.get_checkpoint_state(str(out_dir))
+            if state and int(state.model_checkpoint_path.rsplit("-", 1)[1]) >= min_step:
+                break
+            assert proc.poll() is None, proc.stdout.read()[-3000:]
+            time.sleep(0.2)
+        else:
+            pytest.fail(f"no checkpoint at step >= {min_step} within {timeout} s")
+        time.sleep(settle)
+    finally:
+        proc.send_signal(signal.SIGKILL)
+        proc.wait()
+    latest = tf.train.latest_checkpoint(str(out_dir))
+    saved_step = int(latest.rsplit("-", 1)[1])
+    reader = tf.train.load_checkpoint(latest)
+    key = next(k for k in reader.get_variable_to_shape_map()
+               if k.startswith("optimizer/00000_iteration"))
+    assert int(reader.get_tensor(key)) == saved_step
+    return latest, saved_step, reader
 
 
 @pytest.fixture(scope="session")

@@ -20,7 +20,7 @@ import pytest
 
 from conftest import ROOT
 from test_faults import (PROBLEM, TINY_HPARAMS, _digests, _one_error_line, _run,
-                         _TinyMulti30k, _write_corpus)
+                         _TinyMulti30k)
 
 LOCK = ".lock"
 
@@ -43,16 +43,6 @@ def _popen(module, *args):
     return subprocess.Popen([sys.executable, "-m", f"t2t_revival.cli.{module}", *args],
                             stdin=subprocess.DEVNULL, stdout=subprocess.PIPE,
                             stderr=subprocess.PIPE, env=env)
-
-
-@pytest.fixture(scope="module")
-def tiny_data(tmp_path_factory):
-    """test_faults' tiny synthetic corpus, through datagen."""
-    raw = tmp_path_factory.mktemp("raw")
-    _write_corpus(str(raw))
-    data = tmp_path_factory.mktemp("data")
-    _TinyMulti30k(download=False).generate_data(str(data), str(raw))
-    return data
 
 
 @pytest.fixture(scope="module")

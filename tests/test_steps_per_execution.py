@@ -3,26 +3,14 @@ the same weights as one update per call, progress lines, summaries and
 checkpoints on the same steps, and a resume after SIGKILL lands on the saved step."""
 
 import json
-import signal
 import subprocess
 import sys
-import time
 import types
 
 import pytest
 
-from conftest import ENV, ROOT
-from test_faults import PROBLEM, TINY_HPARAMS, _TinyMulti30k, _write_corpus
-
-
-@pytest.fixture(scope="module")
-def tiny_data(tmp_path_factory):
-    """test_faults' tiny synthetic corpus, through datagen."""
-    raw = tmp_path_factory.mktemp("raw")
-    _write_corpus(str(raw))
-    data = tmp_path_factory.mktemp("data")
-    _TinyMulti30k(download=False).generate_data(str(data), str(raw))
-    return data
+from conftest import ENV, ROOT, sigkill_once_saved
+from test_faults import PROBLEM, TINY_HPARAMS
 
 
 def test_a_call_ends_on_the_next_progress_save_eval_or_final_step():
@@ -145,32 +133,11 @@ def test_sigkill_with_several_updates_per_call_resumes_from_the_saved_step(tiny_
     import tensorflow as tf
 
     out_dir = tmp_path / "run"
-    proc = subprocess.Popen(
-        [sys.executable, *_trainer_args(tiny_data, out_dir, 100000, "--steps_per_execution=8",
-                                        "--save_checkpoints_steps=6",
-                                        "--log_step_count_steps=100")],
-        env=ENV, stdout=subprocess.PIPE, stderr=subprocess.STDOUT, text=True)
-    deadline = time.time() + 300
-    try:
-        while time.time() < deadline:
-            state = tf.train.get_checkpoint_state(str(out_dir))
-            if state and int(state.model_checkpoint_path.rsplit("-", 1)[1]) >= 12:
-                break
-            assert proc.poll() is None, proc.stdout.read()[-3000:]
-            time.sleep(0.2)
-        else:
-            pytest.fail("no checkpoint at step >= 12 within 5 minutes")
-        time.sleep(0.5)  # land in the middle of a later call or save
-    finally:
-        proc.send_signal(signal.SIGKILL)
-        proc.wait()
-    latest = tf.train.latest_checkpoint(str(out_dir))
-    saved_step = int(latest.rsplit("-", 1)[1])
+    latest, saved_step, _ = sigkill_once_saved(
+        _trainer_args(tiny_data, out_dir, 100000, "--steps_per_execution=8",
+                      "--save_checkpoints_steps=6", "--log_step_count_steps=100"),
+        out_dir, min_step=12, timeout=300, settle=0.5)   # land in a later call or save
     assert saved_step % 6 == 0
-    reader = tf.train.load_checkpoint(latest)
-    key = next(k for k in reader.get_variable_to_shape_map()
-               if k.startswith("optimizer/00000_iteration"))
-    assert int(reader.get_tensor(key)) == saved_step
 
     final = saved_step + 5
     out = subprocess.run(

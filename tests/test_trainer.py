@@ -5,15 +5,13 @@ import glob
 import json
 import math
 import re
-import signal
 import subprocess
 import sys
-import time
 
 import numpy as np
 import pytest
 
-from conftest import ENV, ROOT
+from conftest import ENV, ROOT, sigkill_once_saved
 
 
 
@@ -136,29 +134,9 @@ def test_sigkill_mid_run_resumes_from_latest_checkpoint(multi30k_data_dir, tmp_p
     out_dir = tmp_path / "run"
     args = _trainer_args(multi30k_data_dir, out_dir, 100000, "--save_checkpoints_steps=3",
                          "--local_eval_frequency=0", "--log_step_count_steps=1")
-    proc = subprocess.Popen([sys.executable, *args], env=ENV, stdout=subprocess.PIPE,
-                            stderr=subprocess.STDOUT, text=True)
-    deadline = time.time() + 600
-    try:
-        while time.time() < deadline:
-            state = tf.train.get_checkpoint_state(str(out_dir))
-            if state and int(state.model_checkpoint_path.rsplit("-", 1)[1]) >= 9:
-                break
-            assert proc.poll() is None, proc.stdout.read()[-3000:]
-            time.sleep(0.2)
-        else:
-            pytest.fail("no checkpoint at step >= 9 within 10 minutes")
-        time.sleep(0.7)  # land somewhere in the middle of later steps or saves
-    finally:
-        proc.send_signal(signal.SIGKILL)
-        proc.wait()
-    latest = tf.train.latest_checkpoint(str(out_dir))
-    saved_step = int(latest.rsplit("-", 1)[1])
-    reader = tf.train.load_checkpoint(latest)
-    key = next(k for k in reader.get_variable_to_shape_map()
-               if k.startswith("optimizer/00000_iteration"))
-    saved_iterations = reader.get_tensor(key)
-    assert int(saved_iterations) == saved_step
+    # land somewhere in the middle of later steps or saves
+    latest, saved_step, reader = sigkill_once_saved(args, out_dir, min_step=9, timeout=600,
+                                                    settle=0.7)
 
     from t2t_revival.train.train_config import TrainConfig
     from t2t_revival.train.trainer import Trainer
