@@ -117,8 +117,6 @@ def multi30k_data_dir(shared_data, tmp_path_factory):
 
     Returns (data_dir, seconds the datagen took).
     """
-    import time
-
     import problems  # noqa: F401  (registration)
     from t2t_revival.registry import problems as registered
 
