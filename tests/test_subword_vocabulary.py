@@ -82,3 +82,54 @@ def test_python_and_in_graph_ids_match_on_newstest2014(tmp_path, shared_data,
 def test_missing_model_file_is_a_user_error(tmp_path):
     with pytest.raises(DataError, match="Received: model_file="):
         SubwordVocabulary(str(tmp_path / "none.model"))
+
+
+# Trains a vocabulary that takes SentencePiece 5-15 s (400k random words, a
+# 200k-piece vocab), under the CLIs' signal handling; prints "training" first.
+_SLOW_VOCAB_SCRIPT = """
+import os, random
+from t2t_revival.cli import common
+from t2t_revival.data.subword_vocabulary import SubwordVocabulary
+
+def main(argv):
+    rng = random.Random(0)
+    letters = "abcdefghijklmnopqrstuvwxyz"
+    words = ["".join(rng.choices(letters, k=rng.randint(10, 30))) for _ in range(400000)]
+    sentences = [" ".join(rng.choices(words, k=12)) for _ in range(100000)]
+    print("training", flush=True)
+    SubwordVocabulary.train(sentences, os.environ["VOCAB_TEST_MODEL"], 200000)
+    print("done", flush=True)
+
+common.run(main, prog="vocab-test")
+"""
+
+
+def test_a_signal_stops_sentencepiece_training_promptly(tmp_path):
+    """SIGTERM during SentencePiece's (C++, many-second) training stops the
+    process within a second or two, with one line, 143, and no model file;
+    before, the handler waited for the training to end."""
+    import os
+    import signal
+    import subprocess
+    import sys
+    import time
+
+    model = tmp_path / "v.model"
+    proc = subprocess.Popen([sys.executable, "-c", _SLOW_VOCAB_SCRIPT],
+                            stdout=subprocess.PIPE, stderr=subprocess.PIPE, text=True,
+                            cwd=os.path.dirname(os.path.dirname(os.path.abspath(__file__))),
+                            env=dict(os.environ, VOCAB_TEST_MODEL=str(model)))
+    try:
+        assert proc.stdout.readline() == "training\n"
+        time.sleep(2.0)  # the sample is taken; SentencePiece is training
+        sent = time.monotonic()
+        proc.send_signal(signal.SIGTERM)
+        out, err = proc.communicate(timeout=60)
+        waited = time.monotonic() - sent
+    finally:
+        proc.kill()
+    assert proc.returncode == 143, err
+    assert err.strip().splitlines() == ["vocab-test: stopped by SIGTERM"]
+    assert "done" not in out  # stopped, not finished
+    assert waited < 2.5, f"the stop took {waited:.1f} s"
+    assert os.listdir(tmp_path) == []  # no model, no temporary file

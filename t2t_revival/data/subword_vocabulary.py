@@ -6,6 +6,7 @@ import io
 import os
 import random
 import re
+import threading
 from typing import Iterable, Sequence
 
 import sentencepiece as spm
@@ -149,7 +150,8 @@ class SubwordVocabulary:
         spm.set_random_generator_seed(seed)
         buffer = io.BytesIO()
         try:
-            spm.SentencePieceTrainer.train(
+            _in_worker_thread(
+                spm.SentencePieceTrainer.train,
                 sentence_iterator=iter(sample),
                 model_writer=buffer,
                 model_type="bpe",
@@ -181,3 +183,39 @@ class SubwordVocabulary:
                 f"model_file={model_file!r}") from None
         write_atomically(model_file, buffer.getvalue())
         return cls(model_file)
+
+
+# How often the main thread wakes while SentencePiece trains, to run a signal
+# handler that is waiting (seconds).
+_SIGNAL_POLL_SECONDS = 0.1
+
+
+def _in_worker_thread(fn, **kwargs):
+    """`fn(**kwargs)` run in a worker thread, while the main thread waits for it.
+
+    SentencePiece trains in C++ without the GIL, for seconds on a small corpus
+    and minutes on a large one. Python runs a signal handler only in the main
+    thread, between bytecodes: had the main thread made the call itself, a
+    Ctrl-C or SIGTERM would wait for the training to end. Here the main thread
+    waits in short `join`s, so the handler runs within `_SIGNAL_POLL_SECONDS`
+    and its exception (the CLIs' StoppedBySignal) propagates from here; the
+    daemon worker is then abandoned, and the process exits without writing
+    anything (the model is written after this returns).
+
+    Returns fn's result; re-raises its exception in the calling thread.
+    """
+    outcome: dict = {}
+
+    def work():
+        try:
+            outcome["result"] = fn(**kwargs)
+        except BaseException as e:  # re-raised in the caller's thread below
+            outcome["error"] = e
+
+    worker = threading.Thread(target=work, name="sentencepiece-train", daemon=True)
+    worker.start()
+    while worker.is_alive():
+        worker.join(_SIGNAL_POLL_SECONDS)
+    if "error" in outcome:
+        raise outcome["error"]
+    return outcome.get("result")
