@@ -12,8 +12,15 @@ so the whole recipe fits its time budget on a slower or busier machine too (it
 then reaches a lower BLEU; the JSON says at which step it stopped). The last
 line printed is one JSON object with the BLEU figures and timings.
 
+`--tune_on_val='average=5,10;alpha=0.6,1.0'` chooses the checkpoint averaging
+and the length penalty on Multi30k's val set (one beam decode of val per pair,
+the best sacreBLEU wins) before the one decode of test_2016_flickr; the JSON
+lists every pair's val figure under "tuned_on_val". The test set is never used
+to choose.
+
 Rerunning the command resumes training from the latest checkpoint in
---output_dir (with a fresh time budget) and redoes averaging and decoding.
+--output_dir (with a fresh time budget) and redoes averaging and decoding;
+`--skip_train` redoes only the averaging, tuning and decoding.
 """
 
 import argparse
@@ -29,6 +36,8 @@ import time
 ROOT = os.path.dirname(os.path.dirname(os.path.abspath(__file__)))
 TEST_SOURCE = "test_2016_flickr.en.gz"
 TEST_REFERENCE = "test_2016_flickr.de.gz"
+VAL_SOURCE = "val.en.gz"
+VAL_REFERENCE = "val.de.gz"
 
 
 def _parse_args():
@@ -53,7 +62,39 @@ def _parse_args():
     parser.add_argument("--average", type=int, default=5,
                         help="average the last N checkpoints (0 = decode the last one)")
     parser.add_argument("--decode_hparams", default="beam_size=4,alpha=0.6")
-    return parser.parse_args()
+    parser.add_argument("--tune_on_val", default="",
+                        help="choose the averaging and the length penalty on Multi30k's val "
+                             "set before the one test decode: 'average=5,10;alpha=0.6,1.0' "
+                             "decodes val once per pair and keeps the best sacreBLEU (the "
+                             "test set is never used to choose); empty = --average and "
+                             "--decode_hparams as given")
+    parser.add_argument("--skip_train", action="store_true",
+                        help="redo only the averaging, tuning and decoding of the training "
+                             "run in --output_dir (no further training)")
+    args = parser.parse_args()
+    try:
+        args.tune_on_val = _parse_tuning(args.tune_on_val)
+    except ValueError as e:
+        parser.error(f"--tune_on_val: {e}")
+    return args
+
+
+def _parse_tuning(text: str) -> dict[str, list] | None:
+    """'average=5,10;alpha=0.6,1.0' -> {'average': [5, 10], 'alpha': [0.6, 1.0]}."""
+    if not text:
+        return None
+    grid: dict[str, list] = {}
+    for part in text.split(";"):
+        name, _, values = part.partition("=")
+        name = name.strip()
+        cast = {"average": int, "alpha": float}.get(name)
+        if cast is None or not values.strip():
+            raise ValueError(f"expected 'average=N,...;alpha=A,...', got {part!r}")
+        try:
+            grid[name] = [cast(v) for v in values.split(",")]
+        except ValueError:
+            raise ValueError(f"{name} takes {cast.__name__}s, got {values!r}") from None
+    return grid
 
 
 class Stages:
@@ -92,7 +133,7 @@ class Stages:
                 if not line.startswith((" ", "{", "}")):  # not --json output
                     self.log(stage, line.strip())
         code = proc.wait()
-        self.seconds[stage] = round(time.time() - started, 1)
+        self.seconds[stage] = round(self.seconds.get(stage, 0.0) + time.time() - started, 1)
         if code != 0:
             self.log(stage, f"failed with exit code {code}")
             sys.exit(code)
@@ -110,39 +151,89 @@ def _json_tail(lines: list[str]) -> dict:
     return json.loads("\n".join(lines[start:]))
 
 
+def _average(stages: Stages, stage: str, output_dir: str, n: int) -> list[str]:
+    """Average the last `n` checkpoints; the decoder's --checkpoint_path flag for it."""
+    if n <= 1:
+        return []  # the latest checkpoint
+    lines = stages.run(stage, "avg_checkpoints", f"--output_dir={output_dir}",
+                       f"--num_last_checkpoints={n}")
+    averaged = next(line for line in lines if line.startswith("Averaged "))
+    return [f"--checkpoint_path={averaged.rsplit(' ', 1)[-1]}"]
+
+
+def _with_alpha(decode_hparams: str, alpha: float) -> str:
+    """`decode_hparams` with its length penalty alpha set to `alpha`."""
+    kept = [kv for kv in decode_hparams.split(",")
+            if kv.strip() and kv.split("=")[0].strip() != "alpha"]
+    return ",".join([*kept, f"alpha={alpha}"])
+
+
+def _tune_on_val(stages: Stages, args) -> list[dict]:
+    """Decode val once per (average, alpha) of --tune_on_val; its sacreBLEU each."""
+    grid = args.tune_on_val
+    rows = []
+    for n in grid.get("average", [args.average]):
+        checkpoint = _average(stages, "val", args.output_dir, n)
+        for alpha in grid.get("alpha", [None]):
+            decode_hparams = (args.decode_hparams if alpha is None
+                              else _with_alpha(args.decode_hparams, alpha))
+            lines = stages.run(
+                "val", "decoder", f"--output_dir={args.output_dir}", *checkpoint,
+                f"--decode_from_file={os.path.join(args.raw_dir, VAL_SOURCE)}",
+                f"--decode_to_file={os.path.join(args.output_dir, 'val.de.decodes')}",
+                f"--decode_reference={os.path.join(args.raw_dir, VAL_REFERENCE)}",
+                f"--decode_hparams={decode_hparams}", "--json")
+            score = round(_json_tail(lines)["sacrebleu"]["score"], 2)
+            alpha = alpha if alpha is not None else _alpha_of(decode_hparams)
+            rows.append({"average": max(n, 1), "alpha": alpha, "val_sacrebleu": score})
+            stages.log("val", f"average {max(n, 1)}, alpha {alpha}: sacreBLEU {score}")
+    return rows
+
+
+def _alpha_of(decode_hparams: str) -> float | None:
+    for kv in decode_hparams.split(","):
+        name, _, value = kv.partition("=")
+        if name.strip() == "alpha":
+            return float(value)
+    return None
+
+
 def main():
     args = _parse_args()
-    for name in (TEST_SOURCE, TEST_REFERENCE):
+    needed = (TEST_SOURCE, TEST_REFERENCE) + ((VAL_SOURCE, VAL_REFERENCE) if args.tune_on_val
+                                              else ())
+    for name in needed:
         if not os.path.exists(os.path.join(args.raw_dir, name)):
             sys.exit(f"multi30k_recipe: error: {name} is not in --raw_dir={args.raw_dir}; "
                      "download Multi30k (github.com/multi30k/dataset, data/task1/raw) there.")
     stages = Stages()
-    train_lines = stages.run(
+    train_lines = [] if args.skip_train else stages.run(
         "train", "trainer", "--problem=translate_ende_multi30k",
         f"--hparams_set={args.hparams_set}", f"--hparams={args.hparams}",
         f"--tmp_dir={args.raw_dir}", f"--data_dir={args.data_dir}",
         f"--output_dir={args.output_dir}", f"--train_steps={args.train_steps}",
         f"--max_train_minutes={args.max_train_minutes}",
         f"--save_checkpoints_steps={args.save_checkpoints_steps}",
-        f"--keep_checkpoint_max={max(args.average, 5)}",
+        f"--keep_checkpoint_max={max([args.average, 5, *(args.tune_on_val or {}).get('average', [])])}",
         f"--local_eval_frequency={args.local_eval_frequency}",
         f"--eval_decode_sentences={args.eval_decode_sentences}")
     steps = [int(m.group(1)) for line in train_lines
              for m in [re.match(r"eval at step (\d+):", line)] if m]
     dev = [line for line in train_lines if line.startswith("eval at step")]
 
-    checkpoint = []
-    if args.average > 1:
-        lines = stages.run("average", "avg_checkpoints", f"--output_dir={args.output_dir}",
-                           f"--num_last_checkpoints={args.average}")
-        averaged = next(line for line in lines if line.startswith("Averaged "))
-        checkpoint = [f"--checkpoint_path={averaged.rsplit(' ', 1)[-1]}"]
+    average, decode_hparams, tuning = args.average, args.decode_hparams, []
+    if args.tune_on_val:
+        tuning = _tune_on_val(stages, args)
+        best = max(tuning, key=lambda row: row["val_sacrebleu"])
+        average, decode_hparams = best["average"], _with_alpha(args.decode_hparams,
+                                                              best["alpha"])
+    checkpoint = _average(stages, "average", args.output_dir, average)
     hypotheses = os.path.join(args.output_dir, "test_2016_flickr.de.decodes")
     lines = stages.run("decode", "decoder", f"--output_dir={args.output_dir}", *checkpoint,
                        f"--decode_from_file={os.path.join(args.raw_dir, TEST_SOURCE)}",
                        f"--decode_to_file={hypotheses}",
                        f"--decode_reference={os.path.join(args.raw_dir, TEST_REFERENCE)}",
-                       f"--decode_hparams={args.decode_hparams}", "--json")
+                       f"--decode_hparams={decode_hparams}", "--json")
     scores = _json_tail(lines)
     result = {
         "benchmark": "multi30k_recipe",
@@ -154,8 +245,9 @@ def main():
         "hparams_set": args.hparams_set, "hparams": args.hparams,
         "final_step": steps[-1] if steps else None,
         "final_dev": dev[-1] if dev else None,
-        "averaged_checkpoints": args.average if args.average > 1 else 1,
-        "decode_hparams": args.decode_hparams,
+        "averaged_checkpoints": max(average, 1),
+        "decode_hparams": decode_hparams,
+        "tuned_on_val": tuning,
         "stage_minutes": {k: round(v / 60.0, 1) for k, v in stages.seconds.items()},
         "total_minutes": round((time.time() - stages.start) / 60.0, 1),
         "hypotheses": hypotheses,

@@ -64,6 +64,59 @@ def test_recipe_trains_averages_decodes_and_scores(multi30k_data_dir, shared_dat
     assert "average: Averaged 3 checkpoints" in log
     assert "decode: Wrote 1000 translations" in log
 
+    # Again on the same run, without training: the averaging and the length
+    # penalty are chosen on val (one decode per pair), then test is decoded once.
+    out = _recipe(f"--raw_dir={shared_data / 'multi30k'}", f"--data_dir={data_dir}",
+                  f"--output_dir={out_dir}", "--skip_train",
+                  "--tune_on_val=average=1,3;alpha=0.6,1.5",
+                  "--decode_hparams=beam_size=2,alpha=0.6,extra_length=5")
+    assert out.returncode == 0, out.stdout[-3000:] + out.stderr[-3000:]
+    lines = out.stdout.strip().splitlines()
+    tuned = json.loads(lines[-1])
+    rows = tuned["tuned_on_val"]
+    assert [(r["average"], r["alpha"]) for r in rows] == [(1, 0.6), (1, 1.5), (3, 0.6), (3, 1.5)]
+    best = max(rows, key=lambda r: r["val_sacrebleu"])
+    assert tuned["averaged_checkpoints"] == best["average"]
+    assert tuned["decode_hparams"] == f"beam_size=2,extra_length=5,alpha={best['alpha']}"
+    assert set(tuned["stage_minutes"]) >= {"val", "decode"}
+    assert "train" not in tuned["stage_minutes"]
+    log = "\n".join(lines)
+    assert "val: Wrote 1014 translations" in log
+    assert "train: " not in log
+    # Each val figure is that decode's sacreBLEU against val's German: the last
+    # pair's translations are left in val.de.decodes.
+    with gzip.open(shared_data / "multi30k" / "val.de.gz", "rt", encoding="utf-8") as f:
+        val_references = f.read().splitlines()
+    with open(out_dir / "val.de.decodes", encoding="utf-8") as f:
+        val_hypotheses = f.read().splitlines()
+    assert rows[-1]["val_sacrebleu"] == pytest.approx(
+        sacrebleu.corpus_bleu(val_hypotheses, [val_references]).score, abs=0.005)
+
+
+def test_tuning_grid_and_alpha_override():
+    import importlib.util
+
+    spec = importlib.util.spec_from_file_location("multi30k_recipe", RECIPE)
+    recipe = importlib.util.module_from_spec(spec)
+    spec.loader.exec_module(recipe)
+    assert recipe._parse_tuning("") is None
+    assert recipe._parse_tuning("average=5,10;alpha=0.6,1.0") == {
+        "average": [5, 10], "alpha": [0.6, 1.0]}
+    assert recipe._parse_tuning("alpha=1") == {"alpha": [1.0]}
+    for bad in ("beam=4", "average=", "average=five", "average=5;alpha"):
+        with pytest.raises(ValueError):
+            recipe._parse_tuning(bad)
+    assert recipe._with_alpha("beam_size=4,alpha=0.6", 1.0) == "beam_size=4,alpha=1.0"
+    assert recipe._with_alpha("", 0.8) == "alpha=0.8"
+
+
+def test_a_malformed_tuning_grid_is_one_line(tmp_path):
+    out = _recipe(f"--output_dir={tmp_path / 'run'}", "--tune_on_val=beam=4")
+    assert out.returncode == 2
+    assert out.stderr.strip().splitlines()[-1] == (
+        "multi30k_recipe.py: error: --tune_on_val: expected 'average=N,...;alpha=A,...', "
+        "got 'beam=4'")
+
 
 def test_a_failing_stage_stops_the_recipe_with_its_error(tmp_path):
     out = _recipe(f"--data_dir={tmp_path / 'data'}", f"--output_dir={tmp_path / 'run'}",
