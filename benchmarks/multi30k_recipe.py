@@ -161,6 +161,17 @@ def _average(stages: Stages, stage: str, output_dir: str, n: int) -> list[str]:
     return [f"--checkpoint_path={averaged.rsplit(' ', 1)[-1]}"]
 
 
+def _decode(stages: Stages, stage: str, args, checkpoint: list[str], source: str,
+            reference: str, hypotheses: str, decode_hparams: str) -> dict:
+    """Beam-decode `source` of --raw_dir into `hypotheses`; the decoder's BLEU JSON."""
+    lines = stages.run(stage, "decoder", f"--output_dir={args.output_dir}", *checkpoint,
+                       f"--decode_from_file={os.path.join(args.raw_dir, source)}",
+                       f"--decode_to_file={hypotheses}",
+                       f"--decode_reference={os.path.join(args.raw_dir, reference)}",
+                       f"--decode_hparams={decode_hparams}", "--json")
+    return _json_tail(lines)
+
+
 def _with_alpha(decode_hparams: str, alpha: float) -> str:
     """`decode_hparams` with its length penalty alpha set to `alpha`."""
     kept = [kv for kv in decode_hparams.split(",")
@@ -177,13 +188,9 @@ def _tune_on_val(stages: Stages, args) -> list[dict]:
         for alpha in grid.get("alpha", [None]):
             decode_hparams = (args.decode_hparams if alpha is None
                               else _with_alpha(args.decode_hparams, alpha))
-            lines = stages.run(
-                "val", "decoder", f"--output_dir={args.output_dir}", *checkpoint,
-                f"--decode_from_file={os.path.join(args.raw_dir, VAL_SOURCE)}",
-                f"--decode_to_file={os.path.join(args.output_dir, 'val.de.decodes')}",
-                f"--decode_reference={os.path.join(args.raw_dir, VAL_REFERENCE)}",
-                f"--decode_hparams={decode_hparams}", "--json")
-            score = round(_json_tail(lines)["sacrebleu"]["score"], 2)
+            scores = _decode(stages, "val", args, checkpoint, VAL_SOURCE, VAL_REFERENCE,
+                             os.path.join(args.output_dir, "val.de.decodes"), decode_hparams)
+            score = round(scores["sacrebleu"]["score"], 2)
             alpha = alpha if alpha is not None else _alpha_of(decode_hparams)
             rows.append({"average": max(n, 1), "alpha": alpha, "val_sacrebleu": score})
             stages.log("val", f"average {max(n, 1)}, alpha {alpha}: sacreBLEU {score}")
@@ -229,12 +236,8 @@ def main():
                                                               best["alpha"])
     checkpoint = _average(stages, "average", args.output_dir, average)
     hypotheses = os.path.join(args.output_dir, "test_2016_flickr.de.decodes")
-    lines = stages.run("decode", "decoder", f"--output_dir={args.output_dir}", *checkpoint,
-                       f"--decode_from_file={os.path.join(args.raw_dir, TEST_SOURCE)}",
-                       f"--decode_to_file={hypotheses}",
-                       f"--decode_reference={os.path.join(args.raw_dir, TEST_REFERENCE)}",
-                       f"--decode_hparams={decode_hparams}", "--json")
-    scores = _json_tail(lines)
+    scores = _decode(stages, "decode", args, checkpoint, TEST_SOURCE, TEST_REFERENCE,
+                     hypotheses, decode_hparams)
     result = {
         "benchmark": "multi30k_recipe",
         "date": datetime.date.today().isoformat(),
