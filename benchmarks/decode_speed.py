@@ -25,10 +25,12 @@ to compare).
 import argparse
 import json
 import os
-import platform
 import sys
 import tempfile
 import time
+
+sys.path.insert(0, os.path.dirname(os.path.abspath(__file__)))  # benchmarks/, also when loaded by path
+import machine  # noqa: E402  (benchmarks/machine.py)
 
 sys.path.insert(0, os.path.dirname(os.path.dirname(os.path.abspath(__file__))))
 
@@ -124,7 +126,7 @@ def main():
         "benchmark": "decode_speed", "output_dir": args.output_dir,
         "checkpoint_path": args.checkpoint_path, "beam_size": args.beam_size,
         "threads": args.threads, "decode_hparams": args.decode_hparams, "results": results,
-        "machine": f"{platform.machine()} {os.cpu_count()} cores, tensorflow {tf.__version__}",
+        "machine": machine.describe(tensorflow=tf.__version__),
     }
     if ct2_dir:
         import shutil

@@ -23,9 +23,12 @@ ratios auto_select / threefry and threefry / off.
 import argparse
 import json
 import os
-import platform
 import statistics
+import sys
 import time
+
+sys.path.insert(0, os.path.dirname(os.path.abspath(__file__)))  # benchmarks/, also when loaded by path
+import machine  # noqa: E402  (benchmarks/machine.py)
 
 # shape -> (hparam set, overrides): the Multi30k problem's 8,192-piece vocabulary
 # for the two small sets (what the trainer's benchmarks train them on).
@@ -133,7 +136,7 @@ def main(argv=None):
     os.environ.setdefault("KERAS_BACKEND", "tensorflow")
     import tensorflow as tf
 
-    out = {"benchmark": "dropout_rng", "machine": f"{platform.machine()} {os.cpu_count()} cores",
+    out = {"benchmark": "dropout_rng", "machine": machine.describe(),
            "tf": tf.__version__, "load_average_1m": os.getloadavg()[0],
            "mask_ms": mask_costs(a.rounds, a.calls)}
     out["shapes"] = {s: step_costs(s, a.rounds, a.calls, a.length)

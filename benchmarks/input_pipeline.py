@@ -20,10 +20,12 @@ import argparse
 import json
 import os
 import pathlib
-import platform
 import sys
 import tempfile
 import time
+
+sys.path.insert(0, os.path.dirname(os.path.abspath(__file__)))  # benchmarks/, also when loaded by path
+import machine  # noqa: E402  (benchmarks/machine.py)
 
 ROOT = pathlib.Path(__file__).resolve().parents[1]
 sys.path.insert(0, str(ROOT))
@@ -118,7 +120,7 @@ def main() -> None:
         "datagen_s": datagen_s,
         "tf": tf.__version__,
         "cpus": os.cpu_count(),
-        "machine": platform.machine(),
+        "machine": machine.describe(),
         "load_average_1m": round(os.getloadavg()[0], 2),
     })
     print(json.dumps(result))

@@ -27,11 +27,13 @@ import argparse
 import datetime
 import json
 import os
-import platform
 import re
 import subprocess
 import sys
 import time
+
+sys.path.insert(0, os.path.dirname(os.path.abspath(__file__)))  # benchmarks/, also when loaded by path
+import machine  # noqa: E402  (benchmarks/machine.py)
 
 ROOT = os.path.dirname(os.path.dirname(os.path.abspath(__file__)))
 TEST_SOURCE = "test_2016_flickr.en.gz"
@@ -214,6 +216,8 @@ def main():
             sys.exit(f"multi30k_recipe: error: {name} is not in --raw_dir={args.raw_dir}; "
                      "download Multi30k (github.com/multi30k/dataset, data/task1/raw) there.")
     stages = Stages()
+    matmul_start = machine.matmul_tflops()
+    stages.log("host", f"{machine.describe()}; numpy float32 matmul {matmul_start} TFLOP/s")
     train_lines = [] if args.skip_train else stages.run(
         "train", "trainer", "--problem=translate_ende_multi30k",
         f"--hparams_set={args.hparams_set}", f"--hparams={args.hparams}",
@@ -254,7 +258,10 @@ def main():
         "stage_minutes": {k: round(v / 60.0, 1) for k, v in stages.seconds.items()},
         "total_minutes": round((time.time() - stages.start) / 60.0, 1),
         "hypotheses": hypotheses,
-        "machine": f"{platform.machine()} {os.cpu_count()} cores",
+        "machine": machine.describe(),
+        # How fast this host multiplies (numpy float32 1024^3, best of 5), at
+        # the start and the end: the VM's hosts differ up to 3x (machine.py).
+        "host_matmul_tflops": {"start": matmul_start, "end": machine.matmul_tflops()},
     }
     print(json.dumps(result), flush=True)
 

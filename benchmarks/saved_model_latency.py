@@ -16,12 +16,13 @@ second, and how many outputs equal the plain export's.
 import argparse
 import json
 import os
-import platform
 import subprocess
 import sys
 import tempfile
 
 sys.path.insert(0, os.path.dirname(os.path.dirname(os.path.abspath(__file__))))
+sys.path.insert(0, os.path.dirname(os.path.abspath(__file__)))  # benchmarks/, also when loaded by path
+import machine  # noqa: E402  (benchmarks/machine.py)
 
 # Runs in the clean process: argv = saved model, sentences JSON file, batch
 # sizes, threads. Imports nothing of this project.
@@ -107,7 +108,7 @@ def main():
         "benchmark": "saved_model_latency", "output_dir": args.output_dir,
         "checkpoint_path": args.checkpoint_path, "threads": args.threads,
         "results": entries,
-        "machine": f"{platform.machine()} {os.cpu_count()} cores, tensorflow {tf.__version__}",
+        "machine": machine.describe(tensorflow=tf.__version__),
         "loadavg": open("/proc/loadavg").read().split()[:3]}))
 
 

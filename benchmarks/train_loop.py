@@ -72,10 +72,12 @@ import dataclasses
 import json
 import os
 import pathlib
-import platform
 import sys
 import tempfile
 import time
+
+sys.path.insert(0, os.path.dirname(os.path.abspath(__file__)))  # benchmarks/, also when loaded by path
+import machine  # noqa: E402  (benchmarks/machine.py)
 
 os.environ.setdefault("TF_CPP_MIN_LOG_LEVEL", "2")
 os.environ.setdefault("KERAS_BACKEND", "tensorflow")
@@ -418,7 +420,7 @@ def main(argv=None):
         result["shapes"][name] = entry
         print(json.dumps({"shape": name, **entry}), file=sys.stderr, flush=True)
     result.update({"datagen_s": datagen_s, "tf": tf.__version__, "cpus": os.cpu_count(),
-                   "machine": platform.machine(),
+                   "machine": machine.describe(),
                    "load_average_1m": round(os.getloadavg()[0], 2)})
     print(json.dumps(result))
     if tmp is not None:

@@ -12,10 +12,12 @@ Datagen runs first if data_dir has no data.
 import argparse
 import json
 import os
-import platform
 import sys
 import tempfile
 import time
+
+sys.path.insert(0, os.path.dirname(os.path.abspath(__file__)))  # benchmarks/, also when loaded by path
+import machine  # noqa: E402  (benchmarks/machine.py)
 
 sys.path.insert(0, os.path.dirname(os.path.dirname(os.path.abspath(__file__))))
 
@@ -81,7 +83,7 @@ def main():
         "cached_input_tokens_per_second": round(tokens_cached / t_cached, 1),
         "input_wait_fraction": round(max(0.0, 1.0 - (t_cached / tokens_cached)
                                          / (t_real / tokens_real)), 4),
-        "machine": f"{platform.machine()} {os.cpu_count()} cores, tensorflow {tf.__version__}",
+        "machine": machine.describe(tensorflow=tf.__version__),
     }))
 
 

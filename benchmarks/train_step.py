@@ -70,10 +70,12 @@ import inspect
 import json
 import os
 import pathlib
-import platform
 import subprocess
 import sys
 import time
+
+sys.path.insert(0, os.path.dirname(os.path.abspath(__file__)))  # benchmarks/, also when loaded by path
+import machine  # noqa: E402  (benchmarks/machine.py)
 
 os.environ.setdefault("TF_CPP_MIN_LOG_LEVEL", "2")
 os.environ.setdefault("KERAS_BACKEND", "tensorflow")
@@ -418,7 +420,7 @@ def main(argv=None):
               "jax_prng": os.environ.get("JAX_DEFAULT_PRNG_IMPL", "threefry2x32"),
               "run": {name: getattr(a, name) for name, _ in RUN_FLAGS},
               "peak_tflops": round(peak / 1e12, 4), "peak": peak_source,
-              "machine": f"{platform.machine()} {os.cpu_count()} cores", "shapes": {}}
+              "machine": machine.describe(), "shapes": {}}
     tokens = a.batch * a.tgt_len
     for name in a.shapes:
         shape = SHAPES[name]

@@ -36,6 +36,9 @@ def test_recipe_trains_averages_decodes_and_scores(multi30k_data_dir, shared_dat
     assert result["final_dev"].startswith("eval at step 60: loss ")
     assert "(4 dev sentences" in result["final_dev"]   # --eval_decode_sentences passed on
     assert result["averaged_checkpoints"] == 3
+    assert result["machine"].startswith(f"{os.uname().machine} {os.cpu_count()} cores, ")
+    assert set(result["host_matmul_tflops"]) == {"start", "end"}
+    assert all(v > 0 for v in result["host_matmul_tflops"].values())
     assert set(result["stage_minutes"]) == {"train", "average", "decode"}
     assert result["sacrebleu_signature"].startswith("nrefs:1|case:mixed|eff:no|tok:13a")
     with open(result["hypotheses"], encoding="utf-8") as f:
