@@ -182,7 +182,11 @@ def _with_alpha(decode_hparams: str, alpha: float) -> str:
 
 
 def _tune_on_val(stages: Stages, args) -> list[dict]:
-    """Decode val once per (average, alpha) of --tune_on_val; its sacreBLEU each."""
+    """Decode val once per (average, alpha) of --tune_on_val; its sacreBLEU each.
+
+    Each row also holds the decode hparams it used: an axis not in the grid
+    keeps --average or --decode_hparams as given (its "alpha" is then None).
+    """
     grid = args.tune_on_val
     rows = []
     for n in grid.get("average", [args.average]):
@@ -193,18 +197,10 @@ def _tune_on_val(stages: Stages, args) -> list[dict]:
             scores = _decode(stages, "val", args, checkpoint, VAL_SOURCE, VAL_REFERENCE,
                              os.path.join(args.output_dir, "val.de.decodes"), decode_hparams)
             score = round(scores["sacrebleu"]["score"], 2)
-            alpha = alpha if alpha is not None else _alpha_of(decode_hparams)
-            rows.append({"average": max(n, 1), "alpha": alpha, "val_sacrebleu": score})
-            stages.log("val", f"average {max(n, 1)}, alpha {alpha}: sacreBLEU {score}")
+            rows.append({"average": max(n, 1), "alpha": alpha,
+                         "decode_hparams": decode_hparams, "val_sacrebleu": score})
+            stages.log("val", f"average {max(n, 1)}, {decode_hparams}: sacreBLEU {score}")
     return rows
-
-
-def _alpha_of(decode_hparams: str) -> float | None:
-    for kv in decode_hparams.split(","):
-        name, _, value = kv.partition("=")
-        if name.strip() == "alpha":
-            return float(value)
-    return None
 
 
 def main():
@@ -218,6 +214,8 @@ def main():
     stages = Stages()
     matmul_start = machine.matmul_tflops()
     stages.log("host", f"{machine.describe()}; numpy float32 matmul {matmul_start} TFLOP/s")
+    # Keep every checkpoint an average will read.
+    kept = max([args.average, 5, *(args.tune_on_val or {}).get("average", [])])
     train_lines = [] if args.skip_train else stages.run(
         "train", "trainer", "--problem=translate_ende_multi30k",
         f"--hparams_set={args.hparams_set}", f"--hparams={args.hparams}",
@@ -225,7 +223,7 @@ def main():
         f"--output_dir={args.output_dir}", f"--train_steps={args.train_steps}",
         f"--max_train_minutes={args.max_train_minutes}",
         f"--save_checkpoints_steps={args.save_checkpoints_steps}",
-        f"--keep_checkpoint_max={max([args.average, 5, *(args.tune_on_val or {}).get('average', [])])}",
+        f"--keep_checkpoint_max={kept}",
         f"--local_eval_frequency={args.local_eval_frequency}",
         f"--eval_decode_sentences={args.eval_decode_sentences}")
     steps = [int(m.group(1)) for line in train_lines
@@ -236,8 +234,7 @@ def main():
     if args.tune_on_val:
         tuning = _tune_on_val(stages, args)
         best = max(tuning, key=lambda row: row["val_sacrebleu"])
-        average, decode_hparams = best["average"], _with_alpha(args.decode_hparams,
-                                                              best["alpha"])
+        average, decode_hparams = best["average"], best["decode_hparams"]
     checkpoint = _average(stages, "average", args.output_dir, average)
     hypotheses = os.path.join(args.output_dir, "test_2016_flickr.de.decodes")
     scores = _decode(stages, "decode", args, checkpoint, TEST_SOURCE, TEST_REFERENCE,

@@ -81,6 +81,7 @@ def test_recipe_trains_averages_decodes_and_scores(multi30k_data_dir, shared_dat
     best = max(rows, key=lambda r: r["val_sacrebleu"])
     assert tuned["averaged_checkpoints"] == best["average"]
     assert tuned["decode_hparams"] == f"beam_size=2,extra_length=5,alpha={best['alpha']}"
+    assert tuned["decode_hparams"] == best["decode_hparams"]
     assert set(tuned["stage_minutes"]) >= {"val", "decode"}
     assert "train" not in tuned["stage_minutes"]
     log = "\n".join(lines)
@@ -96,12 +97,17 @@ def test_recipe_trains_averages_decodes_and_scores(multi30k_data_dir, shared_dat
         sacrebleu.corpus_bleu(val_hypotheses, [val_references]).score, abs=0.005)
 
 
-def test_tuning_grid_and_alpha_override():
+def _load_recipe():
     import importlib.util
 
     spec = importlib.util.spec_from_file_location("multi30k_recipe", RECIPE)
     recipe = importlib.util.module_from_spec(spec)
     spec.loader.exec_module(recipe)
+    return recipe
+
+
+def test_tuning_grid_and_alpha_override():
+    recipe = _load_recipe()
     assert recipe._parse_tuning("") is None
     assert recipe._parse_tuning("average=5,10;alpha=0.6,1.0") == {
         "average": [5, 10], "alpha": [0.6, 1.0]}
@@ -136,3 +142,28 @@ def test_missing_raw_data_is_one_line(tmp_path):
     assert out.stderr.strip().splitlines() == [
         f"multi30k_recipe: error: test_2016_flickr.en.gz is not in --raw_dir={tmp_path}; "
         "download Multi30k (github.com/multi30k/dataset, data/task1/raw) there."]
+
+
+def test_tuning_only_the_averaging_keeps_the_decode_hparams_as_given(monkeypatch):
+    # A grid without alpha must not invent one (a decode_hparams without
+    # alpha stays without it); the best val figure picks the averaging.
+    import argparse
+
+    recipe = _load_recipe()
+    calls = []
+    monkeypatch.setattr(recipe, "_average", lambda stages, stage, out, n: [f"--ckpt={n}"])
+
+    def fake_decode(stages, stage, args, checkpoint, source, reference, hyp, dhp):
+        calls.append((stage, checkpoint, source, dhp))
+        return {"sacrebleu": {"score": {"--ckpt=5": 30.0, "--ckpt=10": 31.5}[checkpoint[0]]}}
+
+    monkeypatch.setattr(recipe, "_decode", fake_decode)
+    stages = argparse.Namespace(log=lambda *a: None)
+    args = argparse.Namespace(tune_on_val=recipe._parse_tuning("average=5,10"), average=5,
+                              decode_hparams="beam_size=4", output_dir="out")
+    rows = recipe._tune_on_val(stages, args)
+    assert rows == [
+        {"average": 5, "alpha": None, "decode_hparams": "beam_size=4", "val_sacrebleu": 30.0},
+        {"average": 10, "alpha": None, "decode_hparams": "beam_size=4", "val_sacrebleu": 31.5}]
+    assert calls == [("val", ["--ckpt=5"], "val.en.gz", "beam_size=4"),
+                     ("val", ["--ckpt=10"], "val.en.gz", "beam_size=4")]
