@@ -28,7 +28,7 @@ def test_recipe_trains_averages_decodes_and_scores(multi30k_data_dir, shared_dat
                   f"--output_dir={out_dir}", "--hparams_set=transformer_tiny",
                   "--train_steps=60", "--save_checkpoints_steps=20",
                   "--local_eval_frequency=30", "--eval_decode_sentences=4", "--average=3",
-                  "--decode_hparams=beam_size=2,alpha=0.6,extra_length=5")
+                  "--decode_hparams=beam_size=2,alpha=0.6,extra_length=5", "--tune_on_val=")
     assert out.returncode == 0, out.stdout[-3000:] + out.stderr[-3000:]
     lines = out.stdout.strip().splitlines()
     result = json.loads(lines[-1])
@@ -109,7 +109,7 @@ def _load_recipe():
 def test_tuning_grid_and_alpha_override():
     recipe = _load_recipe()
     assert recipe._parse_tuning("") is None
-    assert recipe._parse_tuning("average=5,10;alpha=0.6,1.0") == {
+    assert recipe._parse_tuning(recipe.DEFAULT_TUNING) == {
         "average": [5, 10], "alpha": [0.6, 1.0]}
     assert recipe._parse_tuning("alpha=1") == {"alpha": [1.0]}
     for bad in ("beam=4", "average=", "average=five", "average=5;alpha"):
