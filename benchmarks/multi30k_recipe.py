@@ -71,10 +71,10 @@ def _parse_args():
     parser.add_argument("--decode_hparams", default="beam_size=4,alpha=0.6")
     parser.add_argument("--tune_on_val", default=DEFAULT_TUNING,
                         help="choose the averaging and the length penalty on Multi30k's val "
-                             "set before the one test decode: 'average=5,10;alpha=0.6,1.0' "
+                             "set before the one test decode: the default, '%(default)s', "
                              "decodes val once per pair and keeps the best sacreBLEU (the "
                              "test set is never used to choose); empty = --average and "
-                             "--decode_hparams as given (default: %(default)s)")
+                             "--decode_hparams as given")
     parser.add_argument("--skip_train", action="store_true",
                         help="redo only the averaging, tuning and decoding of the training "
                              "run in --output_dir (no further training)")
