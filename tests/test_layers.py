@@ -48,12 +48,14 @@ def test_self_attention_cache_matches_causal_attention():
     pos = np.arange(T)
     causal = (pos[None, :] <= pos[:, None])[None, None]
     full = np.asarray(layer(X, attention_mask=causal))
-    cache = {"key": np.zeros((B, T + 2, 2, 8), "float32"),
-             "value": np.zeros((B, T + 2, 2, 4), "float32")}
+    cache = layer.empty_cache(B, T + 2, "float32")
+    assert tuple(cache["key"].shape) == (B, 2, T + 2, 8)  # heads first
+    assert tuple(cache["value"].shape) == (B, 2, T + 2, 4)
     for i in range(T):
         out, cache = layer(X[:, i:i + 1], cache=cache, cache_index=np.int32(i))
         np.testing.assert_allclose(np.asarray(out)[:, 0], full[:, i], atol=1e-5)
-    assert np.asarray(cache["key"])[:, T:].max() == 0  # unwritten positions stay empty
+    assert np.asarray(cache["key"])[:, :, T:].max() == 0  # unwritten positions stay empty
+    assert np.abs(np.asarray(cache["key"])[:, :, :T]).min() > 0  # written ones are not
 
 
 def test_feed_forward_network():
@@ -141,8 +143,8 @@ def test_decoder_layer(norm_type):
     assert not np.allclose(out[:, 3:], out2[:, 3:], atol=1e-3)
     # Incremental decoding through the cache gives the same outputs.
     cache = layer.init_cache(MEMORY, max_decode_length=T)
-    assert tuple(cache["self"]["key"].shape) == (B, T, 2, 8)
-    assert tuple(cache["cross"]["value"].shape) == (B, S, 2, 8)
+    assert tuple(cache["self"]["key"].shape) == (B, 2, T, 8)  # heads first
+    assert tuple(cache["cross"]["value"].shape) == (B, 2, S, 8)
     for i in range(T):
         step, cache = layer(X[:, i:i + 1], cross_attention_mask=SOURCE_MASK,
                             cache=cache, cache_index=np.int32(i))

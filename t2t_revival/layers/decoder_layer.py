@@ -38,8 +38,9 @@ class DecoderLayer(keras.layers.Layer):
             (e.g. `attention_masks.segment_mask` of packed targets); not with
             `cache`.
         cache: optional dict for incremental decoding (see `init_cache`):
-            `{"self": {"key": [batch, L, h, d_k], "value": [batch, L, h, d_v]},
-              "cross": {"key": [batch, S, h, d_k], "value": [batch, S, h, d_v]}}`.
+            `{"self": {"key": [batch, h, L, d_k], "value": [batch, h, L, d_v]},
+              "cross": {"key": [batch, h, S, d_k], "value": [batch, h, S, d_v]}}`
+            (heads first: `MultiHeadAttention`'s cache layout).
         cache_index: int32 scalar, position of `x[:, 0]` (with `cache`).
         training: enables dropout.
 
@@ -103,16 +104,10 @@ class DecoderLayer(keras.layers.Layer):
             encoder_output: `[batch, source_length, d_model]`.
             max_decode_length: static int, positions in the self-attention buffer.
         """
-        batch = ops.shape(encoder_output)[0]
-        h, dtype = self.num_heads, self.compute_dtype
-        key, value = self.cross_attention.compute_key_value(
-            ops.cast(encoder_output, dtype))
+        batch, dtype = ops.shape(encoder_output)[0], self.compute_dtype
         return {
-            "self": {
-                "key": ops.zeros((batch, max_decode_length, h, self.key_size), dtype),
-                "value": ops.zeros((batch, max_decode_length, h, self.value_size), dtype),
-            },
-            "cross": {"key": key, "value": value},  # (B, S, H, dk), (B, S, H, dv)
+            "self": self.self_attention.empty_cache(batch, max_decode_length, dtype),
+            "cross": self.cross_attention.memory_cache(ops.cast(encoder_output, dtype)),
         }
 
     def call(self, x, encoder_output=None, cross_attention_mask=None, cache=None,

@@ -287,8 +287,8 @@ class Transformer(keras.Model):
                 be called for (with learned positions, at most hparams.max_length).
         Returns:
             `{"encoder_padding": [batch, S],
-              "layer_i": {"self": {"key": [batch, L, h, d_k], "value": [batch, L, h, d_v]},
-                          "cross": {"key": [batch, S, h, d_k], "value": [batch, S, h, d_v]}}}`
+              "layer_i": {"self": {"key": [batch, h, L, d_k], "value": [batch, h, L, d_v]},
+                          "cross": {"key": [batch, h, S, d_k], "value": [batch, h, S, d_v]}}}`
             for i in 0 .. num_hidden_layers-1 (L = max_decode_length; the
             self-attention buffers start as zeros, the cross-attention keys and
             values are computed here, once per source).
