@@ -144,7 +144,7 @@ class MultiHeadAttention(keras.layers.Layer):
         q = q * ops.cast(dk ** -0.5, q.dtype)
         # With a cache the keys and values are heads first (B, H, S, d): the
         # einsums are then batched matmuls over (B, H) that read the buffers as
-        # they lie (in the [B, S, H, d] layout XLA copied every buffer into
+        # they lie (with a [B, S, H, d] cache XLA transposed every buffer into
         # heads-first order at every decoding step: a quarter of a step).
         heads_first = cache is not None
         logits = ops.einsum("bthd,bhsd->bhts" if heads_first else "bthd,bshd->bhts",
