@@ -322,3 +322,44 @@ def test_decode_hparams_defaults_overrides_and_errors():
     ]:
         with pytest.raises(DecodeHParamsError, match=pattern):
             DecodeHParams.from_hparams(HParams(), text)
+
+
+@pytest.mark.parametrize("compiled", [False, True])
+def test_chunked_top_k_equals_top_k_ties_included(compiled):
+    """The beam's top_k over [batch, k * vocab] goes through the best chunks
+    (`_top_k`): the same values and indices as ops.top_k, ties to the lower
+    index, also where whole chunks tie and where most values are NEG_INF."""
+    import importlib
+    search_module = importlib.import_module("t2t_revival.decode.beam_search")
+    top_k = search_module._top_k
+    if compiled:
+        top_k = tf.function(top_k, jit_compile=True, autograph=False, reduce_retracing=False)
+    rng = np.random.default_rng(0)
+    n = 32 * search_module._TOP_K_CHUNK
+    cases = {
+        "normal": rng.normal(size=(6, n)),
+        # Few distinct values: ties everywhere, within and across chunks.
+        "ties": rng.integers(0, 5, size=(6, n)).astype(float),
+        # Dead beams: NEG_INF plus a log-prob, many equal after rounding.
+        "dead": np.where(rng.random((6, n)) < 0.9, search_module.NEG_INF, 0.0)
+                + rng.integers(-3, 0, size=(6, n)),
+    }
+    # The best values all in one chunk, and chunk maxima that tie.
+    crowded = np.full((2, n), -5.0)
+    crowded[0, 300:310] = np.arange(10.0)
+    crowded[1, ::search_module._TOP_K_CHUNK] = 1.0
+    cases["crowded"] = crowded
+    # A later chunk with the highest value and a tie with an earlier chunk's best.
+    crossed = np.full((1, n), -5.0)
+    crossed[0, 5 * search_module._TOP_K_CHUNK + 7] = 10.0
+    crossed[0, 5 * search_module._TOP_K_CHUNK + 9] = 3.0
+    crossed[0, 2 * search_module._TOP_K_CHUNK + 1] = 3.0
+    cases["crossed"] = crossed
+    for name, x in cases.items():
+        x = tf.constant(x, tf.float32)
+        for k in (1, 2, 8):
+            values, indices = top_k(x, k)
+            expected_values, expected_indices = tf.math.top_k(x, k)
+            np.testing.assert_array_equal(values.numpy(), expected_values.numpy(), err_msg=name)
+            np.testing.assert_array_equal(indices.numpy(), expected_indices.numpy(),
+                                          err_msg=name)

@@ -77,6 +77,41 @@ def _write_position(seqs, tokens, index, max_decode_length: int):
     return ops.where(at_index[None, None, :], tokens[:, :, None], seqs)
 
 
+# `_top_k` splits rows of at least this many chunks into chunks of this size.
+_TOP_K_CHUNK = 128
+
+
+def _top_k(x, k: int):
+    """`ops.top_k(x, k)` of x [rows, n]: the same values and indices, ties to
+    the lower index as there, found in the k chunks of `_TOP_K_CHUNK` whose
+    maxima are highest (by maximum, then lower chunk), which hold all k best.
+
+    XLA's CPU TopK goes through every element one after the other: over the
+    beam's [batch, k * vocab] candidates that was 1.9 ms of a 22 ms batch-32
+    step. Chunk maxima are a vectorized reduction, and TopK then runs over
+    [rows, n / 128] and [rows, k * 128].
+
+    Why the k best lie in those chunks: an element e among the k best lies in
+    a chunk c whose maximum is >= e. Every chunk ranked above c has a maximum
+    above e, or equal to e and lying before c (so before e): either way an
+    element ranked above e. If c were not among the k chunks kept, k elements
+    would rank above e.
+    """
+    n = x.shape[-1]
+    if n is None or n % _TOP_K_CHUNK or n // _TOP_K_CHUNK < 4 * k:
+        return ops.top_k(x, k)
+    chunks = n // _TOP_K_CHUNK
+    blocks = ops.reshape(x, (-1, chunks, _TOP_K_CHUNK))                       # [R, C, 128]
+    _, best_chunks = ops.top_k(ops.max(blocks, axis=-1), k)                   # [R, k]
+    # In index order, so that top_k over the candidates breaks ties as over x.
+    best_chunks = ops.sort(ops.cast(best_chunks, "int32"), axis=-1)
+    candidates = ops.take_along_axis(blocks, best_chunks[:, :, None], axis=1)  # [R, k, 128]
+    values, where = ops.top_k(ops.reshape(candidates, (-1, k * _TOP_K_CHUNK)), k)
+    where = ops.cast(where, "int32")
+    chunk = ops.take_along_axis(best_chunks, where // _TOP_K_CHUNK, axis=1)
+    return values, chunk * _TOP_K_CHUNK + where % _TOP_K_CHUNK
+
+
 def _map_cache(fn, cache):
     """Apply `fn` to every tensor leaf of a nested dict (or list/tuple)."""
     return keras.tree.map_structure(fn, cache)
@@ -205,7 +240,7 @@ def beam_search(step: StepFn, cache, batch_size, beam_size: int, alpha: float,
         candidates = ops.reshape(candidates, (-1, k * vocab_size))           # [B, k*V]
 
         # The 2k best extensions: enough that k of them do not end in EOS.
-        top_log_probs, top_indices = ops.top_k(candidates, 2 * k)            # [B, 2k]
+        top_log_probs, top_indices = _top_k(candidates, 2 * k)               # [B, 2k]
         top_indices = ops.cast(top_indices, "int32")
         parents = top_indices // vocab_size                                   # [B, 2k]
         tokens = top_indices % vocab_size                                     # [B, 2k]
