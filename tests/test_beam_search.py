@@ -363,3 +363,51 @@ def test_chunked_top_k_equals_top_k_ties_included(compiled):
             np.testing.assert_array_equal(values.numpy(), expected_values.numpy(), err_msg=name)
             np.testing.assert_array_equal(indices.numpy(), expected_indices.numpy(),
                                           err_msg=name)
+
+
+@pytest.mark.parametrize("batch", [2, 8])  # one loop; stages of halving batch
+def test_short_buffers_lengthened_as_the_search_goes_give_the_same_beams(batch):
+    """With `resize_cache` the first loop runs on 16, then 32 positions, then
+    max_decode_length: a step whose history buffer were too short would lose
+    tokens and score other sequences, so the beams equal those of the search
+    on full buffers (eagerly and under XLA)."""
+    rng = np.random.default_rng(7)
+    vocab, max_len = 6, 40
+    tables = rng.normal(0.0, 1.0, size=(batch, vocab, vocab, vocab))
+    tables[..., EOS] -= 4.0   # long outputs: the search goes past positions 16 and 32
+    flat = tf.constant(tables.reshape(batch * vocab * vocab, vocab), tf.float32)
+
+    def step(ids, cache, index):
+        hist = cache["hist"]                                   # [N, buffer] tokens fed so far
+        positions = ops.arange(hist.shape[1], dtype="int32")
+        hist = ops.where(positions[None, :] == index, ids[:, None], hist)
+        prev = ops.sum(ops.where(positions[None, :] == index - 1, hist, 0), axis=1)
+        table = cache["table"]
+        logits = ops.take(flat, (table * vocab + prev) * vocab + ids, axis=0)
+        return logits, {"hist": hist, "table": table}
+
+    lengths = []
+
+    def resize_cache(cache, length):
+        lengths.append(length)
+        hist = cache["hist"]
+        hist = hist[:, :length] if length <= hist.shape[1] else \
+            ops.pad(hist, ((0, 0), (0, length - hist.shape[1])))
+        return {"hist": hist, "table": cache["table"]}
+
+    cache = {"hist": tf.zeros((batch, max_len), tf.int32),
+             "table": tf.range(batch, dtype=tf.int32)}
+    for compiled in (False, True):
+        def search(cache, resize):
+            return beam_search(step, cache, batch, 3, 0.6, max_len, return_beams=True,
+                               resize_cache=resize_cache if resize else None)
+        if compiled:
+            search = tf.function(search, jit_compile=True, autograph=False,
+                                 reduce_retracing=False)
+        lengths.clear()
+        seqs, scores = search(cache, True)
+        assert lengths == [16, 32, 40], lengths
+        full_seqs, full_scores = search(cache, False)
+        np.testing.assert_array_equal(seqs.numpy(), full_seqs.numpy())
+        np.testing.assert_array_equal(scores.numpy(), full_scores.numpy())
+        assert (seqs.numpy() > 0).sum(axis=-1).max() > 32   # a beam went past 32

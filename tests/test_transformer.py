@@ -125,6 +125,34 @@ def test_cached_decoding_compiled_with_xla():
     assert np.abs(_incremental(model, SRC, TGT, step) - full).max() < 1e-4
 
 
+
+def test_resized_cache_keeps_written_positions_and_decodes_the_same():
+    """`resize_cache` (beam search's short buffers): a buffer of 4 positions,
+    stepped through 4 positions and lengthened to 9, decodes the rest as the
+    full buffer does; the written positions are kept, zeros appended, the
+    cross-attention keys and values are the same tensors."""
+    model = Transformer(tiny(norm_type="pre"))
+    full = run(model)
+    encoder_output, encoder_padding = model.encode(SRC)
+    cache = model.resize_cache(model.init_cache(encoder_output, encoder_padding, 9), 4)
+    assert tuple(cache["layer_0"]["self"]["key"].shape)[:3] == (3, 4, 4)  # [B, h, 4, d_k]
+    ids, out = np.zeros((3,), "int32"), []
+    for i in range(TGT.shape[1]):
+        if i == 4:
+            longer = model.resize_cache(cache, 9)
+            for name in ("key", "value"):
+                short, grown = cache["layer_1"]["self"][name], longer["layer_1"]["self"][name]
+                assert tuple(grown.shape)[:3] == (3, 4, 9)
+                np.testing.assert_array_equal(np.asarray(grown)[:, :, :4], np.asarray(short))
+                assert not np.asarray(grown)[:, :, 4:].any()
+            assert longer["layer_1"]["cross"]["key"] is cache["layer_1"]["cross"]["key"]
+            cache = longer
+        logits, cache = model.decode_step(ids, cache, np.int32(i))
+        out.append(np.asarray(logits))
+        ids = TGT[:, i]
+    assert np.abs(np.stack(out, axis=1) - full).max() < 1e-4
+
+
 def test_compiled_decode_step_reads_the_cache_where_it_lies():
     """XLA's optimized decoding step transposes no self-attention buffer and
     no encoder keys/values: the cache is kept heads first, as the attention's

@@ -119,7 +119,8 @@ def _map_cache(fn, cache):
 
 def beam_search(step: StepFn, cache, batch_size, beam_size: int, alpha: float,
                 max_decode_length: int, eos_id: int = EOS_ID,
-                return_beams: bool = True, early_stop: str = "exact"):
+                return_beams: bool = True, early_stop: str = "exact",
+                resize_cache: Callable[[Any, int], Any] | None = None):
     """Beam search with the GNMT length penalty and early stopping.
 
     Args:
@@ -137,6 +138,13 @@ def beam_search(step: StepFn, cache, batch_size, beam_size: int, alpha: float,
             it without EOS are cut there.
         eos_id: the end-of-sentence id (1).
         return_beams: True returns every beam; False only the best.
+        early_stop: "exact" or "best_finished" (below).
+        resize_cache: optional `resize_cache(cache, n) -> cache` whose
+            position buffers (e.g. self-attention keys and values) have `n`
+            positions, the first ones of `cache`'s (`Transformer.resize_cache`).
+            With it the search starts on buffers of `_BUFFER_LENGTHS[0]`
+            positions and lengthens them when the step index reaches their
+            end, up to max_decode_length (below), when that is a Python int.
 
     Returns:
         (sequences, scores): with return_beams, sequences int32
@@ -176,6 +184,14 @@ def beam_search(step: StepFn, cache, batch_size, beam_size: int, alpha: float,
     next, smaller stage. So a batch costs about what its elements need, not
     B times its slowest one; each element's search, hence every result, is
     the same as in one loop over the whole batch.
+
+    With `resize_cache`, that first loop (all B rows, from position 0) runs
+    on buffers of 16 positions while the index is below 16, then 32, and so
+    on (`_BUFFER_LENGTHS`), and on max_decode_length from there: a step reads
+    and a reorder copies the positions it may use, not all of them (at batch
+    32, steps are most of the time, and most of them come before position
+    32). The later, smaller stages run on the full buffers. Masked positions
+    add nothing to the attention, so the results are the same.
     """
     if beam_size < 1:
         raise ValueError(f"beam_size must be positive. Received: beam_size={beam_size}")
@@ -201,6 +217,10 @@ def beam_search(step: StepFn, cache, batch_size, beam_size: int, alpha: float,
     length = max_decode_length
     max_penalty = length_penalty(length, alpha)
 
+    buffer_lengths = [n for n in _BUFFER_LENGTHS if n < length] \
+        if resize_cache is not None and isinstance(length, int) else []
+    if buffer_lengths:
+        cache = resize_cache(cache, buffer_lengths[0])
     cache = _map_cache(lambda x: _tile_beams(x, k), cache)
     # Only beam 0 is alive at the start (all beams are the same empty prefix).
     first = ops.concatenate([ops.zeros((1,)), ops.full((k - 1,), NEG_INF)], axis=0)
@@ -304,7 +324,8 @@ def beam_search(step: StepFn, cache, batch_size, beam_size: int, alpha: float,
         new_state["searching"] = searching
         return new_state
 
-    state = _staged_loop(state, body, batch_size, k, length)
+    grow = (buffer_lengths, resize_cache) if buffer_lengths else None
+    state = _staged_loop(state, body, batch_size, k, length, grow)
 
     # Slots of the finished set that no EOS hypothesis filled (the loop ran to
     # max_decode_length) take the live hypotheses cut there, best first, after
@@ -334,9 +355,18 @@ _RESULT_FIELDS = ("live_log_probs", "live_seqs", "finished_scores", "finished_se
 _SMALLEST_STAGE = 4
 
 
-def _staged_loop(state, body, batch_size, k: int, length: int):
+# The self-attention buffer lengths that the first loop of a beam search with
+# `resize_cache` runs on, before max_decode_length (those below it).
+_BUFFER_LENGTHS = (16, 32)
+
+
+def _staged_loop(state, body, batch_size, k: int, length: int, grow=None):
     """Run `body` until no batch element is `state["searching"]` (or `length` steps),
     in stages of halving batch size when `batch_size` is a Python int.
+
+    `grow`: None, or `(buffer_lengths, resize_cache)`: the cache's buffers
+    hold `buffer_lengths[0]` positions, and the first loop lengthens them to
+    each next length, then to `length`, as the index reaches their end.
 
     A stage of R rows runs while more than R // 2 of its elements search; then
     its result fields are written back to the whole batch's, and the elements
@@ -350,9 +380,20 @@ def _staged_loop(state, body, batch_size, k: int, length: int):
     def not_at_end(state):
         return ops.less(state["index"], length)
 
+    def first_loop(cond, state):
+        """The loop from position 0: on short buffers first, with `grow`."""
+        if grow is not None:
+            buffer_lengths, resize_cache = grow
+            for n, longer in zip(buffer_lengths, buffer_lengths[1:] + [length]):
+                state = ops.while_loop(
+                    lambda s, n=n: ops.logical_and(ops.less(s["index"], n), cond(s)),
+                    body, state)
+                state = {**state, "cache": resize_cache(state["cache"], longer)}
+        return ops.while_loop(cond, body, state)
+
     if not isinstance(batch_size, int) or batch_size // 2 < _SMALLEST_STAGE:
-        return ops.while_loop(
-            lambda s: ops.logical_and(not_at_end(s), ops.any(s["searching"])), body, state)
+        return first_loop(
+            lambda s: ops.logical_and(not_at_end(s), ops.any(s["searching"])), state)
 
     rows = batch_size
     origin = ops.arange(rows, dtype="int32")                                  # [R] batch row
@@ -363,7 +404,8 @@ def _staged_loop(state, body, batch_size, k: int, length: int):
             count = ops.sum(ops.cast(s["searching"], "int32"))
             return ops.logical_and(not_at_end(s), ops.greater(count, half))
 
-        state = ops.while_loop(cond, body, state)
+        state = (first_loop(cond, state) if rows == batch_size
+                 else ops.while_loop(cond, body, state))
         # Write this stage's rows back (stage 0: every row, in order).
         if rows == batch_size:
             result = {name: state[name] for name in _RESULT_FIELDS}

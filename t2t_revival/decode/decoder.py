@@ -113,7 +113,8 @@ class Decoder:
         return beam_search(self.model.decode_step, cache, batch,
                            beam_size=dhp.beam_size, alpha=dhp.alpha,
                            max_decode_length=max_decode_length,
-                           return_beams=dhp.return_beams, early_stop=dhp.early_stop)
+                           return_beams=dhp.return_beams, early_stop=dhp.early_stop,
+                           resize_cache=self.model.resize_cache)
 
     def _encode(self, sentences: Sequence[str]) -> list[list[int]]:
         """EOS-terminated ids; a line longer than max_length is cut (counted in

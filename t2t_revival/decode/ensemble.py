@@ -68,6 +68,11 @@ class Ensemble:
                 for i, (model, output, padding) in enumerate(
                     zip(self.models, encoder_output, encoder_padding))}
 
+    def resize_cache(self, cache, length):
+        """Each model's cache with self-attention buffers of `length` positions."""
+        return {f"model_{i}": model.resize_cache(cache[f"model_{i}"], length)
+                for i, model in enumerate(self.models)}
+
     def decode_step(self, ids, cache, index):
         """ids int32 [B] -> (float32 [B, V] log of the mean probability, new cache)."""
         logits, new_cache = [], {}

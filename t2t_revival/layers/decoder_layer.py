@@ -110,6 +110,13 @@ class DecoderLayer(keras.layers.Layer):
             "cross": self.cross_attention.memory_cache(ops.cast(encoder_output, dtype)),
         }
 
+    def resize_cache(self, cache, length):
+        """`cache` with a self-attention buffer of `length` positions
+        (`MultiHeadAttention.resize_cache`); the cross-attention keys and
+        values are the same tensors."""
+        return {"self": self.self_attention.resize_cache(cache["self"], length),
+                "cross": cache["cross"]}
+
     def call(self, x, encoder_output=None, cross_attention_mask=None, cache=None,
              cache_index=None, self_attention_mask=None, training=None):
         new_self_cache = None

@@ -104,6 +104,17 @@ class MultiHeadAttention(keras.layers.Layer):
         return {"key": ops.zeros((batch, h, length, self.key_size), dtype),
                 "value": ops.zeros((batch, h, length, self.value_size), dtype)}
 
+    def resize_cache(self, cache, length):
+        """A self-attention buffer of `length` positions holding `cache`'s
+        first ones: zeros appended, or positions dropped from the end (those
+        must not have been written yet). `length` is a Python int."""
+        def resize(x):
+            have = x.shape[2]
+            if length <= have:
+                return x[:, :, :length]
+            return ops.pad(x, ((0, 0), (0, 0), (0, length - have), (0, 0)))
+        return {"key": resize(cache["key"]), "value": resize(cache["value"])}
+
     def memory_cache(self, memory):
         """Encoder-decoder attention's cache of `memory [batch, S, d_model]`:
         `{"key": [batch, h, S, d_k], "value": [batch, h, S, d_v]}`, computed

@@ -298,6 +298,20 @@ class Transformer(keras.Model):
             cache[f"layer_{i}"] = layer.init_cache(encoder_output, max_decode_length)
         return cache
 
+    def resize_cache(self, cache, length):
+        """`cache` (from `init_cache`) with self-attention buffers of `length`
+        positions: zeros appended, or unwritten positions dropped. The other
+        leaves are the same tensors. `length` is a Python int.
+
+        Beam search starts with short buffers and lengthens them as it goes
+        (`beam_search`'s `resize_cache`): a step reads, and a beam reorder
+        copies, only that many positions.
+        """
+        new_cache = {"encoder_padding": cache["encoder_padding"]}
+        for i, layer in enumerate(self.decoder_layers):
+            new_cache[f"layer_{i}"] = layer.resize_cache(cache[f"layer_{i}"], length)
+        return new_cache
+
     def decode_step(self, ids, cache, index):
         """One step of incremental decoding.
 
