@@ -355,6 +355,9 @@ def test_chunked_top_k_equals_top_k_ties_included(compiled):
     crossed[0, 5 * search_module._TOP_K_CHUNK + 9] = 3.0
     crossed[0, 2 * search_module._TOP_K_CHUNK + 1] = 3.0
     cases["crossed"] = crossed
+    # A length that is not a multiple of the chunk (padded with -inf).
+    cases["ragged"] = rng.normal(size=(3, n - 37))
+    cases["ragged ties"] = rng.integers(0, 3, size=(3, n - 37)).astype(float)
     for name, x in cases.items():
         x = tf.constant(x, tf.float32)
         for k in (1, 2, 8):
