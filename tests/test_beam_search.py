@@ -414,3 +414,57 @@ def test_short_buffers_lengthened_as_the_search_goes_give_the_same_beams(batch):
         np.testing.assert_array_equal(seqs.numpy(), full_seqs.numpy())
         np.testing.assert_array_equal(scores.numpy(), full_scores.numpy())
         assert (seqs.numpy() > 0).sum(axis=-1).max() > 32   # a beam went past 32
+
+
+@pytest.mark.parametrize("batch", [2, 8])  # one loop; stages of halving batch
+def test_short_buffers_with_a_length_known_only_when_the_graph_runs(batch):
+    """A SavedModel traces its search for any input length: max_decode_length
+    is a tensor, and the buffers go 16, 32, then to it (the last a tensor).
+    The beams equal those of the search on full buffers, in a graph and
+    under XLA, and a length below 16 (the first buffer cut to it) too."""
+    rng = np.random.default_rng(7)
+    vocab = 6
+    tables = rng.normal(0.0, 1.0, size=(batch, vocab, vocab, vocab))
+    tables[..., EOS] -= 4.0   # long outputs: the search goes past positions 16 and 32
+    flat = tf.constant(tables.reshape(batch * vocab * vocab, vocab), tf.float32)
+
+    def step(ids, cache, index):
+        hist = cache["hist"]                                   # [N, buffer] tokens fed so far
+        positions = ops.arange(ops.shape(hist)[1], dtype="int32")
+        hist = ops.where(positions[None, :] == index, ids[:, None], hist)
+        prev = ops.sum(ops.where(positions[None, :] == index - 1, hist, 0), axis=1)
+        table = cache["table"]
+        logits = ops.take(flat, (table * vocab + prev) * vocab + ids, axis=0)
+        return logits, {"hist": hist, "table": table}
+
+    lengths = []
+
+    def resize_cache(cache, length):   # as MultiHeadAttention.resize_cache
+        lengths.append(length)
+        hist = cache["hist"][:, :length]
+        hist = ops.pad(hist, ((0, 0), (0, length - ops.shape(hist)[1])))
+        return {"hist": hist, "table": cache["table"]}
+
+    for compiled in (False, True):
+        @tf.function(input_signature=[tf.TensorSpec([batch, None], tf.int32)],
+                     jit_compile=compiled, autograph=False)
+        def search(hist):
+            # (`table` computed from the input, as a model's cache is: XLA
+            # fails to compile a loop after the resize to a tensor length
+            # when a leaf the step passes through is a graph constant.)
+            table = tf.range(batch, dtype=tf.int32) + 0 * hist[:, 0]
+            cache = {"hist": hist, "table": table}
+            length = tf.shape(hist)[1]                         # max_decode_length
+            short = beam_search(step, cache, batch, 3, 0.6, length, resize_cache=resize_cache)
+            full = beam_search(step, cache, batch, 3, 0.6, length)
+            return short + full
+
+        lengths.clear()
+        search.get_concrete_function()                         # one trace for every length
+        assert lengths[:2] == [16, 32] and tf.is_tensor(lengths[2]) and len(lengths) == 3
+        for max_len in (40, 12):
+            seqs, scores, full_seqs, full_scores = search(tf.zeros((batch, max_len), tf.int32))
+            np.testing.assert_array_equal(seqs.numpy(), full_seqs.numpy())
+            np.testing.assert_array_equal(scores.numpy(), full_scores.numpy())
+            assert seqs.shape[-1] == max_len
+            assert (seqs.numpy() > 0).sum(axis=-1).max() > min(32, max_len - 1)

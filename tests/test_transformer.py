@@ -153,6 +153,35 @@ def test_resized_cache_keeps_written_positions_and_decodes_the_same():
     assert np.abs(np.stack(out, axis=1) - full).max() < 1e-4
 
 
+def test_resized_cache_with_lengths_known_only_when_the_graph_runs():
+    """A SavedModel's search resizes buffers whose length, and to a length
+    that, follow from the input's shape (tensors when traced): cut to 4
+    positions, stepped through 4, lengthened to the full length, it decodes
+    as the full buffer does."""
+    model = Transformer(tiny(norm_type="pre"))
+    full = run(model)
+    encoder_output, encoder_padding = model.encode(SRC)
+
+    @tf.function(input_signature=[tf.TensorSpec([], tf.int32)], autograph=False)
+    def decode(length):
+        cache = model.init_cache(encoder_output, encoder_padding, length)
+        assert cache["layer_0"]["self"]["key"].shape[2] is None   # known when run
+        cache = model.resize_cache(cache, 4)
+        ids, out = tf.zeros((3,), tf.int32), []
+        for i in range(TGT.shape[1]):
+            if i == 4:
+                cache = model.resize_cache(cache, length)
+                assert cache["layer_1"]["self"]["value"].shape[2] is None
+            logits, cache = model.decode_step(ids, cache, tf.constant(i))
+            out.append(logits)
+            ids = TGT[:, i]
+        return tf.stack(out, axis=1), tf.shape(cache["layer_1"]["self"]["key"])[2]
+
+    logits, buffer = decode(tf.constant(9))
+    assert int(buffer) == 9
+    assert np.abs(logits.numpy() - full).max() < 1e-4
+
+
 def test_compiled_decode_step_reads_the_cache_where_it_lies():
     """XLA's optimized decoding step transposes no self-attention buffer and
     no encoder keys/values: the cache is kept heads first, as the attention's

@@ -152,7 +152,8 @@ def beam_search(step: StepFn, cache, batch_size, beam_size: int, alpha: float,
             positions, the first ones of `cache`'s (`Transformer.resize_cache`).
             With it the search starts on buffers of `_BUFFER_LENGTHS[0]`
             positions and lengthens them when the step index reaches their
-            end, up to max_decode_length (below), when that is a Python int.
+            end, up to max_decode_length (below; a max_decode_length tensor,
+            as in a SavedModel, is passed on as one).
 
     Returns:
         (sequences, scores): with return_beams, sequences int32
@@ -225,8 +226,12 @@ def beam_search(step: StepFn, cache, batch_size, beam_size: int, alpha: float,
     length = max_decode_length
     max_penalty = length_penalty(length, alpha)
 
-    buffer_lengths = [n for n in _BUFFER_LENGTHS if n < length] \
-        if resize_cache is not None and isinstance(length, int) else []
+    if resize_cache is None:
+        buffer_lengths = []
+    elif isinstance(length, int):
+        buffer_lengths = [n for n in _BUFFER_LENGTHS if n < length]
+    else:  # known when the graph runs: a loop past it runs no step
+        buffer_lengths = list(_BUFFER_LENGTHS)
     if buffer_lengths:
         cache = resize_cache(cache, buffer_lengths[0])
     cache = _map_cache(lambda x: _tile_beams(x, k), cache)

@@ -107,12 +107,18 @@ class MultiHeadAttention(keras.layers.Layer):
     def resize_cache(self, cache, length):
         """A self-attention buffer of `length` positions holding `cache`'s
         first ones: zeros appended, or positions dropped from the end (those
-        must not have been written yet). `length` is a Python int."""
+        must not have been written yet). `length` is a Python int or an
+        int32 scalar tensor."""
         def resize(x):
             have = x.shape[2]
-            if length <= have:
-                return x[:, :, :length]
-            return ops.pad(x, ((0, 0), (0, 0), (0, length - have), (0, 0)))
+            if isinstance(length, int) and have is not None:
+                if length <= have:
+                    return x[:, :, :length]
+                return ops.pad(x, ((0, 0), (0, 0), (0, length - have), (0, 0)))
+            # A length or a buffer known only when the graph runs (a
+            # SavedModel's: both follow from the input's shape).
+            x = x[:, :, :length]
+            return ops.pad(x, ((0, 0), (0, 0), (0, length - ops.shape(x)[2]), (0, 0)))
         return {"key": resize(cache["key"]), "value": resize(cache["value"])}
 
     def memory_cache(self, memory):

@@ -301,7 +301,8 @@ class Transformer(keras.Model):
     def resize_cache(self, cache, length):
         """`cache` (from `init_cache`) with self-attention buffers of `length`
         positions: zeros appended, or unwritten positions dropped. The other
-        leaves are the same tensors. `length` is a Python int.
+        leaves are the same tensors. `length` is a Python int or an int32
+        scalar tensor.
 
         Beam search starts with short buffers and lengthens them as it goes
         (`beam_search`'s `resize_cache`): a step reads, and a beam reorder
