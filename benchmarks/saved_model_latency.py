@@ -8,7 +8,9 @@ runs): the test sentences in order of length, `--batch_sizes` at a time,
 after an untimed pass over the same batches (the first request of each
 shape traces, and with XLA compiles). Prints one JSON line: per batch size
 and export, the median and 90th percentile latency per batch, sentences per
-second, and how many outputs equal the plain export's.
+second, the untimed pass's seconds (`warm_up_s`: mostly compiles, one per
+batch shape met first there), each export's seconds (`export_s`), and how
+many outputs equal the plain export's.
 
     python benchmarks/saved_model_latency.py --output_dir=t2t_train/tiny
 """
@@ -19,6 +21,7 @@ import os
 import subprocess
 import sys
 import tempfile
+import time
 
 sys.path.insert(0, os.path.dirname(os.path.dirname(os.path.abspath(__file__))))
 sys.path.insert(0, os.path.dirname(os.path.abspath(__file__)))  # benchmarks/, also when loaded by path
@@ -38,8 +41,10 @@ serve = model.signatures["serving_default"]
 report = {}
 for batch in (int(b) for b in batch_sizes.split(",")):
     batches = [sentences[i:i + batch] for i in range(0, len(sentences), batch)]
+    start = time.perf_counter()
     for chunk in batches:                                   # warm-up: trace / compile
         serve(sentences=tf.constant(chunk))
+    warm_up = time.perf_counter() - start
     times, outputs = [], []
     start = time.perf_counter()
     for chunk in batches:
@@ -53,6 +58,7 @@ for batch in (int(b) for b in batch_sizes.split(",")):
                      "median_ms": round(1000 * times[len(times) // 2], 1),
                      "p90_ms": round(1000 * times[int(len(times) * 0.9)], 1),
                      "sentences_per_second": round(len(sentences) / total, 1),
+                     "warm_up_s": round(warm_up, 1),
                      "outputs": outputs}
 print(json.dumps(report))
 """
@@ -81,10 +87,12 @@ def main():
         json.dump(sentences, f)
     env = {k: v for k, v in os.environ.items() if k not in ("PYTHONPATH", "PYTHONHOME")}
     env.setdefault("TF_CPP_MIN_LOG_LEVEL", "2")
-    results = {}
+    results, export_seconds = {}, {}
     for name, xla in (("plain", False), ("xla", True)):
+        start = time.perf_counter()
         path = export_saved_model(args.output_dir, args.checkpoint_path,
                                   export_dir=os.path.join(work, name), version=1, xla=xla)
+        export_seconds[name] = round(time.perf_counter() - start, 1)
         out = subprocess.run([sys.executable, "-I", "-c", _TIMER, path, source,
                               args.batch_sizes, str(args.threads)],
                              capture_output=True, text=True, env=env, check=False)
@@ -97,8 +105,9 @@ def main():
         for name in ("plain", "xla"):
             entry = dict(results[name][batch])
             outputs = entry.pop("outputs")
-            entry.update(export=name, batch_size=int(batch), same_output_as_plain=sum(
-                a == b for a, b in zip(outputs, plain["outputs"])))
+            same = sum(a == b for a, b in zip(outputs, plain["outputs"]))
+            entry.update(export=name, batch_size=int(batch), export_s=export_seconds[name],
+                         same_output_as_plain=same)
             entries.append(entry)
     import shutil
 

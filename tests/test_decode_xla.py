@@ -141,14 +141,17 @@ def test_the_decoder_cli_reports_the_cut_lines(random_run, tmp_path):
     assert not (tmp_path / "refused.de").exists()
 
 
-# Loads a SavedModel with tensorflow and tensorflow_text only; argv: path, sentences.
+# Loads a SavedModel with tensorflow and tensorflow_text only; argv: path,
+# a JSON list of batches (lists of sentences). Prints the outputs of each.
 _LOAD = r"""
 import json, sys
 import tensorflow as tf
 import tensorflow_text  # noqa: F401
 model = tf.saved_model.load(sys.argv[1])
-out = model.signatures["serving_default"](sentences=tf.constant(json.loads(sys.argv[2])))
-print(json.dumps([o.decode("utf-8") for o in out["outputs"].numpy()]))
+serve = model.signatures["serving_default"]
+outputs = [serve(sentences=tf.constant(batch))["outputs"].numpy()
+           for batch in json.loads(sys.argv[2])]
+print(json.dumps([[o.decode("utf-8") for o in batch] for batch in outputs]))
 """
 
 
@@ -158,12 +161,16 @@ def test_xla_saved_model_loads_and_serves_like_the_decoder(random_run, tmp_path)
 
     out_dir, sentences = random_run
     batch = sentences[:5] + ["", " ".join(sentences[:4])]     # empty and over-long rows
-    expected = _decoder(out_dir, "batch_size=8").translate(batch)
+    decoder = _decoder(out_dir, "batch_size=8")
+    # (Each batch alone: its padded length sets its max decode length.)
+    expected, expected_two = decoder.translate(batch), decoder.translate(batch[:2])
     path = export_saved_model(out_dir, decode_hparams=FAST, export_dir=str(tmp_path / "x"),
                               version=1, xla=True)
     env = {k: v for k, v in os.environ.items() if k not in ("PYTHONPATH", "PYTHONHOME")}
     env["TF_CPP_MIN_LOG_LEVEL"] = "2"
-    out = subprocess.run([sys.executable, "-I", "-c", _LOAD, path, json.dumps(batch)],
+    # 7 rows: the search traced for 8 (stages of halving size); 2 rows: the
+    # one traced for any number of rows.
+    out = subprocess.run([sys.executable, "-I", "-c", _LOAD, path, json.dumps([batch, batch[:2]])],
                          capture_output=True, text=True, env=env, cwd=tmp_path, timeout=600)
     assert out.returncode == 0, out.stderr[-3000:]
-    assert json.loads(out.stdout.strip().splitlines()[-1]) == expected
+    assert json.loads(out.stdout.strip().splitlines()[-1]) == [expected, expected_two]

@@ -24,9 +24,14 @@ With `xla=True` (`t2t-exporter --xla`) the encoder and beam search run as
 one XLA-compiled function (`jit_compile=True`), the batch padded to a power
 of two rows (copies of its last row) so that a server compiles one program
 per (batch bucket, padded length) it meets, on the first request of that
-shape. Tokenization, the cut and the padding stay outside it (plain
-TensorFlow ops). Such a SavedModel loads anywhere, but runs only where XLA
-may compile: TensorFlow in Python does; TF Serving needs
+shape. A bucket of `_STAGED_BUCKETS` rows runs a search traced for that
+batch size, which drops the batch elements that have stopped (beam search's
+stages, as `t2t-decoder` runs); the other buckets share one traced for any
+batch size. Either way the first decoding steps run on short self-attention
+buffers (beam search's `resize_cache`, the plain export too).
+Tokenization, the cut and the padding stay outside it (plain TensorFlow
+ops). Such a SavedModel loads anywhere, but runs only where XLA may compile:
+TensorFlow in Python does; TF Serving needs
 `--xla_cpu_compilation_enabled=true` on CPU.
 
 Input rows with no tokens (an empty or whitespace-only string, or an id row
@@ -45,6 +50,14 @@ from t2t_revival.decode.beam_search import beam_search
 from t2t_revival.decode_length import batch_bucket, cut_to_max_length, padded_length
 from t2t_revival.run_dir.checkpoint_variables import model_variables
 from t2t_revival.special_ids import EOS_ID, PAD_ID
+
+# The batch buckets (rows) that the XLA export traces a search of their own
+# for, so that it runs in beam search's stages of halving size (a batch
+# element that has stopped is dropped from the steps): from 8 rows up (4 and
+# fewer run one loop anyway). Each is one more search in the SavedModel's
+# graph (a few seconds of export) and, on its first request, one more
+# compile; other buckets share the search traced for any number of rows.
+_STAGED_BUCKETS = (8, 16, 32, 64)
 
 
 class TranslationModule(tf.Module):
@@ -102,9 +115,9 @@ class TranslationModule(tf.Module):
             # lone EOS row stands in for an empty batch).
             ids = tf.concat([ids, tf.one_hot([0], padded, on_value=EOS_ID,
                                              off_value=PAD_ID, dtype=tf.int32)], axis=0)
-            rows = tf.minimum(tf.range(batch_bucket(tf.maximum(batch, 1))),
-                              tf.maximum(batch - 1, 0))
-            sequences, scores = self._compiled_beam_search(tf.gather(ids, rows))
+            bucket = batch_bucket(tf.maximum(batch, 1))
+            rows = tf.minimum(tf.range(bucket), tf.maximum(batch - 1, 0))
+            sequences, scores = self._compiled_search_of_bucket(tf.gather(ids, rows), bucket)
             sequences, scores = sequences[:batch], scores[:batch]
         else:
             sequences, scores = self._beam_search(ids)
@@ -112,19 +125,38 @@ class TranslationModule(tf.Module):
         scores = tf.where(empty, tf.zeros_like(scores), scores)
         return sequences, scores
 
+    def _compiled_search_of_bucket(self, ids, bucket):
+        """ids int32 [bucket, S] -> the XLA search's (ids [bucket, L], scores [bucket]).
+
+        A bucket of `_STAGED_BUCKETS` runs a search traced for that many rows
+        (a Python int: beam search's stages of halving size), any other one
+        the search traced for any number of rows (one loop).
+        """
+        def static(rows):
+            return lambda: self._compiled_beam_search(tf.ensure_shape(ids, [rows, None]))
+
+        staged = tf.constant(_STAGED_BUCKETS, tf.int32)
+        branch = tf.reduce_sum(tf.cast(staged < bucket, tf.int32))
+        branch = tf.where(tf.reduce_any(tf.equal(staged, bucket)), branch, len(_STAGED_BUCKETS))
+        return tf.switch_case(branch, [static(rows) for rows in _STAGED_BUCKETS],
+                              default=lambda: self._compiled_beam_search(ids))
+
     def _beam_search(self, ids):
         """ids int32 [B, S], S already padded -> (ids [B, L], scores [B]).
 
         Every length here follows from the shape of `ids`, so under XLA it is
-        a compile-time constant.
+        a compile-time constant. B is a Python int where `ids` has a static
+        batch size (`_compiled_search_of_bucket`).
         """
         max_decode_length = decode_length.max_decode_length(
             tf.shape(ids)[1], self._extra_length, self._position_limit)
         encoder_output, encoder_padding = self._model.encode(ids, training=False)
         cache = self._model.init_cache(encoder_output, encoder_padding, max_decode_length)
+        batch = ids.shape[0] if ids.shape[0] is not None else tf.shape(ids)[0]
         return beam_search(
-            self._model.decode_step, cache, tf.shape(ids)[0], beam_size=self._beam_size,
-            alpha=self._alpha, max_decode_length=max_decode_length, return_beams=False)
+            self._model.decode_step, cache, batch, beam_size=self._beam_size,
+            alpha=self._alpha, max_decode_length=max_decode_length, return_beams=False,
+            resize_cache=self._model.resize_cache)
 
     @tf.function(input_signature=[tf.TensorSpec([None, None], tf.int32, name="ids")],
                  autograph=False)
