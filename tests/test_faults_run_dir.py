@@ -329,6 +329,38 @@ def test_a_cli_stops_promptly_on_sigterm_during_start_up(run3):
         assert "Traceback" not in stderr.decode()
 
 
+# A CLI whose main catches the stop signal's exception, prints its traceback
+# and writes to file descriptor 2 (as importlib's module lock and C++
+# libraries do when TensorFlow loads), then goes on: it returns 0 at once,
+# or it works on ("wait", its first argument).
+_CATCHES_AND_PRINTS = r"""
+import os, signal, sys, time, traceback
+from t2t_revival.cli import common
+
+def main(argv):
+    try:
+        os.kill(os.getpid(), signal.SIGTERM)
+        time.sleep(10)                        # the handler raises here
+    except BaseException:
+        traceback.print_exc()
+        os.write(2, b"a C++ library's log line\n")
+    if THEN == "wait":
+        time.sleep(30)                        # the watchdog ends it
+    return 0
+
+THEN = sys.argv.pop(1)
+common.run(main, prog="t2t-test")
+"""
+
+
+@pytest.mark.parametrize("then", ["return", "wait"])
+def test_a_stop_prints_its_line_only_even_where_the_signal_is_caught_and_printed(then):
+    out = subprocess.run([sys.executable, "-c", _CATCHES_AND_PRINTS, then], capture_output=True,
+                         text=True, env=dict(os.environ, PYTHONPATH=str(ROOT)), timeout=60)
+    assert out.returncode == 143, out.stderr
+    assert out.stderr == "t2t-test: stopped by SIGTERM\n"
+
+
 # ---------------------------------------------------------------------------
 # Full disk, read-only folder, leftovers of killed runs (item 7)
 # ---------------------------------------------------------------------------

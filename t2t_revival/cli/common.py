@@ -49,6 +49,7 @@ _STARTUP_NOISE = re.compile("|".join((
     r"normalizer\.cc.*precompiled_charsmap is empty",
 )))
 _quiet = False   # set by quiet_tensorflow_startup
+_held_stderr: list[int] = []   # fds 2 that quiet_native_stderr blocks hold back, outermost first
 # TensorFlow's and Keras's own Python INFO lines ("Function `serve` contains
 # input name(s) ... which will be renamed ... in the SavedModel", "Sharding
 # callback duration: ...") are hidden; ours are not. Most go through absl's
@@ -95,18 +96,23 @@ def quiet_native_stderr() -> Iterator[None]:
     saved = os.dup(2)
     with tempfile.TemporaryFile() as captured:
         os.dup2(captured.fileno(), 2)
+        _held_stderr.append(saved)
         try:
             yield
         finally:
+            _held_stderr.remove(saved)
             sys.stderr.flush()
-            os.dup2(saved, 2)
+            if _stop_signal is None:
+                os.dup2(saved, 2)
+                captured.seek(0)
+                lines = captured.read().decode("utf-8", "replace").splitlines(keepends=True)
+                kept = "".join(l for l in lines if not _STARTUP_NOISE.search(l))
+                if kept:
+                    sys.stderr.write(kept)
+                    sys.stderr.flush()
+            else:  # stopping: the stop line is all there is left to say (`_silence_stderr`)
+                _point_fd2_to_devnull()
             os.close(saved)
-            captured.seek(0)
-            lines = captured.read().decode("utf-8", "replace").splitlines(keepends=True)
-            kept = "".join(l for l in lines if not _STARTUP_NOISE.search(l))
-            if kept:
-                sys.stderr.write(kept)
-                sys.stderr.flush()
 
 
 class _QuietTensorFlowLoader(importlib.abc.Loader):
@@ -272,7 +278,44 @@ def _check_can_create_in(flag: str, directory: str, path: str, writable: bool) -
 
 _STOP_GRACE_SECONDS = 3.0
 _stop_signal: int | None = None   # the signal that is stopping this process, once one came
+_stop_stream = None   # where `stopped` prints once a signal silenced stderr (`_silence_stderr`)
 _prog = "t2t"
+
+
+def _point_fd2_to_devnull() -> None:
+    null = os.open(os.devnull, os.O_WRONLY)
+    os.dup2(null, 2)
+    os.close(null)
+
+
+def _silence_stderr() -> None:
+    """From now on, only `stopped`'s line reaches the user's stderr.
+
+    A signal handler's exception can land inside code that catches it,
+    prints a traceback and goes on: in importlib's module lock (while
+    TensorFlow loads) it becomes a SystemError whose traceback Python prints,
+    and C++ libraries log to file descriptor 2. Once the process is stopping
+    none of that is news, so `sys.stderr` and descriptor 2 go to /dev/null,
+    and `stopped` prints to the stderr there was.
+    """
+    global _stop_stream
+    original = sys.stderr
+    try:
+        original.flush()
+        on_fd2 = original.fileno() == 2
+    except (AttributeError, OSError, ValueError):
+        on_fd2 = False
+    _stop_stream = original
+    if on_fd2:
+        with contextlib.suppress(OSError):
+            # Inside `quiet_native_stderr` descriptor 2 is its capture file
+            # (dropped when the block ends): the user's stderr is the one it
+            # holds, and the block's end points descriptor 2 to /dev/null.
+            _stop_stream = os.fdopen(os.dup(_held_stderr[0] if _held_stderr else 2), "w",
+                                     errors="backslashreplace")
+            if not _held_stderr:
+                _point_fd2_to_devnull()
+    sys.stderr = open(os.devnull, "w")
 
 
 def _stop_on_signal(signum: int, frame) -> None:
@@ -280,14 +323,16 @@ def _stop_on_signal(signum: int, frame) -> None:
 
     Raises StoppedBySignal where the main thread is. Code that catches every
     exception (some of TensorFlow's tracing does) could turn it into another
-    error or drop it: `run` still reports a stop for any exception once a
-    signal came, and a watchdog ends the process after a few seconds if it
-    is still running.
+    error, drop it or print it: once a signal came, `run` reports the stop
+    however `main` ends (an exception, an exit, or a return), a watchdog
+    ends the process after a few seconds if it is still running, and only
+    the stop line reaches stderr (`_silence_stderr`).
     """
     global _stop_signal
     if _stop_signal is not None:
         return  # a second signal while stopping
     _stop_signal = signum
+    _silence_stderr()
     watchdog = threading.Timer(_STOP_GRACE_SECONDS, stopped, (_prog, StoppedBySignal(signum)))
     watchdog.daemon = True
     watchdog.start()
@@ -313,7 +358,7 @@ def stopped(prog: str, stop: StoppedBySignal) -> None:
     Exits with os._exit: promptly, whatever threads TensorFlow started (their
     work is not needed: what was worth keeping was saved before the stop).
     """
-    print(f"{prog}: {stop.message}", file=sys.stderr, flush=True)
+    print(f"{prog}: {stop.message}", file=_stop_stream or sys.stderr, flush=True)
     with contextlib.suppress(Exception):
         sys.stdout.flush()
     os._exit(stop.exit_status)
@@ -365,17 +410,20 @@ def run(main: Callable[[list[str]], int | None], prog: str | None = None) -> Non
             fail(prog, f"unexpected positional arguments; every option is a "
                        f"--flag. Received: {' '.join(argv[1:])}")
         try:
-            return main(argv)
+            status = main(argv)
         except StoppedBySignal as e:
             stopped(prog, e)
         except BaseException as e:
-            if _stop_signal is not None and not isinstance(e, SystemExit):
+            if _stop_signal is not None:
                 stopped(prog, StoppedBySignal(_stop_signal))  # what the signal became
             if isinstance(e, UserError):
                 fail(prog, str(e))
             if isinstance(e, KeyboardInterrupt):
                 stopped(prog, StoppedBySignal(signal.SIGINT))
             raise
+        if _stop_signal is not None:  # code that caught the signal's exception went on
+            stopped(prog, StoppedBySignal(_stop_signal))
+        return status
 
     try:
         app.run(guarded, flags_parser=parse_flags)
