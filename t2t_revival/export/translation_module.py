@@ -55,8 +55,9 @@ from t2t_revival.special_ids import EOS_ID, PAD_ID
 # for, so that it runs in beam search's stages of halving size (a batch
 # element that has stopped is dropped from the steps): from 8 rows up (4 and
 # fewer run one loop anyway). Each is one more search in the SavedModel's
-# graph (a few seconds of export) and, on its first request, one more
-# compile; other buckets share the search traced for any number of rows.
+# graph (about 10 s of export on a 2-core CPU) and, on its first request,
+# one more compile; other buckets share the search traced for any number of
+# rows.
 _STAGED_BUCKETS = (8, 16, 32, 64)
 
 
