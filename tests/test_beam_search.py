@@ -368,21 +368,21 @@ def test_chunked_top_k_equals_top_k_ties_included(compiled):
                                           err_msg=name)
 
 
-@pytest.mark.parametrize("batch", [2, 8])  # one loop; stages of halving batch
-def test_short_buffers_lengthened_as_the_search_goes_give_the_same_beams(batch):
-    """With `resize_cache` the first loop runs on 16, then 32 positions, then
-    max_decode_length: a step whose history buffer were too short would lose
-    tokens and score other sequences, so the beams equal those of the search
-    on full buffers (eagerly and under XLA)."""
+def _history_toy(batch):
+    """A step whose logits depend on the last two tokens fed, read back from a
+    history buffer in the cache (so a buffer too short loses tokens and
+    changes the beams), and a `resize_cache` of that buffer (as
+    MultiHeadAttention's: a Python int or a tensor length) that records the
+    lengths it is asked for. Returns (step, resize_cache, lengths)."""
     rng = np.random.default_rng(7)
-    vocab, max_len = 6, 40
+    vocab = 6
     tables = rng.normal(0.0, 1.0, size=(batch, vocab, vocab, vocab))
     tables[..., EOS] -= 4.0   # long outputs: the search goes past positions 16 and 32
     flat = tf.constant(tables.reshape(batch * vocab * vocab, vocab), tf.float32)
 
     def step(ids, cache, index):
         hist = cache["hist"]                                   # [N, buffer] tokens fed so far
-        positions = ops.arange(hist.shape[1], dtype="int32")
+        positions = ops.arange(ops.shape(hist)[1], dtype="int32")
         hist = ops.where(positions[None, :] == index, ids[:, None], hist)
         prev = ops.sum(ops.where(positions[None, :] == index - 1, hist, 0), axis=1)
         table = cache["table"]
@@ -393,11 +393,21 @@ def test_short_buffers_lengthened_as_the_search_goes_give_the_same_beams(batch):
 
     def resize_cache(cache, length):
         lengths.append(length)
-        hist = cache["hist"]
-        hist = hist[:, :length] if length <= hist.shape[1] else \
-            ops.pad(hist, ((0, 0), (0, length - hist.shape[1])))
+        hist = cache["hist"][:, :length]
+        hist = ops.pad(hist, ((0, 0), (0, length - ops.shape(hist)[1])))
         return {"hist": hist, "table": cache["table"]}
 
+    return step, resize_cache, lengths
+
+
+@pytest.mark.parametrize("batch", [2, 8])  # one loop; stages of halving batch
+def test_short_buffers_lengthened_as_the_search_goes_give_the_same_beams(batch):
+    """With `resize_cache` the first loop runs on 16, then 32 positions, then
+    max_decode_length: a step whose history buffer were too short would lose
+    tokens and score other sequences, so the beams equal those of the search
+    on full buffers (eagerly and under XLA)."""
+    max_len = 40
+    step, resize_cache, lengths = _history_toy(batch)
     cache = {"hist": tf.zeros((batch, max_len), tf.int32),
              "table": tf.range(batch, dtype=tf.int32)}
     for compiled in (False, True):
@@ -422,29 +432,7 @@ def test_short_buffers_with_a_length_known_only_when_the_graph_runs(batch):
     is a tensor, and the buffers go 16, 32, then to it (the last a tensor).
     The beams equal those of the search on full buffers, in a graph and
     under XLA, and a length below 16 (the first buffer cut to it) too."""
-    rng = np.random.default_rng(7)
-    vocab = 6
-    tables = rng.normal(0.0, 1.0, size=(batch, vocab, vocab, vocab))
-    tables[..., EOS] -= 4.0   # long outputs: the search goes past positions 16 and 32
-    flat = tf.constant(tables.reshape(batch * vocab * vocab, vocab), tf.float32)
-
-    def step(ids, cache, index):
-        hist = cache["hist"]                                   # [N, buffer] tokens fed so far
-        positions = ops.arange(ops.shape(hist)[1], dtype="int32")
-        hist = ops.where(positions[None, :] == index, ids[:, None], hist)
-        prev = ops.sum(ops.where(positions[None, :] == index - 1, hist, 0), axis=1)
-        table = cache["table"]
-        logits = ops.take(flat, (table * vocab + prev) * vocab + ids, axis=0)
-        return logits, {"hist": hist, "table": table}
-
-    lengths = []
-
-    def resize_cache(cache, length):   # as MultiHeadAttention.resize_cache
-        lengths.append(length)
-        hist = cache["hist"][:, :length]
-        hist = ops.pad(hist, ((0, 0), (0, length - ops.shape(hist)[1])))
-        return {"hist": hist, "table": cache["table"]}
-
+    step, resize_cache, lengths = _history_toy(batch)
     for compiled in (False, True):
         @tf.function(input_signature=[tf.TensorSpec([batch, None], tf.int32)],
                      jit_compile=compiled, autograph=False)
