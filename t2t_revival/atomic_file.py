@@ -5,18 +5,54 @@ vocabulary, datagen's text files and shards, decodes, downloads) goes through
 here, so that a kill mid-write never leaves a half-written file under the
 final name, and every such file has the same mode, `FILE_MODE` (0644): a
 serving container or a teammate running as another user can read it.
+
+It also owns what a write that the disk refuses becomes: `disk_failure`
+recognizes a full disk, an exceeded quota or a read-only file system (from
+Python or from TensorFlow's writers), and `atomic_output` turns it into one
+`UserError` line naming the file, after removing its temporary file.
 """
 
 from __future__ import annotations
 
 import contextlib
+import errno
 import os
 import shutil
 import tempfile
 from typing import IO, Iterator
 
+from t2t_revival.errors import UserError
+
 FILE_MODE = 0o644
 """rw-r--r--: readable by every user, whatever the umask."""
+
+_DISK_ERRNOS = (errno.ENOSPC, errno.EDQUOT, errno.EROFS)
+"""A write the disk refuses: full, over quota, read-only."""
+
+
+def disk_failure(error: BaseException) -> str | None:
+    """The system's reason ("No space left on device", "Disk quota exceeded",
+    "Read-only file system") when `error` is a write the disk refused, else None.
+
+    Recognizes an `OSError` by its errno, and TensorFlow's errors (a
+    checkpoint or SavedModel save, a TFRecord writer) by the system's reason in
+    their message; anything else is not a disk failure (and keeps its traceback).
+    """
+    if isinstance(error, OSError) and error.errno in _DISK_ERRNOS:
+        return error.strerror or os.strerror(error.errno)
+    message = getattr(error, "message", None)
+    if type(error).__module__.startswith("tensorflow") and isinstance(message, str):
+        for code in _DISK_ERRNOS:
+            if os.strerror(code) in message:
+                return os.strerror(code)
+    return None
+
+
+def disk_failure_fix(reason: str) -> str:
+    """What to do about a `disk_failure` reason, as a clause."""
+    if reason == os.strerror(errno.EROFS):
+        return "write to a writable folder instead"
+    return "free some space on that disk"
 
 
 @contextlib.contextmanager
@@ -26,20 +62,30 @@ def atomic_output(path: str) -> Iterator[str]:
     The caller writes the temporary file (by any means: open, a TFRecord
     writer, a copy). When the block ends without an error the file gets mode
     `FILE_MODE` and is renamed to `path`, replacing what was there; on an
-    error it is removed and `path` is left as it was. Missing parent folders
-    are created.
+    error it is removed and `path` is left as it was, and a write the disk
+    refused (`disk_failure`) becomes a one-line UserError naming `path`.
+    Missing parent folders are created.
     """
     directory = os.path.dirname(os.path.abspath(path))
-    os.makedirs(directory, exist_ok=True)
-    fd, tmp = tempfile.mkstemp(prefix=f".{os.path.basename(path)}.", suffix=".incomplete",
-                               dir=directory)
-    os.close(fd)
+    tmp = None
     try:
+        os.makedirs(directory, exist_ok=True)
+        fd, tmp = tempfile.mkstemp(prefix=f".{os.path.basename(path)}.",
+                                   suffix=".incomplete", dir=directory)
+        os.close(fd)
         yield tmp
         os.chmod(tmp, FILE_MODE)
         os.replace(tmp, path)
+    except Exception as e:
+        reason = disk_failure(e)
+        if reason is None:
+            raise
+        kept = "the file already there is unchanged" if os.path.exists(path) else \
+            "no partial file is left"
+        raise UserError(f"could not write {path} ({reason}); {kept}; "
+                        f"{disk_failure_fix(reason)}, then rerun. Received: path={path!r}") from None
     finally:
-        if os.path.exists(tmp):
+        if tmp is not None and os.path.exists(tmp):
             os.unlink(tmp)
 
 

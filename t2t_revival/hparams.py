@@ -21,6 +21,7 @@ from typing import Any, Callable
 from t2t_revival.atomic_file import write_atomically
 from t2t_revival.errors import UserError
 from t2t_revival.registry import closest
+from t2t_revival.text_lines import read_record_text
 
 # Choices for enumerated string fields.
 _CHOICES = {
@@ -232,15 +233,28 @@ class HParams:
 
     @classmethod
     def load(cls, path: str) -> "HParams":
+        """The hparams saved at `path`; a one-line HParamsError naming `path`
+        when it is missing or corrupt (not UTF-8, not JSON, unknown fields)."""
         try:
-            with open(path, encoding="utf-8") as f:
-                text = f.read()
+            text = read_record_text(path, lambda why: cls._corrupt(path, why))
         except FileNotFoundError:
             raise HParamsError(
                 f"No hparams file at {path}; point --output_dir at a training "
                 f"directory that holds hparams.json. Received: path={path!r}"
             ) from None
-        return cls.from_json(text)
+        except IsADirectoryError as e:
+            raise cls._corrupt(path, e.strerror) from None
+        try:
+            return cls.from_json(text)
+        except HParamsError as e:
+            raise cls._corrupt(path, str(e).split(". Received: ")[0]) from None
+
+    @staticmethod
+    def _corrupt(path: str, why: str) -> HParamsError:
+        return HParamsError(
+            f"{path} is corrupt ({why}); delete it and rerun t2t-trainer in that "
+            f"directory with the run's --hparams_set and --hparams, which writes it "
+            f"again. Received: path={path!r}")
 
 
 # ---------------------------------------------------------------------------

@@ -4,7 +4,7 @@ from __future__ import annotations
 
 import gzip
 import io
-from typing import Sequence
+from typing import Callable, Sequence
 
 from t2t_revival.atomic_file import write_atomically
 from t2t_revival.errors import UserError
@@ -35,6 +35,19 @@ def read_text_lines(path: str, what: str, error: type[UserError] = UserError) ->
                     f"{line} cannot be decoded; convert it (e.g. iconv -t UTF-8). "
                     f"Received: {what}={path!r}") from None
     return [line.rstrip("\n") for line in io.StringIO(text, newline=None)]
+
+
+def read_record_text(path: str, corrupt: Callable[[str], Exception]) -> str:
+    """The whole text of a UTF-8 record file (hparams.json, run.json, best.json).
+
+    Bytes that are not UTF-8 raise `corrupt(why)`, the record's own one-line
+    error; FileNotFoundError and other OS errors are the caller's.
+    """
+    try:
+        with open(path, encoding="utf-8") as f:
+            return f.read()
+    except UnicodeDecodeError as e:
+        raise corrupt(str(e)) from None
 
 
 def write_text_lines(path: str, lines: Sequence[str]) -> None:

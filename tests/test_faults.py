@@ -457,3 +457,21 @@ def test_query_turns_a_malformed_answer_into_one_line(answer, kind):
         server.close()
         thread.join(timeout=10)
     _one_error_line(result, "t2t-query", "not a complete HTTP response", kind)
+
+
+def test_a_damaged_best_json_stops_a_resume_before_it_trains(run_dir, data_dir, tmp_path):
+    """best/best.json is read when the run starts, not at its first evaluation
+    hours later: not UTF-8, it is one line naming it, and no update ran."""
+    import shutil
+
+    run = tmp_path / "run"
+    shutil.copytree(run_dir, run)
+    (run / "best").mkdir(exist_ok=True)
+    (run / "best" / "best.json").write_bytes(b"\xff\xfe{")
+    result = _run("trainer", f"--problem={PROBLEM}", "--hparams_set=transformer_tiny",
+                  f"--hparams={TINY_HPARAMS}", f"--data_dir={data_dir}",
+                  f"--output_dir={run}", "--train_steps=2", "--noxla",
+                  "--local_eval_frequency=0", "--eval_decode_sentences=0")
+    _one_error_line(result, "t2t-trainer", f"{run / 'best' / 'best.json'} is corrupt ('utf-8'",
+                    "delete the folder holding it")
+    assert not list(run.glob("ckpt-2.*"))

@@ -158,3 +158,29 @@ def test_rerun_after_a_kill_while_shuffling_encodes_only_unfinished_shards(
     # train: every shard had its records and histogram, nothing was encoded
     # again; dev was never started, so both its shards were encoded.
     assert encoded and set(encoded) == {2}
+
+
+def test_a_full_disk_while_encoding_is_one_line_then_a_rerun_completes(raw_dir, reference,
+                                                                      tmp_path, monkeypatch):
+    """The disk fills while the shards' records are written: a UserError that
+    names the split and the folder, no partial work file left (they hold the
+    space), and a rerun on a disk with room writes the same bytes."""
+    import errno
+
+    from test_disk_failures import _disk_full_after
+    from t2t_revival.errors import UserError
+
+    _, expected = reference
+    shutil.copy(reference[0] / "vocab.small_datagen.model", tmp_path)
+    _disk_full_after(monkeypatch, sharded_record_writer, room=100_000, suffix=".raw.incomplete")
+    with pytest.raises(UserError) as e:
+        SmallDatagen(download=False, num_workers=1).generate_data(str(tmp_path), str(raw_dir))
+    assert str(e.value) == (
+        f"could not write the shards of small_datagen train in {tmp_path} "
+        f"({os.strerror(errno.ENOSPC)}); the shards already written are kept and the partial "
+        f"ones removed; free some space on that disk, then rerun the same command: it writes "
+        f"only the missing shards. Received: shards=8")
+    assert sorted(os.listdir(tmp_path)) == ["vocab.small_datagen.model"]
+    monkeypatch.undo()
+    SmallDatagen(download=False, num_workers=1).generate_data(str(tmp_path), str(raw_dir))
+    assert _digests(tmp_path) == expected

@@ -210,13 +210,10 @@ def _recorded_usr_dir(output_dir: str) -> str:
     from t2t_revival.run_dir.file_names import RUN_FILE
     from t2t_revival.run_dir.run_record import RunRecord
 
-    path = os.path.join(output_dir, RUN_FILE)
     try:
-        with open(path, encoding="utf-8") as f:
-            text = f.read()
+        return RunRecord.load(os.path.join(output_dir, RUN_FILE)).usr_dir
     except (FileNotFoundError, NotADirectoryError, IsADirectoryError):
         return ""
-    return RunRecord.from_json(text, path).usr_dir
 
 
 def report(prog: str, message: str) -> None:

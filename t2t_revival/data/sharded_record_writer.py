@@ -24,7 +24,9 @@ from typing import Iterable, Iterator, Sequence
 import google_crc32c
 from absl import logging
 
-from t2t_revival.atomic_file import atomic_open, write_atomically
+from t2t_revival.atomic_file import (atomic_open, disk_failure, disk_failure_fix,
+                                     write_atomically)
+from t2t_revival.errors import UserError
 from t2t_revival.data.subword_vocabulary import SubwordVocabulary
 from t2t_revival.protobuf_wire import varint
 from t2t_revival.special_ids import EOS_ID
@@ -286,8 +288,16 @@ class ShardedRecordWriter:
             for task in shuffles:
                 task.get()
             pool.close()
-        except BaseException:
+        except BaseException as e:
             pool.terminate()
+            reason = disk_failure(e)
+            if reason is not None:
+                raise UserError(
+                    f"could not write the shards of {self.description} in "
+                    f"{os.path.dirname(os.path.abspath(self.paths[0]))} ({reason}); the "
+                    f"shards already written are kept and the partial ones removed; "
+                    f"{disk_failure_fix(reason)}, then rerun the same command: it writes "
+                    f"only the missing shards. Received: shards={n}") from None
             raise
         finally:
             pool.join()
@@ -305,9 +315,6 @@ class ShardedRecordWriter:
                     expected_pairs: int | None, start_time: float) -> dict:
         """Stream the pairs through the workers; write raw records and histograms."""
         raws = {}
-        for i in sorted(records_of):
-            os.makedirs(os.path.dirname(os.path.abspath(self.paths[i])), exist_ok=True)
-            raws[i] = open(self._raw_file(i) + ".incomplete", "wb")
         hists: dict[int, collections.Counter] = {i: collections.Counter() for i in encode}
         in_flight: collections.deque = collections.deque()
         max_in_flight = _IN_FLIGHT_PER_WORKER * self.num_workers
@@ -321,6 +328,9 @@ class ShardedRecordWriter:
                 hists[i].update(h)
 
         try:
+            for i in sorted(records_of):
+                os.makedirs(os.path.dirname(os.path.abspath(self.paths[i])), exist_ok=True)
+                raws[i] = open(self._raw_file(i) + ".incomplete", "wb")
             count = 0
             for start, chunk in _chunks(pairs):
                 count = start + len(chunk)
@@ -332,9 +342,15 @@ class ShardedRecordWriter:
                 progress.update(count)
             while in_flight:
                 collect_one()
-        finally:
             for f in raws.values():
-                f.close()
+                f.close()   # (flushes: a full disk may show only here)
+        except BaseException:
+            for i, f in raws.items():   # partial: a rerun writes them again
+                with contextlib.suppress(OSError):
+                    f.close()
+                with contextlib.suppress(OSError):
+                    os.unlink(self._raw_file(i) + ".incomplete")
+            raise
         progress.finish(count)
         for i in sorted(encode):
             write_atomically(self._hist_file(i), json.dumps(

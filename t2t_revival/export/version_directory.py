@@ -14,6 +14,8 @@ import sys
 import time
 from typing import Callable
 
+from t2t_revival.atomic_file import disk_failure, disk_failure_fix
+from t2t_revival.errors import UserError
 from t2t_revival.run_dir.file_names import checkpoint_step
 
 
@@ -28,14 +30,15 @@ def write_version_directory(export_dir: str, version: int,
     """Call `write(tmp_dir)`, then rename tmp_dir to `export_dir/<version>`; return it.
 
     Re-exporting an existing version replaces it. On any error the temporary
-    folder is removed and an existing version is left as it was.
+    folder is removed and an existing version is left as it was; a write the
+    disk refused (full, read-only: `disk_failure`) is one UserError line.
     """
     final = os.path.join(export_dir, str(version))
-    os.makedirs(export_dir, exist_ok=True)
-    _remove_leftovers_of_dead_exports(export_dir)
     tmp = os.path.join(export_dir, f".{version}.incomplete{os.getpid()}")
-    shutil.rmtree(tmp, ignore_errors=True)
     try:
+        os.makedirs(export_dir, exist_ok=True)
+        _remove_leftovers_of_dead_exports(export_dir)
+        shutil.rmtree(tmp, ignore_errors=True)
         write(tmp)
         if os.path.exists(final):
             old = os.path.join(export_dir, f".{version}.old{os.getpid()}")
@@ -44,6 +47,15 @@ def write_version_directory(export_dir: str, version: int,
             shutil.rmtree(old, ignore_errors=True)
         else:
             os.replace(tmp, final)
+    except Exception as e:
+        reason = disk_failure(e)
+        if reason is None:
+            raise
+        kept = f"version {version} there is unchanged" if os.path.isdir(final) else \
+            "no partial export is left"
+        raise UserError(f"could not write the export {final} ({reason}); {kept}; "
+                        f"{disk_failure_fix(reason)}, then export again. "
+                        f"Received: export_dir={export_dir!r}") from None
     finally:
         shutil.rmtree(tmp, ignore_errors=True)
     return final

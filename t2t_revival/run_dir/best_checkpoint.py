@@ -24,8 +24,8 @@ import glob
 import os
 import shutil
 
-from t2t_revival.atomic_file import (FILE_MODE, old_directory_name, replace_directory,
-                                     write_atomically)
+from t2t_revival.atomic_file import (FILE_MODE, disk_failure, disk_failure_fix,
+                                     old_directory_name, replace_directory, write_atomically)
 from t2t_revival.errors import UserError
 from t2t_revival.run_dir.best_record import BestRecord
 from t2t_revival.run_dir.file_names import BEST_DIR, BEST_FILE
@@ -54,11 +54,9 @@ class BestCheckpoint:
     def record(self) -> BestRecord | None:
         """best.json, or None when there is no best/ yet."""
         try:
-            with open(self.record_file, encoding="utf-8") as f:
-                text = f.read()
+            return BestRecord.load(self.record_file)
         except FileNotFoundError:
             return None
-        return BestRecord.from_json(text, self.record_file)
 
     def checkpoint_path(self) -> str | None:
         """The prefix of the best checkpoint (`output_dir/best/ckpt-<step>`), or None."""
@@ -95,16 +93,30 @@ class BestCheckpoint:
             raise UserError(f"no checkpoint at {checkpoint_prefix} to copy into "
                             f"{self.path}. Received: checkpoint_prefix={checkpoint_prefix!r}")
         shutil.rmtree(self.incomplete, ignore_errors=True)
-        os.makedirs(self.incomplete)
-        os.chmod(self.incomplete, 0o755)
-        for source in files:
-            target = os.path.join(self.incomplete, os.path.basename(source))
-            shutil.copyfile(source, target)
-            os.chmod(target, FILE_MODE)
-        write_atomically(os.path.join(self.incomplete, CHECKPOINT_INDEX),
-                         f'model_checkpoint_path: "{name}"\n'
-                         f'all_model_checkpoint_paths: "{name}"\n')
-        # Last: its presence marks the folder complete (see `recover`).
-        write_atomically(os.path.join(self.incomplete, BEST_FILE), record.to_json())
+        try:
+            os.makedirs(self.incomplete)
+            os.chmod(self.incomplete, 0o755)
+            for source in files:
+                target = os.path.join(self.incomplete, os.path.basename(source))
+                shutil.copyfile(source, target)
+                os.chmod(target, FILE_MODE)
+            write_atomically(os.path.join(self.incomplete, CHECKPOINT_INDEX),
+                             f'model_checkpoint_path: "{name}"\n'
+                             f'all_model_checkpoint_paths: "{name}"\n')
+            # Last: its presence marks the folder complete (see `recover`).
+            write_atomically(os.path.join(self.incomplete, BEST_FILE), record.to_json())
+        except (OSError, UserError) as e:
+            shutil.rmtree(self.incomplete, ignore_errors=True)
+            reason = disk_failure(e) or (disk_failure(e.__context__)
+                                         if isinstance(e, UserError) else None)
+            if reason is None:
+                raise
+            kept = "best/ still holds the previous best" if os.path.isdir(self.path) \
+                else "there is no best/ yet"
+            raise UserError(f"could not copy the new best checkpoint {checkpoint_prefix} "
+                            f"into {self.path} ({reason}); {kept}, and the checkpoint itself "
+                            f"is saved; {disk_failure_fix(reason)}, then rerun the same "
+                            f"command to resume. Received: output_dir={self.output_dir!r}"
+                            ) from None
         replace_directory(self.incomplete, self.path)
         return os.path.join(self.path, name)

@@ -7,6 +7,7 @@ import json
 import math
 
 from t2t_revival.errors import UserError
+from t2t_revival.text_lines import read_record_text
 
 
 @dataclasses.dataclass(frozen=True)
@@ -53,6 +54,18 @@ class BestRecord:
         return json.dumps(dataclasses.asdict(self), indent=2, sort_keys=True) + "\n"
 
     @classmethod
+    def load(cls, path: str) -> "BestRecord":
+        """Read and parse the best.json at `path`; a UserError naming it when it
+        is damaged (FileNotFoundError is the caller's)."""
+        return cls.from_json(read_record_text(path, lambda why: cls._corrupt(path, why)), path)
+
+    @staticmethod
+    def _corrupt(path: str, why: str) -> UserError:
+        return UserError(f"{path} is corrupt ({why}); delete the folder holding it (the "
+                         f"trainer writes a new one at its next evaluation). "
+                         f"Received: path={path!r}")
+
+    @classmethod
     def from_json(cls, text: str, path: str) -> "BestRecord":
         """Parse best.json text; a UserError naming `path` when it is not a record."""
         try:
@@ -63,6 +76,4 @@ class BestRecord:
                 raise TypeError("wrong field types")
             return record
         except (json.JSONDecodeError, TypeError) as e:
-            raise UserError(f"{path} is corrupt ({e}); delete the folder holding it (the "
-                            f"trainer writes a new one at its next evaluation). "
-                            f"Received: path={path!r}") from None
+            raise cls._corrupt(path, str(e)) from None

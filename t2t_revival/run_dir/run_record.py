@@ -6,6 +6,7 @@ import dataclasses
 import json
 
 from t2t_revival.errors import UserError
+from t2t_revival.text_lines import read_record_text
 from t2t_revival.run_dir.file_names import VOCAB_FILE
 
 
@@ -53,17 +54,26 @@ class RunRecord:
         return json.dumps(values, indent=2, sort_keys=True) + "\n"
 
     @classmethod
+    def load(cls, path: str) -> "RunRecord":
+        """Read and parse the run.json at `path`; a UserError naming it when it
+        is damaged (FileNotFoundError and other OS errors are the caller's)."""
+        return cls.from_json(read_record_text(path, lambda why: cls._corrupt(path, why)), path)
+
+    @staticmethod
+    def _corrupt(path: str, why: str) -> UserError:
+        return UserError(f"{path} is corrupt ({why}); delete it and rerun t2t-trainer in "
+                         f"that directory with the run's flags, which writes it again. "
+                         f"Received: path={path!r}")
+
+    @classmethod
     def from_json(cls, text: str, path: str) -> "RunRecord":
         """Parse `run.json` text; a UserError naming `path` when it is not a record."""
         try:
             values = json.loads(text)
         except json.JSONDecodeError as e:
-            raise UserError(f"{path} is corrupt ({e}); rerun t2t-trainer in that directory "
-                            f"to rewrite it. Received: path={path!r}") from None
+            raise cls._corrupt(path, str(e)) from None
         names = {f.name for f in dataclasses.fields(cls)}
         if not isinstance(values, dict) or not all(
                 isinstance(values[k], str) for k in names & set(values)):
-            raise UserError(f"{path} is corrupt (not an object of strings); rerun "
-                            f"t2t-trainer in that directory to rewrite it. "
-                            f"Received: path={path!r}")
+            raise cls._corrupt(path, "not an object of strings")
         return cls(**{k: v for k, v in values.items() if k in names})

@@ -69,6 +69,13 @@ def _stderr(message: str) -> None:
     print(message, file=sys.stderr, flush=True)
 
 
+def _none_intact(directory: str, count: int) -> UserError:
+    """The error for a folder whose `count` checkpoints are all damaged (each said before)."""
+    return UserError(f"none of the {count} checkpoint(s) in {directory} can be read (each "
+                     f"is named above); train again in a new --output_dir. "
+                     f"Received: output_dir={directory!r}")
+
+
 def _first_line(error: BaseException) -> str:
     text = getattr(error, "message", None) or str(error) or type(error).__name__
     # TensorFlow prefixes "{{function_node ...}} "; keep what follows.
@@ -139,12 +146,10 @@ class TrainingDirectory:
 
     def read_run_record(self) -> RunRecord:
         try:
-            with open(self.run_file, encoding="utf-8") as f:
-                text = f.read()
+            return RunRecord.load(self.run_file)
         except FileNotFoundError:
             raise UserError(f"{self.run_file} is missing; --output_dir must be a directory "
                             f"written by t2t-trainer. Received: path={self.run_file!r}") from None
-        return RunRecord.from_json(text, self.run_file)
 
     def write_run_files(self, hparams: HParams, record: RunRecord, vocab_source: str) -> None:
         """hparams.json, a copy of the vocabulary `vocab_source`, then run.json.
@@ -210,10 +215,10 @@ class TrainingDirectory:
                 state = tf.train.get_checkpoint_state(directory)
                 if state is None:
                     raise ValueError("not a checkpoint index")
-                named = [p if os.path.isabs(p) else os.path.join(directory, p)
-                         for p in state.all_model_checkpoint_paths]
+                # (TensorFlow has joined the index's relative names onto `directory`.)
+                named = list(state.all_model_checkpoint_paths)
                 if state.model_checkpoint_path and not named:
-                    named = [os.path.join(directory, state.model_checkpoint_path)]
+                    named = [state.model_checkpoint_path]
             except (ValueError, tf.errors.OpError) as e:
                 log(f"The checkpoint index {index} is unreadable ({_first_line(e)}); "
                     f"using the checkpoint files found beside it.")
@@ -247,9 +252,7 @@ class TrainingDirectory:
                     problem = e.reason
             log(f"Skipping the checkpoint {prefix}: {problem}.")
         if candidates:
-            raise UserError(f"none of the {len(candidates)} checkpoint(s) in {directory} can "
-                            f"be read (each is named above); train again in a new "
-                            f"--output_dir. Received: output_dir={directory!r}")
+            raise _none_intact(directory, len(candidates))
         return None
 
     def newest_intact_checkpoint(self, log: Callable[[str], None] = _stderr) -> str | None:
@@ -324,11 +327,11 @@ class TrainingDirectory:
             state = tf.train.get_checkpoint_state(directory)
         except (ValueError, tf.errors.OpError):
             state = None
-        current = [os.path.normpath(p if os.path.isabs(p) else os.path.join(directory, p))
-                   for p in (state.all_model_checkpoint_paths if state else [])]
+        # (TensorFlow has joined the index's relative names onto `directory`.)
+        current = [os.path.normpath(p) for p in (state.all_model_checkpoint_paths if state else [])]
         wanted = [os.path.normpath(p) for p in intact]
         if state is not None and current == wanted and (
-                not latest or os.path.normpath(os.path.join(directory, state.model_checkpoint_path))
+                not latest or os.path.normpath(state.model_checkpoint_path)
                 == os.path.normpath(latest)):
             return
         if not intact:
@@ -435,6 +438,9 @@ class TrainingDirectory:
         """
         paths = self.checkpoints(log)
         if not paths:
+            damaged = self._checkpoint_candidates(self.path, lambda _: None)
+            if damaged:
+                raise _none_intact(self.path, len(damaged))
             raise UserError(f"no checkpoints in {self.path}; train first with t2t-trainer. "
                             f"Received: output_dir={self.path}")
         if num_last > len(paths):

@@ -453,6 +453,8 @@ class Trainer:
         self._prepare_data()
         self._report_corrupt_records()
         self._check_resume_vocabulary()
+        if self.chief:
+            self.directory.best.record()   # a damaged best.json: say so now, not after training
         step = self.restore()  # before any run file is written: a failed resume changes nothing
         warm_start_from = self._warm_start(resumed=self._resumed_from is not None)
         if self.chief:
