@@ -361,6 +361,44 @@ def test_a_stop_prints_its_line_only_even_where_the_signal_is_caught_and_printed
     assert out.stderr == "t2t-test: stopped by SIGTERM\n"
 
 
+# A CLI whose main thread is inside one long TensorFlow call (as t2t-decoder
+# is inside a compiled search): Python cannot run the signal handler there.
+_STUCK_IN_NATIVE_CODE = r"""
+from t2t_revival.cli import common
+
+def main(argv):
+    import tensorflow as tf
+
+    @tf.function
+    def spin(n):
+        return tf.while_loop(lambda i: i < n, lambda i: i + 1, [tf.constant(0, tf.int64)])
+
+    print("spinning", flush=True)
+    spin(tf.constant(10**13, tf.int64))       # hours
+    return 0
+
+common.run(main, prog="t2t-test")
+"""
+
+
+def test_sigterm_stops_a_cli_inside_a_long_native_call():
+    proc = subprocess.Popen([sys.executable, "-c", _STUCK_IN_NATIVE_CODE],
+                            stdout=subprocess.PIPE, stderr=subprocess.PIPE, text=True,
+                            env=dict(os.environ, PYTHONPATH=str(ROOT), TF_CPP_MIN_LOG_LEVEL="3"))
+    try:
+        assert proc.stdout.readline() == "spinning\n"
+        time.sleep(1.0)   # inside the call
+        start = time.time()
+        proc.send_signal(signal.SIGTERM)
+        _, stderr = proc.communicate(timeout=30)   # it hung here before
+    finally:
+        proc.kill()
+    assert time.time() - start < 10
+    assert proc.returncode == 143, stderr[-3000:]
+    assert stderr.strip().splitlines()[-1] == "t2t-test: stopped by SIGTERM"
+    assert stderr.count("stopped by SIGTERM") == 1 and "Traceback" not in stderr
+
+
 # ---------------------------------------------------------------------------
 # Full disk, read-only folder, leftovers of killed runs (item 7)
 # ---------------------------------------------------------------------------

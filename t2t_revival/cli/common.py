@@ -347,6 +347,42 @@ def install_signal_handlers() -> None:
     for signum in (signal.SIGTERM, signal.SIGINT):
         if signal.getsignal(signum) is not signal.SIG_IGN:
             signal.signal(signum, _stop_on_signal)
+    _watch_for_stops_the_main_thread_cannot_see()
+
+
+_watching = False
+
+
+def _watch_for_stops_the_main_thread_cannot_see() -> None:
+    """Stop the process when the main thread cannot run `_stop_on_signal`.
+
+    Python runs a signal handler only once the main thread is back between
+    two bytecodes: inside one long native call (an XLA program decoding to a
+    huge length, a TensorFlow op) SIGTERM would wait for the call to end,
+    minutes or forever. The C-level handler writes each signal's number to
+    the wakeup pipe at once; a thread reads it and, for SIGTERM/SIGINT while
+    `_stop_on_signal` handles them (not the trainer's save-then-stop,
+    `SignalSave`), gives the main thread `_STOP_GRACE_SECONDS`, then stops
+    the process itself with the same one line and exit status. Once per
+    process, from the main thread.
+    """
+    global _watching
+    if _watching or threading.current_thread() is not threading.main_thread():
+        return
+    read_fd, write_fd = os.pipe()
+    os.set_blocking(write_fd, False)
+    signal.set_wakeup_fd(write_fd, warn_on_full_buffer=False)
+
+    def watch() -> None:
+        while True:
+            for signum in os.read(read_fd, 64):
+                if signum in (signal.SIGTERM, signal.SIGINT) and \
+                        signal.getsignal(signum) is _stop_on_signal:
+                    threading.Event().wait(_STOP_GRACE_SECONDS)
+                    stopped(_prog, StoppedBySignal(signum))
+
+    threading.Thread(target=watch, name="stop-signal-watch", daemon=True).start()
+    _watching = True
 
 
 def stopped(prog: str, stop: StoppedBySignal) -> None:
@@ -355,10 +391,14 @@ def stopped(prog: str, stop: StoppedBySignal) -> None:
     Exits with os._exit: promptly, whatever threads TensorFlow started (their
     work is not needed: what was worth keeping was saved before the stop).
     """
+    _stopping.acquire()   # one line, whichever thread stops first (never released)
     print(f"{prog}: {stop.message}", file=_stop_stream or sys.stderr, flush=True)
     with contextlib.suppress(Exception):
         sys.stdout.flush()
     os._exit(stop.exit_status)
+
+
+_stopping = threading.Lock()
 
 
 def _show_module_in_help(module_name: str) -> None:
