@@ -30,14 +30,28 @@ _DISK_ERRNOS = (errno.ENOSPC, errno.EDQUOT, errno.EROFS)
 """A write the disk refuses: full, over quota, read-only."""
 
 
+class DiskWriteError(UserError):
+    """A write the disk refused, said in one line; `reason` is the system's."""
+
+    def __init__(self, message: str, reason: str):
+        super().__init__(message)
+        self.reason = reason
+
+    def __reduce__(self):   # (a datagen worker's error crosses to the parent pickled)
+        return type(self), (str(self), self.reason)
+
+
 def disk_failure(error: BaseException) -> str | None:
     """The system's reason ("No space left on device", "Disk quota exceeded",
     "Read-only file system") when `error` is a write the disk refused, else None.
 
-    Recognizes an `OSError` by its errno, and TensorFlow's errors (a
+    Recognizes an `OSError` by its errno, a `DiskWriteError` (already said
+    for one file) by its reason, and TensorFlow's errors (a
     checkpoint or SavedModel save, a TFRecord writer) by the system's reason in
     their message; anything else is not a disk failure (and keeps its traceback).
     """
+    if isinstance(error, DiskWriteError):
+        return error.reason
     if isinstance(error, OSError) and error.errno in _DISK_ERRNOS:
         return error.strerror or os.strerror(error.errno)
     message = getattr(error, "message", None)
@@ -82,8 +96,9 @@ def atomic_output(path: str) -> Iterator[str]:
             raise
         kept = "the file already there is unchanged" if os.path.exists(path) else \
             "no partial file is left"
-        raise UserError(f"could not write {path} ({reason}); {kept}; "
-                        f"{disk_failure_fix(reason)}, then rerun. Received: path={path!r}") from None
+        raise DiskWriteError(f"could not write {path} ({reason}); {kept}; "
+                             f"{disk_failure_fix(reason)}, then rerun. Received: path={path!r}",
+                             reason) from None
     finally:
         if tmp is not None and os.path.exists(tmp):
             os.unlink(tmp)

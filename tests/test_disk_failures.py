@@ -65,6 +65,7 @@ def test_a_full_disk_is_one_line_naming_the_file_and_leaves_it_as_it_was(tmp_pat
         f"could not write {path} ({NO_SPACE}); no partial file is left; free some space "
         f"on that disk, then rerun. Received: path={str(path)!r}")
     assert os.listdir(path.parent) == []   # no temporary file either
+    assert disk_failure(e.value) == NO_SPACE   # an outer writer (best/) still knows why
     # A file already there is kept whole.
     monkeypatch.undo()
     write_atomically(str(path), "before\n")

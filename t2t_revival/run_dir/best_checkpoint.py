@@ -107,8 +107,7 @@ class BestCheckpoint:
             write_atomically(os.path.join(self.incomplete, BEST_FILE), record.to_json())
         except (OSError, UserError) as e:
             shutil.rmtree(self.incomplete, ignore_errors=True)
-            reason = disk_failure(e) or (disk_failure(e.__context__)
-                                         if isinstance(e, UserError) else None)
+            reason = disk_failure(e)
             if reason is None:
                 raise
             kept = "best/ still holds the previous best" if os.path.isdir(self.path) \
