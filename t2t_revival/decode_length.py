@@ -15,6 +15,7 @@ share, so that all four decode the same batch to the same length limit:
   length bucket, plus one for a smaller last batch;
 - the longest output is that padded length + `extra_length`, capped at
   `max_length` with learned positions (no position row beyond it);
+  `extra_length` itself is at most `MAX_EXTRA_LENGTH` (1024);
 - an input longer than `max_length` is cut to `max_length` tokens with EOS
   last, by the SavedModel (`cut_to_max_length`, in the graph) and by the
   decoders (`cut_line`, counted and reported at the end with
@@ -44,6 +45,15 @@ from t2t_revival.errors import UserError
 # test set then needs 3 of them instead of 6 (the limit of the longest output,
 # padded length + extra_length, changed for none of its 1,000 sentences).
 LENGTH_QUANTUM = 16
+
+# The most output tokens a decode may add beyond its input (`extra_length`,
+# in `HParams` and `DecodeHParams` alike). The decoder's self-attention cache
+# holds input + extra_length positions for every row of a batch, so an
+# unbounded value is an out-of-memory kill, not a longer translation
+# (extra_length=100000 reached 14 GB with a small model). 1024 is fairseq's
+# default number of target positions and above Marian's 1000-token output
+# limit; the paper's settings are 50 (translation) and 300 (parsing).
+MAX_EXTRA_LENGTH = 1024
 
 
 def _is_int(*values) -> bool:

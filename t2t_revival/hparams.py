@@ -19,6 +19,7 @@ import typing
 from typing import Any, Callable
 
 from t2t_revival.atomic_file import write_atomically
+from t2t_revival.decode_length import MAX_EXTRA_LENGTH
 from t2t_revival.errors import UserError
 from t2t_revival.registry import closest
 from t2t_revival.text_lines import read_record_text
@@ -271,8 +272,10 @@ _RANGES: dict[str, tuple[str, Callable[[Any], bool]]] = {
         "batch_size", "gradient_accumulation_steps", "beam_size",
         "learning_rate", "adam_epsilon", "layer_norm_epsilon")},
     **{name: _NOT_NEGATIVE for name in (
-        "d_k", "d_v", "vocab_size", "learning_rate_warmup_steps", "extra_length",
-        "clip_grad_norm")},
+        "d_k", "d_v", "vocab_size", "learning_rate_warmup_steps", "clip_grad_norm")},
+    "extra_length": (f"must be in [0, {MAX_EXTRA_LENGTH}] (output tokens beyond the input; "
+                     f"the paper uses 50, parsing 300)",
+                     lambda v: 0 <= v <= MAX_EXTRA_LENGTH),
     **{name: _PROBABILITY for name in (
         "dropout", "attention_dropout", "relu_dropout", "label_smoothing")},
     "adam_beta1": ("must be in [0, 1) (Adam's decay rate)", lambda v: 0 <= v < 1),

@@ -147,6 +147,8 @@ def unwritable_dir(tmp_path):
     ("num_hidden_layers=0", "'num_hidden_layers' must be positive"),
     ("learning_rate_warmup_steps=-1", "'learning_rate_warmup_steps' must not be negative"),
     ("clip_grad_norm=-1", "'clip_grad_norm' must not be negative"),
+    ("extra_length=-1", "'extra_length' must be in [0, 1024]"),
+    ("extra_length=1025", "'extra_length' must be in [0, 1024]"),
     ("d_model=100,num_heads=8", "divisible by num_heads"),
     ("d_model=129,num_heads=1", "d_model must be even with position_encoding=sinusoid"),
     ("bucket_boundaries=[0,8]", "bucket_boundaries must all be positive"),
@@ -164,8 +166,10 @@ def test_resolve_refuses_settings_that_make_no_sense(overrides, message):
 def test_resolve_keeps_the_edges_of_each_range():
     problem = TranslateEndeMulti30k()
     hp = resolve("transformer_tiny", "adam_beta1=0,dropout=0,learning_rate_warmup_steps=0,"
-                 "vocab_size=8200,d_model=129,num_heads=1,position_encoding=learned", problem)
-    assert (hp.adam_beta1, hp.dropout, hp.vocab_size, hp.d_model) == (0.0, 0.0, 8200, 129)
+                 "vocab_size=8200,d_model=129,num_heads=1,position_encoding=learned,"
+                 "extra_length=1024", problem)
+    assert (hp.adam_beta1, hp.dropout, hp.vocab_size, hp.d_model, hp.extra_length) == \
+        (0.0, 0.0, 8200, 129, 1024)
     # A NaN in a saved hparams.json is refused when it is read back.
     with pytest.raises(HParamsError, match="'learning_rate' must be a finite number"):
         HParams.from_json('{"learning_rate": NaN}')

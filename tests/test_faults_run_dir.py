@@ -536,7 +536,12 @@ def test_skip_corrupt_records_counts_and_names_the_shards(tiny_data, tmp_path):
     ("alpha=-0.5", "'alpha' must be in [0, inf)"),
     ("alpha=nan", "'alpha' must be a finite number in [0, inf)"),
     ("alpha=inf", "'alpha' must be a finite number in [0, inf)"),
-    ("extra_length=-1", "'extra_length' must be in [0, inf)"),
+    ("extra_length=-1", "'extra_length' must be in [0, 1024]"),
+    # Unbounded, its cache of input + extra_length positions per row was an
+    # out-of-memory kill (14 GB at 100000), not a longer translation.
+    ("extra_length=100000", "'extra_length' must be in [0, 1024] (output tokens allowed "
+                            "beyond the input's length; its cache is held for every row). "
+                            "Received: extra_length=100000"),
     ("batch_size=0", "'batch_size' must be in [1, inf)"),
 ])
 def test_decode_hparams_out_of_range_are_refused_with_the_range(text, message):
