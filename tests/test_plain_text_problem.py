@@ -120,6 +120,10 @@ def test_weights_3_to_1_draw_three_quarters_from_the_first_corpus(corpora, tmp_p
     (lambda s: s["train"][0].update(weight=math.nan), "train[0].weight must be a positive"),
     (lambda s: s["train"][0].update(weight="3"), "train[0].weight must be a positive"),
     (lambda s: s["train"][0].update(source="nowhere.en"), "train[0].source file"),
+    (lambda s: s["train"][0].update(source="nowhere.en"), "nowhere.en is missing"),
+    # A folder where a corpus file belongs is named for what it is.
+    (lambda s: s["dev"].update(target="."), "is a directory, not a file"),
+    (lambda s: s.update(vocab="."), "the \"vocab\" file"),
     (lambda s: s.update(train=[]), "non-empty list"),
     (lambda s: s.pop("dev"), "\"dev\" is missing"),
     (lambda s: s.update(vocab_size=10), "vocab_size\" must be a whole number"),
@@ -132,6 +136,17 @@ def test_a_bad_spec_is_one_clear_error(corpora, change, needle):
     with pytest.raises(DataError) as e:
         CorporaSpec.load(str(d / "corpora.json"))
     assert needle in str(e.value), str(e.value)
+
+
+def test_a_vocab_or_corpora_json_that_is_a_directory_is_named_so(corpora):
+    d, spec = corpora
+    spec["vocab"] = "."
+    (d / "corpora.json").write_text(json.dumps(spec))
+    with pytest.raises(DataError, match=r"\"vocab\" file .* is a directory, not a file"):
+        CorporaSpec.load(str(d / "corpora.json"))
+    (d / "sub" / "corpora.json").mkdir(parents=True)
+    with pytest.raises(DataError, match=r"corpora.json is a directory, not a file"):
+        CorporaSpec.load(str(d / "sub" / "corpora.json"))
 
 
 def test_empty_file_and_misaligned_corpus(corpora, tmp_path):

@@ -32,6 +32,11 @@ _CORPUS_KEYS = {"source", "target", "weight"}
 SPLITS = ("train", "dev", "test")
 
 
+def _not_a_file(path: str) -> str:
+    """Why `path`, which is not a file, cannot be read: "is missing" or what it is."""
+    return "is a directory, not a file" if os.path.isdir(path) else "is missing"
+
+
 @dataclasses.dataclass(frozen=True)
 class CorporaSpec:
     """The corpora of a plain-text translation problem (see the module docstring).
@@ -88,6 +93,10 @@ class CorporaSpec:
         try:
             with open(path, encoding="utf-8") as f:
                 values = json.load(f)
+        except IsADirectoryError:
+            raise DataError(f"{path} is a directory, not a file; corpora.json is a JSON file "
+                            f"(see the README's \"Your own data\"). "
+                            f"Received: path={path!r}") from None
         except FileNotFoundError:
             raise DataError(f"{path} is missing; write it (see the README's \"Your own "
                             f"data\") or point --tmp_dir at the folder that holds "
@@ -118,7 +127,8 @@ class CorporaSpec:
                 raise bad("\"vocab\" must be the path of a SentencePiece .model", f"vocab={vocab!r}")
             vocab = os.path.join(base, os.path.expanduser(vocab))
             if not os.path.isfile(vocab):
-                raise bad(f"the \"vocab\" file {vocab} is missing", f"vocab={values['vocab']!r}")
+                raise bad(f"the \"vocab\" file {vocab} {_not_a_file(vocab)}",
+                          f"vocab={values['vocab']!r}")
             from t2t_revival.data.subword_vocabulary import SubwordVocabulary
             vocab_size = SubwordVocabulary(vocab).vocab_size
             if "vocab_size" in values and values["vocab_size"] != vocab_size:
@@ -178,7 +188,8 @@ class CorporaSpec:
                 if not check_files:
                     pass
                 elif not os.path.isfile(full):
-                    raise bad(f"the {where}.{side} file {full} is missing", f"{side}={name!r}")
+                    raise bad(f"the {where}.{side} file {full} {_not_a_file(full)}",
+                              f"{side}={name!r}")
                 elif os.path.getsize(full) == 0:
                     raise bad(f"the {where}.{side} file {full} is empty", f"{side}={name!r}")
                 paths.append(full)
