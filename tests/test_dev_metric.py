@@ -87,6 +87,29 @@ def test_without_decoding_best_follows_the_dev_loss_and_a_plateau_stops(tmp_path
     assert trainer._log_eval(6, None)["loss"] == 4.2
 
 
+def test_a_best_ranked_by_another_metric_is_replaced_and_the_run_says_so(tmp_path):
+    """best/ holds a dev BLEU; a resume without dev decoding ranks by dev loss,
+    which cannot be compared with it: the run says so before replacing it."""
+    from t2t_revival.run_dir.best_record import BestRecord
+
+    best = tmp_path / "run" / "best"
+    best.mkdir(parents=True)
+    (best / "best.json").write_text(BestRecord(
+        step=100, metric="bleu", value=1.94, higher_is_better=True, checkpoint="ckpt-100",
+        sentences=200).to_json())
+    trainer = _trainer(tmp_path / "run", tmp_path, eval_decode_sentences=0)
+    _eval_at(trainer, 101, 9.5)
+    log = "\n".join(trainer.log_lines)
+    assert ("best/ was ranked by dev bleu on 200 sentences; this run ranks by dev loss, so "
+            "its first evaluation replaces best/") in log, log
+    assert log.index("was ranked by") < log.index("New best: dev loss 9.5000 at step 101")
+    # The same ranking says nothing.
+    again = _trainer(tmp_path / "run", tmp_path, eval_decode_sentences=0)
+    _eval_at(again, 102, 9.0)
+    assert "was ranked by" not in "\n".join(again.log_lines)
+    assert "New best: dev loss 9.0000 at step 102" in "\n".join(again.log_lines)
+
+
 def test_the_trainer_ranks_by_the_problem_s_own_metric(multi30k_data_dir, tmp_path,
                                                        monkeypatch):
     """BLEU for translation, F1 when the problem says evalb: the trainer reads

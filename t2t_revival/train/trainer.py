@@ -583,8 +583,25 @@ class Trainer:
                         self.log(f"Dev decoding leaves out {evaluator.skipped} of the first "
                                  f"{self.config.eval_decode_sentences} dev sentences: longer "
                                  f"than max_length={self.hparams.max_length} tokens.")
+                if best is not None:
+                    self._say_if_ranked_otherwise(best, evaluator)
             self._dev = (EarlyStopping(self.config.eval_early_stopping_evals, best), evaluator)
         return self._dev
+
+    def _say_if_ranked_otherwise(self, best: BestRecord,
+                                 evaluator: DevMetricEvaluator | None) -> None:
+        """Warn when best/ was ranked by another metric (or on another number of
+        dev sentences) than this run's: the figures cannot be compared, so this
+        run's first evaluation replaces it (`EarlyStopping.update`)."""
+        metric = evaluator.metric if evaluator is not None else "loss"
+        sentences = len(evaluator) if evaluator is not None else 0
+        if (best.metric, best.sentences) == (metric, sentences):
+            return
+        def ranking(name, n):
+            return f"dev {name}" + (f" on {n} sentences" if n else "")
+        self.log(f"best/ was ranked by {ranking(best.metric, best.sentences)}; this run ranks "
+                 f"by {ranking(metric, sentences)}, so its first evaluation replaces best/ "
+                 f"(rerun with the earlier --eval_decode_sentences to keep the ranking).")
 
     def _keep_best(self, step: int, metrics: dict[str, float],
                    early_stopping: EarlyStopping,
