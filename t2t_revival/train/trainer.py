@@ -67,6 +67,12 @@ from t2t_revival.train.training_stats import TrainingStats
 DEFAULT_TMP_DIR = os.path.join(tempfile.gettempdir(), "t2t_datagen")  # tensor2tensor's
 
 
+def _ranked_by(evaluator: "DevMetricEvaluator | None") -> tuple[str, int]:
+    """What ranks best/ in this run: (the dev metric, dev sentences decoded for
+    it); ("loss", 0) when the trainer does not decode."""
+    return (evaluator.metric, len(evaluator)) if evaluator is not None else ("loss", 0)
+
+
 class Trainer:
     """Trains `config.model` on `config.problem`, resuming from `output_dir`.
 
@@ -593,8 +599,7 @@ class Trainer:
         """Warn when best/ was ranked by another metric (or on another number of
         dev sentences) than this run's: the figures cannot be compared, so this
         run's first evaluation replaces it (`EarlyStopping.update`)."""
-        metric = evaluator.metric if evaluator is not None else "loss"
-        sentences = len(evaluator) if evaluator is not None else 0
+        metric, sentences = _ranked_by(evaluator)
         if (best.metric, best.sentences) == (metric, sentences):
             return
         def ranking(name, n):
@@ -614,11 +619,11 @@ class Trainer:
         """
         improved = stop = False
         if self.chief:
-            name = evaluator.metric if evaluator is not None else "loss"
+            name, sentences = _ranked_by(evaluator)
             candidate = BestRecord(step=step, metric=name, value=float(metrics[name]),
                                    higher_is_better=name != "loss",
                                    checkpoint=f"{CHECKPOINT_PREFIX}-{step}",
-                                   sentences=len(evaluator) if evaluator is not None else 0)
+                                   sentences=sentences)
             improved = early_stopping.update(candidate)
             stop = early_stopping.should_stop
         improved, stop = self._chief_decides(improved, stop)
