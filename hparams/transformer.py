@@ -58,7 +58,7 @@ def transformer_tiny() -> HParams:
 def transformer_multi30k() -> HParams:
     """Multi30k En-De (29k sentence pairs) on a 2-core CPU in under 2 hours.
 
-    N=3, d_model 256, d_ff 1024, h=4 (about 7.7M weights with the 8192-piece
+    N=3, d_model 256, d_ff 1024, h=4 (about 7.6M weights with the 8192-piece
     shared vocabulary). A small corpus overfits a large model quickly, so the
     model is small and the residual dropout heavy (0.3), as in published
     Multi30k Transformers; 3072-token batches give many updates in the time.
