@@ -12,6 +12,10 @@ import pytest
 from conftest import ROOT
 
 RECIPE = ROOT / "benchmarks" / "multi30k_recipe.py"
+# The recipe's decodes here: short, and uncompiled (xla=false, the same
+# translations): each of the 6 decodes of 1,000 sentences would otherwise
+# compile 3-4 XLA programs of 10-20 s for a few seconds of search.
+_DECODE = "beam_size=2,alpha=0.6,extra_length=5,xla=false"
 
 
 def _recipe(*args):
@@ -28,7 +32,7 @@ def test_recipe_trains_averages_decodes_and_scores(multi30k_data_dir, shared_dat
                   f"--output_dir={out_dir}", "--hparams_set=transformer_tiny",
                   "--train_steps=60", "--save_checkpoints_steps=20",
                   "--local_eval_frequency=30", "--eval_decode_sentences=4", "--average=3",
-                  "--decode_hparams=beam_size=2,alpha=0.6,extra_length=5", "--tune_on_val=")
+                  "--decode_hparams=" + _DECODE, "--tune_on_val=")
     assert out.returncode == 0, out.stdout[-3000:] + out.stderr[-3000:]
     lines = out.stdout.strip().splitlines()
     result = json.loads(lines[-1])
@@ -71,8 +75,7 @@ def test_recipe_trains_averages_decodes_and_scores(multi30k_data_dir, shared_dat
     # penalty are chosen on val (one decode per pair), then test is decoded once.
     out = _recipe(f"--raw_dir={shared_data / 'multi30k'}", f"--data_dir={data_dir}",
                   f"--output_dir={out_dir}", "--skip_train",
-                  "--tune_on_val=average=1,3;alpha=0.6,1.5",
-                  "--decode_hparams=beam_size=2,alpha=0.6,extra_length=5")
+                  "--tune_on_val=average=1,3;alpha=0.6,1.5", "--decode_hparams=" + _DECODE)
     assert out.returncode == 0, out.stdout[-3000:] + out.stderr[-3000:]
     lines = out.stdout.strip().splitlines()
     tuned = json.loads(lines[-1])
@@ -80,7 +83,8 @@ def test_recipe_trains_averages_decodes_and_scores(multi30k_data_dir, shared_dat
     assert [(r["average"], r["alpha"]) for r in rows] == [(1, 0.6), (1, 1.5), (3, 0.6), (3, 1.5)]
     best = max(rows, key=lambda r: r["val_sacrebleu"])
     assert tuned["averaged_checkpoints"] == best["average"]
-    assert tuned["decode_hparams"] == f"beam_size=2,extra_length=5,alpha={best['alpha']}"
+    assert tuned["decode_hparams"] == \
+        f"beam_size=2,extra_length=5,xla=false,alpha={best['alpha']}"
     assert tuned["decode_hparams"] == best["decode_hparams"]
     assert set(tuned["stage_minutes"]) >= {"val", "decode"}
     assert "train" not in tuned["stage_minutes"]
