@@ -165,6 +165,24 @@ def test_int8_export_loads_and_stays_close(vocab_file, tmp_path):
     assert outputs[0] == "" and all(outputs[1:]), outputs
 
 
+@pytest.mark.parametrize("override, message", [
+    ({"extra_length": 100000}, "'extra_length' must be in [0, 1024]"),
+    ({"beam_size": 0}, "'beam_size' must be in [1, inf)"),
+    ({"alpha": float("nan")}, "'alpha' must be a finite number in [0, inf)"),
+    ({"batch_size": "32"}, "'batch_size' must be a number in [1, inf)"),
+])
+def test_translator_overrides_out_of_range_are_refused_before_loading(override, message,
+                                                                       tmp_path):
+    """The ranges of `DecodeHParams`, checked before the export is read (the
+    folder here holds none): extra_length=100000 would allocate its cache."""
+    from t2t_revival.errors import UserError
+    from t2t_revival.export.ctranslate2_translator import CTranslate2Translator
+
+    with pytest.raises(UserError) as error:
+        CTranslate2Translator(str(tmp_path), **override)
+    assert str(error.value).startswith("CTranslate2Translator: ") and message in str(error.value)
+
+
 def test_missing_ctranslate2_says_how_to_install(monkeypatch, tmp_path):
     from t2t_revival.errors import UserError
     from t2t_revival.export.ctranslate2_export import export_ctranslate2

@@ -14,23 +14,12 @@ import typing
 from typing import Any
 
 from t2t_revival.decode.beam_search import EARLY_STOP_RULES
-from t2t_revival.decode_length import MAX_EXTRA_LENGTH, max_decode_length
+from t2t_revival.decode_length import max_decode_length
+from t2t_revival.decode_setting_ranges import RANGES, out_of_range
 from t2t_revival.errors import UserError
 from t2t_revival.hparams import HParams, _type_name, _type_ok, parse_typed_pairs
 from t2t_revival.registry import closest
 
-
-# (field, smallest value, largest value or None, what it is): each message
-# gives the range.
-_RANGES = (
-    ("beam_size", 1, None, "the beam width; 1 is greedy search"),
-    ("alpha", 0, None, "the length penalty exponent; 0 turns it off"),
-    ("extra_length", 0, MAX_EXTRA_LENGTH,
-     "output tokens allowed beyond the input's length; its cache is held for every row"),
-    ("batch_size", 1, None, "sentences per decoding batch"),
-    ("batch_tokens", 0, None,
-     "source tokens per batch, padding included; 0 batches by sentences"),
-)
 
 # What a decoder does with an input longer than max_length.
 _LONG_INPUTS = ("cut", "refuse")
@@ -107,17 +96,10 @@ class DecodeHParams:
             raise DecodeHParamsError(
                 f"decode hparam 'early_stop' must be one of {', '.join(EARLY_STOP_RULES)}. "
                 f"Received: early_stop={self.early_stop!r}")
-        for name, low, high, why in _RANGES:
-            value = getattr(self, name)
-            valid = f"[{low}, inf)" if high is None else f"[{low}, {high}]"
-            if isinstance(value, float) and not math.isfinite(value):
-                raise DecodeHParamsError(
-                    f"decode hparam '{name}' must be a finite number in {valid} "
-                    f"({why}). Received: {name}={value!r}")
-            if value < low or (high is not None and value > high):
-                raise DecodeHParamsError(
-                    f"decode hparam '{name}' must be in {valid} ({why}). "
-                    f"Received: {name}={value!r}")
+        for name in RANGES:
+            problem = out_of_range(name, getattr(self, name))
+            if problem:
+                raise DecodeHParamsError(f"decode hparam {problem}")
         self._check_sampling()
 
     def _check_sampling(self) -> None:

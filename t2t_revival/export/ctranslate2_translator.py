@@ -37,6 +37,7 @@ import os
 from typing import Callable, Sequence
 
 from t2t_revival import decode_length
+from t2t_revival.decode_setting_ranges import out_of_range
 from t2t_revival.errors import UserError
 from t2t_revival.run_dir.file_names import VOCAB_FILE
 
@@ -66,6 +67,12 @@ class CTranslate2Translator:
                  intra_threads: int = 0, inter_threads: int = 1,
                  beam_size: int | None = None, alpha: float | None = None,
                  extra_length: int | None = None, batch_size: int | None = None):
+        overrides = {"beam_size": beam_size, "alpha": alpha, "extra_length": extra_length,
+                     "batch_size": batch_size}
+        for name, value in overrides.items():
+            problem = value is not None and out_of_range(name, value)
+            if problem:
+                raise UserError(f"CTranslate2Translator: {problem}")
         try:
             import ctranslate2
             import sentencepiece as spm
@@ -86,10 +93,7 @@ class CTranslate2Translator:
         except json.JSONDecodeError as e:
             raise UserError(f"{config_file} is corrupt ({e}); export again. "
                             f"Received: export_dir={export_dir!r}") from None
-        for name, value in (("beam_size", beam_size), ("alpha", alpha),
-                            ("extra_length", extra_length), ("batch_size", batch_size)):
-            if value is not None:
-                self.settings[name] = value
+        self.settings.update({k: v for k, v in overrides.items() if v is not None})
         self.export_dir = export_dir
         self._sp = spm.SentencePieceProcessor(
             model_file=os.path.join(export_dir, VOCAB_FILE))
