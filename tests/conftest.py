@@ -125,31 +125,26 @@ def multi30k_data_dir(shared_data, tmp_path_factory):
     registered.get("translate_ende_multi30k")(download=False).generate_data(
         str(data_dir), str(shared_data / "multi30k"))
     return data_dir, time.time() - start
-TINY_RUN_STEPS = 300
+@pytest.fixture(scope="session")
+def readme_run(shared_data, tmp_path_factory):
+    """The README's blocks, run once per session as a newcomer runs them
+    (readme_workflow): a `ReadmeRun` of the working folder and each command's
+    finished process."""
+    from readme_workflow import run_readme
+
+    return run_readme(tmp_path_factory.mktemp("readme"), ENV, shared_data)
 
 
 @pytest.fixture(scope="session")
-def tiny_run(multi30k_data_dir, tmp_path_factory):
-    """transformer_tiny trained briefly on Multi30k with the README's command.
+def tiny_run(readme_run):
+    """The README's main job (transformer_tiny on Multi30k, TINY_RUN_STEPS
+    updates), as the README run trained it, then averaged and exported it.
 
-    Shared by the slow trainer, decoder and export tests. Returns
-    (output_dir, the trainer's stdout).
+    Shared by the slow trainer, decoder, export and warm-start tests. Returns
+    (absolute output_dir, the trainer's stdout, whose paths are the README's
+    relative ones).
     """
-    import subprocess
-    import sys
-
-    data_dir, _ = multi30k_data_dir
-    out_dir = tmp_path_factory.mktemp("tiny_run") / "run"
-    env = dict(os.environ, PYTHONPATH=str(ROOT), TF_CPP_MIN_LOG_LEVEL="2")
-    out = subprocess.run(
-        [sys.executable, str(ROOT / "t2t_trainer.py"), "--problem=translate_ende_multi30k",
-         "--hparams_set=transformer_tiny", f"--data_dir={data_dir}",
-         f"--output_dir={out_dir}", f"--train_steps={TINY_RUN_STEPS}",
-         "--local_eval_frequency=0", "--log_step_count_steps=50",
-         "--save_checkpoints_steps=100", "--eval_decode_sentences=0"],
-        capture_output=True, text=True, env=env, timeout=1800)
-    assert out.returncode == 0, out.stderr[-3000:]
-    return out_dir, out.stdout
+    return readme_run.main_job()
 
 
 @pytest.fixture(scope="session")

@@ -193,7 +193,7 @@ def test_exporter_cli_no_checkpoint_is_one_line(tiny_run, tmp_path):
 
 @pytest.mark.slow
 def test_trainer_export_saved_model_flag(tiny_run, multi30k_data_dir, tmp_path):
-    from conftest import TINY_RUN_STEPS
+    from readme_workflow import TINY_RUN_STEPS
 
     out_dir, _ = tiny_run
     data_dir, _ = multi30k_data_dir

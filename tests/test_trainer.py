@@ -182,6 +182,8 @@ def test_time_budget_stops_at_a_progress_step_then_saves_and_evaluates(
 @pytest.mark.slow
 def test_readme_main_job_dev_loss_falls(tiny_run):
     """The README's main command (shortened): tiny on Multi30k, dev loss falls."""
+    from readme_workflow import MAIN_JOB_OUTPUT_DIR as run, TINY_RUN_STEPS as steps
+
     out_dir, stdout = tiny_run
     evals = [float(x) for x in re.findall(r"eval at step \d+: loss ([\d.]+)", stdout)]
     first_train = float(re.search(r"step 50/\d+  loss ([\d.]+)", stdout).group(1))
@@ -198,11 +200,11 @@ def test_readme_main_job_dev_loss_falls(tiny_run):
     assert glob.glob(str(out_dir / "train" / "events.out.tfevents.*"))
     assert glob.glob(str(out_dir / "eval" / "events.out.tfevents.*"))
     # The run ends saying where its result is and what to run next.
-    assert f"Done: step 300, dev loss {evals[-1]:.4f}" in stdout, stdout[-2000:]
-    assert f"the latest {out_dir}/ckpt-300." in stdout
-    assert (f"t2t-avg-checkpoints --output_dir={out_dir} --num_last_checkpoints=5"
-            in stdout)
-    assert f"--checkpoint_path={out_dir}/averaged/ckpt-300 --decode_from_file=" in stdout
+    # (Its paths as the command gave them: the README's, relative.)
+    assert f"Done: step {steps}, dev loss {evals[-1]:.4f}" in stdout, stdout[-2000:]
+    assert f"the latest {run}/ckpt-{steps}." in stdout
+    assert f"t2t-avg-checkpoints --output_dir={run} --num_last_checkpoints=5" in stdout
+    assert f"--checkpoint_path={run}/averaged/ckpt-{steps} --decode_from_file=" in stdout
 
 
 def test_training_stats_progress_line_throughput_and_eta():

@@ -85,6 +85,7 @@ def test_warm_start_on_multi30k_starts_near_the_source_loss(tiny_run, multi30k_d
     import sys
 
     from conftest import ENV, ROOT, one_line_error
+    from readme_workflow import TINY_RUN_STEPS
 
     source_dir, source_stdout = tiny_run
     data_dir, _ = multi30k_data_dir
@@ -109,7 +110,7 @@ def test_warm_start_on_multi30k_starts_near_the_source_loss(tiny_run, multi30k_d
     assert cold_loss > source_loss + 1.0, (cold_loss, source_loss)
     assert "Warm-started the model weights from" in warm.stdout
     record = json.loads((tmp_path / "warm" / "run.json").read_text())
-    assert record["warm_start_from"] == str(source_dir / "ckpt-300")
+    assert record["warm_start_from"] == str(source_dir / f"ckpt-{TINY_RUN_STEPS}")
     # Resuming the warm-started directory continues it; the flag is ignored, the record kept.
     again = train("warm", f"--warm_start_from={source_dir}", "--train_steps=2")
     assert again.returncode == 0 and "is ignored" in again.stdout, again.stderr[-2000:]

@@ -1,0 +1,111 @@
+"""The README's fenced blocks, and running them as written (slow tests).
+
+Every fenced block of README.md is either run, in order, from a fresh folder
+beside `../shared` (as a newcomer runs them from a fresh clone), or preceded
+by `<!-- not run by tests: why -->`. Three things are scaled down so that CI
+can afford it, and nothing else is changed: training runs fewer updates
+(`--train_steps` and the checkpoint step in paths), the trainer's dev
+decoding at each evaluation takes its first few dev sentences
+(`--eval_decode_sentences`, default 200; an untrained model's translations run
+to the length limit), and after each datagen the test files are cut to their
+first lines, so the decodes are short.
+
+The README's main job, scaled to TINY_RUN_STEPS updates, is also the
+`tiny_run` the slow trainer, decoder, export and warm-start tests share
+(conftest): the session trains it once.
+"""
+
+from __future__ import annotations
+
+import dataclasses
+import os
+import pathlib
+import re
+import subprocess
+import sys
+
+README = pathlib.Path(__file__).resolve().parents[1] / "README.md"
+_FENCE = re.compile(r"(<!-- not run by tests:[^>]*-->\s*)?```(\w*)\n(.*?)```", re.S)
+# The main job's steps in the tests: enough for a dev loss well below chance
+# and real translations (the decoder, export and CTranslate2 tests use it).
+TINY_RUN_STEPS = 300
+# The README's step counts and what the tests train instead.
+STEPS = {"2000": str(TINY_RUN_STEPS), "1000": "20"}
+TEST_LINES = 8
+EVAL_DECODE_SENTENCES = 8
+# Where the main job writes, relative to the working folder (as in the README).
+MAIN_JOB_OUTPUT_DIR = "t2t_train/tiny"
+
+
+def blocks() -> list[tuple[str, str, bool]]:
+    """(language, code, excluded) of every fenced block, in README order."""
+    text = README.read_text(encoding="utf-8")
+    return [(m.group(2), m.group(3), bool(m.group(1))) for m in _FENCE.finditer(text)]
+
+
+def commands(code: str) -> list[str]:
+    """Shell commands of a block: continuation lines joined, comments dropped."""
+    code = code.replace("\\\n", " ")
+    return [" ".join(line.split()) for line in code.splitlines()
+            if line.strip() and not line.strip().startswith("#")]
+
+
+def scaled(command: str) -> str:
+    for readme, test in STEPS.items():
+        command = command.replace(f"--train_steps={readme}", f"--train_steps={test}")
+        command = command.replace(f"ckpt-{readme}", f"ckpt-{test}")
+    if command.startswith("t2t-trainer ") and "--eval_decode_sentences" not in command:
+        command += f" --eval_decode_sentences={EVAL_DECODE_SENTENCES}"
+    return command
+
+
+def _cut_test_files(workdir: pathlib.Path) -> None:
+    """Keep the first lines of each datagen test file (sources, references, gold trees)."""
+    for path in (workdir / "t2t_data").glob("*-test.*"):
+        if path.suffix in (".txt", ".trees"):
+            lines = path.read_text(encoding="utf-8").splitlines(keepends=True)
+            if len(lines) > TEST_LINES:
+                path.write_text("".join(lines[:TEST_LINES]), encoding="utf-8")
+
+
+@dataclasses.dataclass
+class ReadmeRun:
+    workdir: pathlib.Path
+    # (the command or Python snippet as run, its finished process), in README order.
+    ran: list[tuple[str, subprocess.CompletedProcess]]
+
+    def main_job(self) -> tuple[pathlib.Path, str]:
+        """(absolute output_dir, stdout) of the README's main job, the first trainer."""
+        command, out = next((c, o) for c, o in self.ran if c.startswith("t2t-trainer "))
+        assert f"--output_dir={MAIN_JOB_OUTPUT_DIR} " in command, command
+        assert f"--train_steps={TINY_RUN_STEPS} " in command, command
+        return self.workdir / MAIN_JOB_OUTPUT_DIR, out.stdout
+
+
+def run_readme(tmp_path: pathlib.Path, env: dict, shared_data: pathlib.Path) -> ReadmeRun:
+    """Run every block not excluded in `tmp_path/clone`, `../shared` linked
+    to `shared_data`'s parent. Each must exit 0 with no traceback."""
+    workdir = tmp_path / "clone"
+    workdir.mkdir()
+    (tmp_path / "shared").symlink_to(shared_data.parent, target_is_directory=True)
+    bin_dir = os.path.dirname(sys.executable)
+    env = dict(env, PATH=f"{bin_dir}{os.pathsep}{os.environ.get('PATH', '')}")
+    ran = []
+    for language, code, excluded in blocks():
+        if excluded:
+            continue
+        if language == "python":
+            out = subprocess.run([sys.executable, "-c", code], cwd=workdir, env=env,
+                                 capture_output=True, text=True, timeout=600)
+            assert out.returncode == 0, (code, out.stderr[-3000:])
+            ran.append((code, out))
+            continue
+        for command in commands(code):
+            command = scaled(command)
+            out = subprocess.run(["bash", "-c", command], cwd=workdir, env=env,
+                                 capture_output=True, text=True, timeout=1200)
+            assert out.returncode == 0, (command, out.stdout[-2000:], out.stderr[-3000:])
+            assert "Traceback" not in out.stderr, (command, out.stderr[-3000:])
+            ran.append((command, out))
+            _cut_test_files(workdir)
+    return ReadmeRun(workdir, ran)
