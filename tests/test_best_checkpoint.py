@@ -154,14 +154,15 @@ _UPDATER = """
 import sys
 from t2t_revival.run_dir.best_checkpoint import BestCheckpoint
 from t2t_revival.run_dir.best_record import BestRecord
-out, steps = sys.argv[1], int(sys.argv[2])
+out, steps, first = sys.argv[1], int(sys.argv[2]), int(sys.argv[3])
 best = BestCheckpoint(out)
 print("ready", flush=True)
-i = 0
+i = first
 while True:
     step = i % steps + 1
     best.update(f"{out}/ckpt-{step}", BestRecord(step=step, metric="bleu", value=float(i),
                 higher_is_better=True, checkpoint=f"ckpt-{step}"))
+    print("updated", flush=True)
     i += 1
 """
 
@@ -173,11 +174,16 @@ def test_sigkill_during_best_updates_leaves_a_readable_best(tmp_path):
     best = BestCheckpoint(str(tmp_path))
     rng = random.Random(0)
     held = set()
-    for _ in range(6):
-        proc = subprocess.Popen([sys.executable, "-c", _UPDATER, str(tmp_path), str(steps)],
-                                env=ENV, stdout=subprocess.PIPE, text=True)
+    for kill in range(6):
+        # Each updater starts on another checkpoint (kill % steps + 1) and
+        # finishes one update before the kill can come, so the kills land in
+        # different updates however slow the disk is (CI's once took so long
+        # to copy that all six landed in each updater's second update).
+        proc = subprocess.Popen([sys.executable, "-c", _UPDATER, str(tmp_path), str(steps),
+                                 str(kill)], env=ENV, stdout=subprocess.PIPE, text=True)
         assert proc.stdout.readline().strip() == "ready"
-        time.sleep(rng.uniform(0.05, 0.4))
+        assert proc.stdout.readline().strip() == "updated"
+        time.sleep(rng.uniform(0.0, 0.2))
         proc.send_signal(signal.SIGKILL)
         proc.wait()
         proc.stdout.close()
