@@ -4,10 +4,32 @@ from __future__ import annotations
 
 import gzip
 import io
+import zlib
 from typing import Callable, Sequence
 
 from t2t_revival.atomic_file import write_atomically
 from t2t_revival.errors import UserError
+
+# What ends a line where these files are read (`read_text_lines`, as sacrebleu
+# reads them: universal newlines), and what also ends a field of a
+# tab-separated line (n-best lists, --score_file pairs).
+LINE_BREAKS = "\r\n"
+FIELD_BREAKS = LINE_BREAKS + "\t"
+_AS_SPACES_IN_LINE = str.maketrans({c: " " for c in LINE_BREAKS})
+_AS_SPACES_IN_FIELD = str.maketrans({c: " " for c in FIELD_BREAKS})
+
+
+def one_line(text: str) -> str:
+    """`text` with each line break (`LINE_BREAKS`) as a space: it stays one line
+    of a line file, so the files of a corpus stay aligned line by line."""
+    return text.translate(_AS_SPACES_IN_LINE)
+
+
+def one_field(text: str) -> str:
+    """`text` with each line break and tab (`FIELD_BREAKS`) as a space: one
+    line, and one field of a tab-separated line (a translation: a model's
+    byte pieces can spell any of them)."""
+    return text.translate(_AS_SPACES_IN_FIELD)
 
 
 def read_text_lines(path: str, what: str, error: type[UserError] = UserError) -> list[str]:
@@ -24,16 +46,29 @@ def read_text_lines(path: str, what: str, error: type[UserError] = UserError) ->
     except FileNotFoundError:
         raise error(f"the {what} file does not exist; pass the path of a text file, "
                     f"one sentence a line. Received: {what}={path!r}") from None
-    except (OSError, EOFError) as e:
-        raise error(f"cannot read the {what} file ({getattr(e, 'strerror', None) or e}). "
+    except (OSError, EOFError, zlib.error) as e:
+        # A damaged .gz: EOFError (cut short), BadGzipFile (an OSError) or
+        # zlib.error (a damaged deflate stream, which is not an OSError).
+        kind = "zlib.error" if isinstance(e, zlib.error) else type(e).__name__
+        reason = getattr(e, "strerror", None) or f"{kind}: {e}"
+        raise error(f"cannot read the {what} file ({reason}). "
                     f"Received: {what}={path!r}") from None
+    return text_lines_of(data, f"the {what} file", f"{what}={path!r}", error)
+
+
+def text_lines_of(data: bytes, what: str, received: str,
+                  error: type[UserError] = UserError) -> list[str]:
+    """The lines of UTF-8 `data` (newline \\n, \\r\\n or \\r), as `read_text_lines`
+    reads a file's; bytes that are not UTF-8 raise `error` naming the line.
+    `what` names the text in that message ("standard input") and `received`
+    ends it (`Received: {received}`)."""
     try:
         text = data.decode("utf-8")
     except UnicodeDecodeError as e:
         line = data.count(b"\n", 0, e.start) + 1
-        raise error(f"the {what} file is not UTF-8 text: byte {data[e.start]:#04x} at line "
+        raise error(f"{what} is not UTF-8 text: byte {data[e.start]:#04x} at line "
                     f"{line} cannot be decoded; convert it (e.g. iconv -t UTF-8). "
-                    f"Received: {what}={path!r}") from None
+                    f"Received: {received}") from None
     return [line.rstrip("\n") for line in io.StringIO(text, newline=None)]
 
 

@@ -200,7 +200,8 @@ def run_cli(module: str, *args: str, stdin: str = ""):
     if _cli_module not in (None, name):
         # Each CLI module defines its flags at import, some of the same names
         # (--output_dir): drop the previous module's before importing another.
-        for flag in flags.FLAGS.flags_by_module_dict().get(_cli_module, []):
+        # (A copy: deleting a flag also takes it out of this very list.)
+        for flag in list(flags.FLAGS.flags_by_module_dict().get(_cli_module, [])):
             if flag.name in flags.FLAGS:
                 delattr(flags.FLAGS, flag.name)
         sys.modules.pop(_cli_module, None)

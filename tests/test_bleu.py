@@ -54,8 +54,8 @@ def multi30k(shared_data, tmp_path_factory):
     return str(hyp), str(ref), hypotheses, references
 
 
-def t2t_bleu(*args):
-    env = dict(os.environ, PYTHONPATH=str(ROOT))
+def t2t_bleu(*args, **env):
+    env = dict(os.environ, PYTHONPATH=str(ROOT), **env)
     return subprocess.run([sys.executable, "-m", "t2t_revival.cli.bleu", *args],
                           capture_output=True, text=True, env=env, timeout=120)
 
@@ -167,6 +167,19 @@ def test_read_lines_and_library_errors(tmp_path):
         tokenized_bleu([], [])
 
 
+def test_cli_paths_may_start_with_a_tilde(tmp_path):
+    """`--translation=~/x`: the shell leaves a `~` after `=` as it is; the CLI
+    reads it as the home folder, as t2t-trainer always did."""
+    # (Four words at least: a text without a 4-gram scores 0.)
+    sentence = "Ein Hund läuft über die Wiese.\n"
+    (tmp_path / "hyp.txt").write_text(sentence, encoding="utf-8")
+    (tmp_path / "ref.txt").write_text(sentence, encoding="utf-8")
+    out = t2t_bleu("--translation=~/hyp.txt", "--reference=~/ref.txt", "--json",
+                   HOME=str(tmp_path))
+    assert out.returncode == 0, out.stderr
+    assert json.loads(out.stdout)["sacrebleu"]["score"] == pytest.approx(100.0)
+
+
 def test_cli_prints_both_labelled_figures(multi30k):
     hyp_path, ref_path, hypotheses, references = multi30k
     out = t2t_bleu(f"--translation={hyp_path}", f"--reference={ref_path}")
@@ -187,6 +200,9 @@ def test_cli_prints_both_labelled_figures(multi30k):
     ("not_utf8", "the reference file is not UTF-8 text: byte 0xe4 at line 2"),
     ("no_reference_flag", "--reference=FILE is required"),
     ("directory", "cannot read the translation file"),
+    # A damaged deflate stream: zlib.error, which is not an OSError.
+    ("corrupt_gz", "cannot read the reference file (zlib.error: Error -3 while decompressing"),
+    ("truncated_gz", "cannot read the reference file (EOFError: Compressed file ended"),
 ])
 def test_cli_bad_input_is_one_line_exit_2(tmp_path, case, message):
     hyp, ref = tmp_path / "hyp.txt", tmp_path / "ref.txt"
@@ -201,6 +217,11 @@ def test_cli_bad_input_is_one_line_exit_2(tmp_path, case, message):
         args = args[:1]
     elif case == "directory":
         args[0] = f"--translation={tmp_path}"
+    elif case in ("corrupt_gz", "truncated_gz"):
+        data = gzip.compress(b"ein Hund\nzwei Katzen\n" * 200)
+        data = data[:10] + b"\xff" * 8 + data[18:] if case == "corrupt_gz" else data[:-30]
+        (tmp_path / "ref.txt.gz").write_bytes(data)
+        args[1] = f"--reference={tmp_path / 'ref.txt.gz'}"
     out = t2t_bleu(*args)
     assert out.returncode == 2, (out.stdout, out.stderr)
     lines = [l for l in out.stderr.splitlines() if l.strip()]

@@ -66,3 +66,37 @@ def test_other_help_flags_exit_0_and_bad_flags_still_exit_2(flag):
         out = subprocess.run([sys.executable, "-c", code % argv], capture_output=True,
                              text=True, env=env, timeout=120)
         assert out.returncode == status, (argv, out.returncode, out.stderr[-2000:])
+
+
+# Every flag that names a file or folder, per CLI.
+PATH_FLAGS = {
+    "trainer": ["data_dir", "tmp_dir", "output_dir", "warm_start_from"],
+    "decoder": ["output_dir", "checkpoint_path", "decode_from_file", "decode_to_file",
+                "decode_reference", "score_file"],
+    "exporter": ["output_dir", "checkpoint_path", "export_dir"],
+    "datagen": ["data_dir", "tmp_dir", "tfds_data_dir"],
+    "avg_checkpoints": ["output_dir"],
+    "bleu": ["translation", "reference"],
+    "query": ["input_file"],
+    "parse_eval": ["gold", "predicted"],
+}
+
+
+def test_every_path_flag_reads_a_leading_tilde_as_home():
+    """The shell expands `--flag ~/x` but not `--flag=~/x`; every CLI reads
+    the `~` alike (t2t-trainer alone did), a checkpoint list entry by entry."""
+    from absl import flags
+
+    from conftest import run_cli
+    from t2t_revival.cli.common import _PathParser
+
+    home = os.path.expanduser("~")
+    assert _PathParser().parse("~/runs/x") == f"{home}/runs/x"
+    assert _PathParser().parse("runs/~x") == "runs/~x"
+    assert _PathParser(comma_separated=True).parse("~/a/ckpt-1,~/b") == \
+        f"{home}/a/ckpt-1,{home}/b"
+    assert _PathParser().parse("") == "" and _PathParser().parse(None) is None
+    for module, names in PATH_FLAGS.items():
+        assert run_cli(module, "--helpshort").returncode == 0
+        for name in names:
+            assert isinstance(flags.FLAGS[name].parser, _PathParser), (module, name)

@@ -463,6 +463,27 @@ def test_query_turns_a_malformed_answer_into_one_line(answer, kind):
     _one_error_line(result, "t2t-query", "not a complete HTTP response", kind)
 
 
+def test_query_reports_standard_input_that_is_not_utf8_before_any_request():
+    result = _run("query", "--server=http://127.0.0.1:9", "--timeout=5",
+                  stdin=b"A dog.\ncaf\xe9 au lait\n", timeout=60)
+    _one_error_line(result, "t2t-query", "the standard input is not UTF-8 text: byte 0xe9 "
+                                         "at line 2")
+
+
+def test_output_to_a_closed_pipe_ends_quietly_as_a_shell_tool_does(tmp_path):
+    """`t2t-bleu ... | head -0`: the reader is gone before the figures are
+    printed. Exit 141 (128 + SIGPIPE), as a shell tool's, and no traceback."""
+    (tmp_path / "h").write_text("ein Hund\n", encoding="utf-8")
+    env = dict(os.environ, PYTHONPATH=str(ROOT), TF_CPP_MIN_LOG_LEVEL="2")
+    proc = subprocess.Popen([sys.executable, "-m", "t2t_revival.cli.bleu",
+                             f"--translation={tmp_path / 'h'}", f"--reference={tmp_path / 'h'}"],
+                            stdout=subprocess.PIPE, stderr=subprocess.PIPE, env=env)
+    proc.stdout.close()   # before the CLI has even imported its modules
+    stderr = proc.stderr.read().decode()
+    assert proc.wait(timeout=120) == 141, stderr
+    assert "Traceback" not in stderr and "Error" not in stderr, stderr
+
+
 def test_a_damaged_best_json_stops_a_resume_before_it_trains(run_dir, data_dir, tmp_path):
     """best/best.json is read when the run starts, not at its first evaluation
     hours later: not UTF-8, it is one line naming it, and no update ran."""

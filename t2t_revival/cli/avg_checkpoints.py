@@ -8,7 +8,7 @@ from t2t_revival.cli import common
 
 FLAGS = flags.FLAGS
 common.define_usr_dir_flag(__name__)
-flags.DEFINE_string("output_dir", None, "The training directory (holds hparams.json).")
+common.define_path("output_dir", None, "The training directory (holds hparams.json).")
 flags.DEFINE_integer("num_last_checkpoints", 5,
                      "How many of the latest checkpoints to average (paper: 5 base, 20 big).",
                      lower_bound=1)

@@ -15,8 +15,8 @@ from t2t_revival.metrics.bleu import (BleuInputError, bleu_files, check_language
 
 FLAGS = flags.FLAGS
 
-flags.DEFINE_string("translation", None, "System output: detokenized text, one sentence a line.")
-flags.DEFINE_string("reference", None, "Reference translations, aligned line by line.")
+common.define_path("translation", None, "System output: detokenized text, one sentence a line.")
+common.define_path("reference", None, "Reference translations, aligned line by line.")
 flags.DEFINE_string("language", "de", "Target language for the Moses tokenizer (-l).")
 flags.DEFINE_bool("json", False, "Print one JSON object instead of text.")
 

@@ -164,6 +164,41 @@ def quiet_tensorflow_startup(argv: list[str]) -> None:
             logger.addFilter(_LibraryInfoFilter())
 
 
+class _PathParser(flags.ArgumentParser):
+    """A path flag's value with a leading `~` (or `~user`) expanded, as the
+    shell expands `--flag ~/x` but not `--flag=~/x`; with `comma_separated`,
+    each comma-separated path (a checkpoint list)."""
+
+    syntactic_help = "a path (~ is your home folder)"
+
+    def __init__(self, comma_separated: bool = False):
+        self.comma_separated = comma_separated
+
+    def parse(self, argument):
+        if not isinstance(argument, str) or not argument:
+            return argument
+        if self.comma_separated:
+            return ",".join(os.path.expanduser(part) for part in argument.split(","))
+        return os.path.expanduser(argument)
+
+    def flag_type(self) -> str:
+        return "path"
+
+
+def define_path(name: str, default: str | None, help: str,
+                comma_separated: bool = False) -> flags.FlagHolder:
+    """`flags.DEFINE_string` for a file or folder: `--name=~/x` means your home's x,
+    in every CLI alike (the shell leaves a `~` after `=` as it is).
+
+    The flag belongs to the calling module, as one `flags.DEFINE_string` there
+    would (absl would name this module), so that its `--helpshort` lists it.
+    """
+    caller = sys._getframe(1).f_globals["__name__"]
+    return flags.DEFINE(_PathParser(comma_separated), name, default, help,
+                        serializer=flags.ArgumentSerializer(),
+                        module_name=sys.argv[0] if caller == "__main__" else caller)
+
+
 USR_DIR_FLAG = "t2t_usr_dir"
 
 
@@ -212,7 +247,7 @@ def _recorded_usr_dir(output_dir: str) -> str:
 
     try:
         return RunRecord.load(os.path.join(output_dir, RUN_FILE)).usr_dir
-    except (FileNotFoundError, NotADirectoryError, IsADirectoryError):
+    except OSError:   # missing, a folder, unreadable: said where the run is read
         return ""
 
 
@@ -401,6 +436,15 @@ def stopped(prog: str, stop: StoppedBySignal) -> None:
 _stopping = threading.Lock()
 
 
+def closed_output() -> None:
+    """End quietly, status 141 (128 + SIGPIPE), as a shell tool does when the
+    reader of its output went away (`t2t-decoder ... | head -3`): nothing is
+    lost that the reader wanted, and there is nothing to report."""
+    with contextlib.suppress(OSError):   # no flush of the dead pipe at exit
+        os.dup2(os.open(os.devnull, os.O_WRONLY), sys.stdout.fileno())
+    os._exit(128 + signal.SIGPIPE)
+
+
 def _show_module_in_help(module_name: str) -> None:
     """Make `--help`/`--helpshort` show `module_name`'s docstring and flags.
 
@@ -457,9 +501,15 @@ def run(main: Callable[[list[str]], int | None], prog: str | None = None) -> Non
                 fail(prog, str(e))
             if isinstance(e, KeyboardInterrupt):
                 stopped(prog, StoppedBySignal(signal.SIGINT))
+            if isinstance(e, BrokenPipeError):
+                closed_output()
             raise
         if _stop_signal is not None:  # code that caught the signal's exception went on
             stopped(prog, StoppedBySignal(_stop_signal))
+        try:
+            sys.stdout.flush()   # now, where a closed pipe can still be told apart
+        except BrokenPipeError:
+            closed_output()
         return status
 
     try:

@@ -2,6 +2,8 @@
 
 from __future__ import annotations
 
+import os
+
 from absl import flags, logging
 
 from t2t_revival import registry
@@ -13,17 +15,17 @@ FLAGS = flags.FLAGS
 
 common.define_usr_dir_flag(__name__)
 flags.DEFINE_string("problem", "translate_ende_multi30k", "Registered problem name.")
-flags.DEFINE_string("data_dir", None, "Where to write the vocabulary and TFRecords.")
-flags.DEFINE_string("tmp_dir", None,
-                    "Where the raw corpora are (or are downloaded to), e.g. "
-                    "../shared/data/multi30k for translate_ende_multi30k.")
+common.define_path("data_dir", None, "Where to write the vocabulary and TFRecords.")
+common.define_path("tmp_dir", None,
+                   "Where the raw corpora are (or are downloaded to), e.g. "
+                   "../shared/data/multi30k for translate_ende_multi30k.")
 flags.DEFINE_bool("download", True,
                   "Download missing corpora into --tmp_dir (short timeout); "
                   "--nodownload only reports what is missing.")
-flags.DEFINE_string("tfds_data_dir", None,
-                    "For a TFDS problem (translate_*_tfds): the TFDS data_dir the dataset "
-                    "was prepared in (default: TFDS's, ~/tensorflow_datasets); "
-                    "--tmp_dir is not needed then.")
+common.define_path("tfds_data_dir", None,
+                   "For a TFDS problem (translate_*_tfds): the TFDS data_dir the dataset "
+                   "was prepared in (default: TFDS's, ~/tensorflow_datasets); "
+                   "--tmp_dir is not needed then.")
 flags.DEFINE_integer("num_workers", None,
                      "Processes that encode and write the shards (default: the cores "
                      "this process may use). The files are the same for any number.",
@@ -43,6 +45,7 @@ def main(argv: list[str]) -> int:
                         f"{FLAGS.problem} reads its corpora from --tmp_dir. "
                         f"Received: --tfds_data_dir={FLAGS.tfds_data_dir!r}")
     common.check_directory("data_dir", FLAGS.data_dir, writable=True)
+    os.makedirs(FLAGS.data_dir, exist_ok=True)   # as tensor2tensor's datagen, for any problem
     if FLAGS.tmp_dir:
         common.check_directory("tmp_dir", FLAGS.tmp_dir)
     logging.set_verbosity(logging.INFO)

@@ -34,31 +34,32 @@ FLAGS = flags.FLAGS
 PROG = "t2t-decoder"
 
 common.define_usr_dir_flag(__name__)
-flags.DEFINE_string("output_dir", None, "The training directory (hparams.json, checkpoints).")
-flags.DEFINE_string("checkpoint_path", None,
-                    "A checkpoint prefix to decode with (default: the latest in output_dir), "
-                    "e.g. output_dir/averaged/ckpt-N from t2t-avg-checkpoints, or a folder "
-                    "of checkpoints such as output_dir/best (the trainer's best by dev "
-                    "BLEU): its latest. Several, "
-                    "comma-separated (prefixes, or directories for their latest), decode "
-                    "as an ensemble: at each step the log of the mean of the models' "
-                    "probabilities. They must share output_dir's vocabulary file contents "
-                    "and vocab_size; each model is built from the hparams.json of its "
-                    "own training directory.")
-flags.DEFINE_string("decode_from_file", None, "Source sentences, one a line (.gz too).")
-flags.DEFINE_string("decode_to_file", None,
-                    "Where to write translations (default: <decode_from_file>"
-                    ".<model>.<hparams_set>.beam<N>.alpha<A>.decodes, as tensor2tensor).")
-flags.DEFINE_string("decode_reference", None,
-                    "Reference translations: report sacreBLEU and the paper's tokenized BLEU.")
+common.define_path("output_dir", None, "The training directory (hparams.json, checkpoints).")
+common.define_path("checkpoint_path", None,
+                   "A checkpoint prefix to decode with (default: the latest in output_dir), "
+                   "e.g. output_dir/averaged/ckpt-N from t2t-avg-checkpoints, or a folder "
+                   "of checkpoints such as output_dir/best (the trainer's best by dev "
+                   "BLEU): its latest. Several, "
+                   "comma-separated (prefixes, or directories for their latest), decode "
+                   "as an ensemble: at each step the log of the mean of the models' "
+                   "probabilities. They must share output_dir's vocabulary file contents "
+                   "and vocab_size; each model is built from the hparams.json of its "
+                   "own training directory.",
+                   comma_separated=True)
+common.define_path("decode_from_file", None, "Source sentences, one a line (.gz too).")
+common.define_path("decode_to_file", None,
+                   "Where to write translations (default: <decode_from_file>"
+                   ".<model>.<hparams_set>.beam<N>.alpha<A>.decodes, as tensor2tensor).")
+common.define_path("decode_reference", None,
+                   "Reference translations: report sacreBLEU and the paper's tokenized BLEU.")
 flags.DEFINE_bool("decode_interactive", False, "Translate lines typed on standard input.")
-flags.DEFINE_string("score_file", None,
-                    "Score pairs instead of translating: a file (.gz too) of "
-                    "source<TAB>target lines; prints, for each line in order, "
-                    "'<log_prob><TAB><score>' (score = log_prob / ((5 + length) / 6) ** "
-                    "alpha, length counting EOS: beam search's score of that output) to "
-                    "stdout, or to --decode_to_file. An empty line, a line without "
-                    "exactly one tab or a non-UTF-8 line stops it with one error line.")
+common.define_path("score_file", None,
+                   "Score pairs instead of translating: a file (.gz too) of "
+                   "source<TAB>target lines; prints, for each line in order, "
+                   "'<log_prob><TAB><score>' (score = log_prob / ((5 + length) / 6) ** "
+                   "alpha, length counting EOS: beam search's score of that output) to "
+                   "stdout, or to --decode_to_file. An empty line, a line without "
+                   "exactly one tab or a non-UTF-8 line stops it with one error line.")
 flags.DEFINE_string("decode_hparams", "",
                     '"beam_size=4,alpha=0.6,extra_length=50,batch_size=32,return_beams=false,'
                     'batch_tokens=0,xla=true,long_inputs=cut" (batch_tokens > 0: batches of '
@@ -159,6 +160,11 @@ def main(argv: list[str]) -> int:
     if not FLAGS.decode_from_file and not FLAGS.decode_interactive and not FLAGS.score_file:
         raise UserError("pass --decode_from_file=FILE, --decode_interactive or "
                         "--score_file=PAIRS. Received: none of them")
+    if FLAGS.decode_to_file and not (FLAGS.decode_from_file or FLAGS.score_file):
+        raise UserError("--decode_to_file takes the translations of --decode_from_file "
+                        "(or the scores of --score_file); --decode_interactive prints "
+                        "to standard output (redirect it to keep them). "
+                        f"Received: decode_to_file={FLAGS.decode_to_file!r}")
     if FLAGS.decode_reference and not FLAGS.decode_from_file:
         raise UserError("--decode_reference needs --decode_from_file. "
                         f"Received: decode_reference={FLAGS.decode_reference!r}")

@@ -33,15 +33,17 @@ common.define_usr_dir_flag(__name__)
 flags.DEFINE_enum("format", "saved_model", ["saved_model", "ctranslate2"],
                   "What to export: a TF Serving SavedModel, or a CTranslate2 model "
                   "directory (needs the ctranslate2 extra).")
-flags.DEFINE_string("output_dir", None, "The training directory (hparams.json, checkpoints).")
-flags.DEFINE_string("checkpoint_path", None,
-                    "A checkpoint prefix to export (default: the latest in output_dir), or "
-                    "a folder of checkpoints such as output_dir/best: its latest.")
+common.define_path("output_dir", None, "The training directory (hparams.json, checkpoints).")
+common.define_path("checkpoint_path", None,
+                   "A checkpoint prefix to export (default: the latest in output_dir), or "
+                   "a folder of checkpoints such as output_dir/best: its latest.")
 flags.DEFINE_string("decode_hparams", "",
-                    'Beam settings fixed in the export: "beam_size=4,alpha=0.6,extra_length=50".')
-flags.DEFINE_string("export_dir", None,
-                    "The directory to write <version>/ under (default: output_dir/export "
-                    "for saved_model, output_dir/export/ctranslate2 for ctranslate2).")
+                    'Beam settings fixed in the export: "beam_size=4,alpha=0.6,extra_length=50" '
+                    "and early_stop (--format=ctranslate2: batch_size instead of "
+                    "early_stop); no other decode setting.")
+common.define_path("export_dir", None,
+                   "The directory to write <version>/ under (default: output_dir/export "
+                   "for saved_model, output_dir/export/ctranslate2 for ctranslate2).")
 flags.DEFINE_integer("version", None, "The version number (default: the checkpoint's step).",
                      lower_bound=1)
 flags.DEFINE_string("quantization", None,

@@ -20,10 +20,10 @@ from t2t_revival.parsing.evalb import evaluate_files
 
 FLAGS = flags.FLAGS
 
-flags.DEFINE_string("gold", None, "Gold trees: a .mrg file or one bracketed tree per line.")
-flags.DEFINE_string("predicted", None,
-                    "Predicted trees, one per gold tree: bracketed (one per line or "
-                    ".mrg) or linearized, one per line.")
+common.define_path("gold", None, "Gold trees: a .mrg file or one bracketed tree per line.")
+common.define_path("predicted", None,
+                   "Predicted trees, one per gold tree: bracketed (one per line or "
+                   ".mrg) or linearized, one per line.")
 flags.DEFINE_bool("json", False, "Print the counts and scores as one JSON object.")
 
 

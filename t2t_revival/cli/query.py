@@ -24,8 +24,8 @@ flags.DEFINE_string("model_name", "t2t", "The served model's name (MODEL_NAME)."
 flags.DEFINE_integer("model_version", None, "A model version (default: the newest).",
                      lower_bound=1)
 flags.DEFINE_string("sentences", None, "Sentences to translate, separated by '|'.")
-flags.DEFINE_string("input_file", None,
-                    "A file of sentences, one a line (default: standard input).")
+common.define_path("input_file", None,
+                   "A file of sentences, one a line (default: standard input).")
 flags.DEFINE_integer("batch_size", 32, "Sentences per request.", lower_bound=1)
 flags.DEFINE_bool("scores", False, "Print each translation's score before it.")
 flags.DEFINE_float("timeout", 60.0, "Seconds to wait for each answer.", lower_bound=0.1)
@@ -38,15 +38,15 @@ def main(argv: list[str]) -> int:
     if FLAGS.sentences is not None and FLAGS.input_file:
         raise UserError("pass --sentences or --input_file, not both. "
                         f"Received: input_file={FLAGS.input_file!r}")
+    from t2t_revival.text_lines import read_text_lines, text_lines_of
+
     if FLAGS.sentences is not None:
         sentences = FLAGS.sentences.split("|")
     elif FLAGS.input_file:
-        # (Imports TensorFlow, for .gz and UTF-8 checks; the other paths do not.)
-        from t2t_revival.decode.decoder import read_text_lines
-
         sentences = read_text_lines(FLAGS.input_file, "input_file")
     else:
-        sentences = [line.rstrip("\r\n") for line in sys.stdin]
+        sentences = text_lines_of(sys.stdin.buffer.read(), "the standard input",
+                                  "input=stdin")
     for start in range(0, len(sentences), FLAGS.batch_size):
         batch = sentences[start:start + FLAGS.batch_size]
         for text, score in query_server(FLAGS.server, FLAGS.model_name, batch,

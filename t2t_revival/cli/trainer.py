@@ -27,12 +27,12 @@ flags.DEFINE_string("hparams_set", "transformer_base", "Registered hparam set na
 flags.DEFINE_string("hparams", "",
                     'Overrides of the hparam set, e.g. "num_hidden_layers=2,dropout=0.3,'
                     'bucket_boundaries=[8,16,32]". batch_size is tokens per replica.')
-flags.DEFINE_string("data_dir", "t2t_data",
-                    "TFRecords and vocabulary; t2t-datagen runs first when missing.")
-flags.DEFINE_string("tmp_dir", "",
-                    "Raw corpora for datagen (default: /tmp/t2t_datagen, as tensor2tensor).")
-flags.DEFINE_string("output_dir", "t2t_train",
-                    "Checkpoints, hparams.json, run.json, vocab.model, summaries.")
+common.define_path("data_dir", "t2t_data",
+                   "TFRecords and vocabulary; t2t-datagen runs first when missing.")
+common.define_path("tmp_dir", "",
+                   "Raw corpora for datagen (default: /tmp/t2t_datagen, as tensor2tensor).")
+common.define_path("output_dir", "t2t_train",
+                   "Checkpoints, hparams.json, run.json, vocab.model, summaries.")
 flags.DEFINE_integer("train_steps", 250000, "Optimizer updates to train to.", lower_bound=1)
 flags.DEFINE_float("max_train_minutes", 0.0,
                    "Stop at the first progress line (--log_step_count_steps) after this "
@@ -76,13 +76,13 @@ flags.DEFINE_integer("worker_gpu", 0, "Use the first N visible GPUs (0 = all).",
 flags.DEFINE_integer("cpu_devices", 0,
                      "Split the CPU into N logical devices and mirror over them "
                      "(tests the multi-replica path without GPUs).", lower_bound=0)
-flags.DEFINE_string("warm_start_from", None,
-                    "Fine-tuning: initialize the model weights from this checkpoint prefix, "
-                    "or from the latest checkpoint of this training directory (same model "
-                    "shape and vocabulary); the optimizer, the step and the learning-rate "
-                    "schedule start fresh (shorter warmup: --hparams "
-                    "learning_rate_warmup_steps=N). Only for a new output_dir; a resume "
-                    "continues the run itself.")
+common.define_path("warm_start_from", None,
+                   "Fine-tuning: initialize the model weights from this checkpoint prefix, "
+                   "or from the latest checkpoint of this training directory (same model "
+                   "shape and vocabulary); the optimizer, the step and the learning-rate "
+                   "schedule start fresh (shorter warmup: --hparams "
+                   "learning_rate_warmup_steps=N). Only for a new output_dir; a resume "
+                   "continues the run itself.")
 flags.DEFINE_bool("skip_corrupt_records", False,
                   "Read each data shard up to a truncated or corrupted record and skip the "
                   "rest of it, instead of stopping with an error naming the shard; the "
@@ -129,10 +129,9 @@ def main(argv: list[str]) -> int:
         common.import_usr_dir()
         print(registry.help_text())
         return 0
-    output_dir = common.check_directory("output_dir", os.path.expanduser(FLAGS.output_dir),
-                                        writable=True)
+    output_dir = common.check_directory("output_dir", FLAGS.output_dir, writable=True)
     usr_dir = common.import_usr_dir(output_dir)   # the flag, or the run's own when resuming
-    data_dir = common.check_directory("data_dir", os.path.expanduser(FLAGS.data_dir))
+    data_dir = common.check_directory("data_dir", FLAGS.data_dir)
     from t2t_revival.train.train_config import TrainConfig
     from t2t_revival.train.trainer import train
 
@@ -152,7 +151,7 @@ def main(argv: list[str]) -> int:
     config = TrainConfig(
         problem=FLAGS.problem, model=FLAGS.model, hparams_set=FLAGS.hparams_set,
         hparams=overrides, data_dir=data_dir,
-        tmp_dir=os.path.expanduser(FLAGS.tmp_dir), output_dir=output_dir,
+        tmp_dir=FLAGS.tmp_dir, output_dir=output_dir,
         train_steps=FLAGS.train_steps, max_train_minutes=FLAGS.max_train_minutes,
         eval_steps=FLAGS.eval_steps,
         eval_every=FLAGS.local_eval_frequency, save_every=FLAGS.save_checkpoints_steps,
