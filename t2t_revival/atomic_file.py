@@ -19,7 +19,7 @@ import errno
 import os
 import shutil
 import tempfile
-from typing import IO, Iterator
+from typing import IO, Iterator, Sequence
 
 from t2t_revival.errors import UserError
 
@@ -69,6 +69,31 @@ def disk_failure_fix(reason: str) -> str:
     return "free some space on that disk"
 
 
+TEMPORARY_SUFFIX = ".incomplete"
+"""`atomic_output`'s temporary file beside `path`: `.<name of path>.<random>` + this."""
+
+
+def remove_leftover_temporaries(directory: str, prefixes: Sequence[str]) -> list[str]:
+    """Remove the temporary files (`TEMPORARY_SUFFIX`) in `directory` of outputs
+    whose names start with one of `prefixes`, and return their paths.
+
+    What a kill (SIGKILL, a power cut) leaves of a write in progress: no
+    `finally` ran to remove it. Only for a writer that alone writes those
+    outputs (datagen at its start): another process's write in progress
+    would lose its file.
+    """
+    removed = []
+    with contextlib.suppress(FileNotFoundError, NotADirectoryError):
+        for name in sorted(os.listdir(directory)):
+            if name.endswith(TEMPORARY_SUFFIX) and any(
+                    name.startswith("." + prefix) for prefix in prefixes):
+                path = os.path.join(directory, name)
+                with contextlib.suppress(FileNotFoundError):
+                    os.unlink(path)
+                    removed.append(path)
+    return removed
+
+
 @contextlib.contextmanager
 def atomic_output(path: str) -> Iterator[str]:
     """Yield a temporary path beside `path`; on success it becomes `path`.
@@ -85,7 +110,7 @@ def atomic_output(path: str) -> Iterator[str]:
     try:
         os.makedirs(directory, exist_ok=True)
         fd, tmp = tempfile.mkstemp(prefix=f".{os.path.basename(path)}.",
-                                   suffix=".incomplete", dir=directory)
+                                   suffix=TEMPORARY_SUFFIX, dir=directory)
         os.close(fd)
         yield tmp
         os.chmod(tmp, FILE_MODE)

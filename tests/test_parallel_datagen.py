@@ -8,6 +8,7 @@ import shutil
 import signal
 import subprocess
 import sys
+import textwrap
 import time
 
 import pytest
@@ -63,6 +64,27 @@ def _run(data_dir, raw_dir, workers):
     return cmd, env
 
 
+def _children(pid):
+    """The pids of `pid`'s child processes (Linux)."""
+    with open(f"/proc/{pid}/task/{pid}/children", encoding="ascii") as f:
+        return [int(p) for p in f.read().split()]
+
+
+def _cmdline(pid):
+    """The command line of process `pid` (Linux), its arguments joined by NUL."""
+    with open(f"/proc/{pid}/cmdline", "rb") as f:
+        return f.read()
+
+
+def _running(pid):
+    """Whether process `pid` exists and is not a zombie."""
+    try:
+        with open(f"/proc/{pid}/stat", encoding="ascii") as f:
+            return f.read().rsplit(")", 1)[1].split()[0] != "Z"
+    except FileNotFoundError:
+        return False
+
+
 def test_records_are_tensorflows_bytes():
     rng = random.Random(1)
     cases = [([], []), ([1], [0]), ([127, 128, 16383, 16384], [2**31 - 1, 2**40]), ([-1], [5])]
@@ -116,8 +138,17 @@ def test_killed_mid_run_then_rerun_completes_identically(raw_dir, reference, tmp
             break
         time.sleep(0.02)
     assert proc.poll() is None, "datagen finished before it could be killed"
+    children = _children(proc.pid)   # the workers, and multiprocessing's resource tracker
+    workers = [pid for pid in children if b"spawn_main" in _cmdline(pid)]
+    assert len(workers) == 2, [_cmdline(pid) for pid in children]
     os.kill(proc.pid, signal.SIGKILL)
     proc.wait()
+    # The workers see their parent gone and end (they held their memory for
+    # ever), and so does everything else datagen started.
+    deadline = time.time() + 20
+    while time.time() < deadline and any(_running(pid) for pid in children):
+        time.sleep(0.2)
+    assert not any(_running(pid) for pid in children), children
     assert any(n.endswith(".incomplete") for n in os.listdir(data_dir))
     assert not SmallDatagen().has_data(str(data_dir))
     out = subprocess.run(cmd, env=env, capture_output=True, text=True, timeout=300)
@@ -184,3 +215,56 @@ def test_a_full_disk_while_encoding_is_one_line_then_a_rerun_completes(raw_dir, 
     monkeypatch.undo()
     SmallDatagen(download=False, num_workers=1).generate_data(str(tmp_path), str(raw_dir))
     assert _digests(tmp_path) == expected
+
+
+def test_a_worker_that_dies_is_one_error_not_a_wait_for_ever(tmp_path):
+    """A worker killed in the middle of a task (the OOM killer, kill -9):
+    multiprocessing.Pool never returned that task's result, so datagen
+    waited for ever; now every task still waiting raises WorkerDiedError."""
+    script = tmp_path / "dies.py"
+    script.write_text(textwrap.dedent("""
+        import os, sys
+        from t2t_revival.data.sharded_record_writer import ShardedRecordWriter, WorkerDiedError
+        from t2t_revival.data.subword_vocabulary import SubwordVocabulary
+
+        class DiesInWorker:  # unpickled in the worker: it exits there, mid-task
+            def __reduce__(self):
+                return (os._exit, (9,))
+
+        d = sys.argv[1]
+        vocab = SubwordVocabulary.train((f"w{i} x{i % 7}" for i in range(20000)),
+                                        f"{d}/v.model", 300)
+        writer = ShardedRecordWriter([f"{d}/s-{i}" for i in range(2)], num_workers=2)
+        pairs = [("w1", "x1")] * 2000 + [(DiesInWorker(), "x")] + [("w2", "x2")] * 8000
+        try:
+            writer.write(pairs, vocab.model_file)
+        except WorkerDiedError as e:
+            print("WorkerDiedError:", e)
+    """))
+    env = dict(os.environ, PYTHONPATH=str(ROOT), TF_CPP_MIN_LOG_LEVEL="2")
+    out = subprocess.run([sys.executable, str(script), str(tmp_path)], env=env,
+                         capture_output=True, text=True, timeout=180)
+    assert out.returncode == 0, out.stderr[-3000:]
+    assert out.stdout.startswith("WorkerDiedError: a datagen worker process died (killed, "
+                                 "or out of memory?); the shards already written are kept"), \
+        out.stdout + out.stderr[-2000:]
+    assert not (tmp_path / "s-0").exists() and not (tmp_path / "s-1").exists()
+
+
+def test_temporary_files_a_kill_left_are_removed_by_the_rerun(raw_dir, reference, tmp_path):
+    """A SIGKILL mid-write leaves `.<name>.<random>.incomplete` files (no
+    finally runs); the next datagen of the problem removes its own, and only
+    those, then writes the same bytes."""
+    _, expected = reference
+    left = [".small_datagen-train-00003-of-00008.k3j2h1.incomplete",
+            ".small_datagen-train-00003-of-00008.hist.json.a1b2.incomplete",
+            ".vocab.small_datagen.model.zz9.incomplete",
+            ".small_datagen-dev.source.txt.q1.incomplete"]
+    others = [".other_problem-train-00000-of-00001.x1.incomplete", "notes.incomplete"]
+    for name in left + others:
+        (tmp_path / name).write_bytes(b"partial")
+    SmallDatagen(download=False, num_workers=1).generate_data(str(tmp_path), str(raw_dir))
+    names = set(os.listdir(tmp_path))
+    assert not names & set(left)
+    assert names >= set(others)
+    assert {n: d for n, d in _digests(tmp_path).items() if n not in others} == expected

@@ -62,3 +62,30 @@ def test_sgm_segments(tmp_path):
     (tmp_path / "short.sgm").write_text('<seg id="1">Nur eins</seg>\n')
     with pytest.raises(DataError, match="has 2 <seg> lines"):
         list(TextPairReader(tmp_path / "src.sgm", tmp_path / "short.sgm", fmt="sgm"))
+
+
+def test_a_carriage_return_inside_a_line_becomes_a_space(tmp_path):
+    """One rule for what a line is: datagen's dev/test text files are read
+    back by read_text_lines (as sacrebleu reads them: a bare CR ends a line
+    there), so a CR inside a corpus line must not reach them."""
+    from t2t_revival.text_lines import read_text_lines, write_text_lines
+
+    (tmp_path / "s").write_bytes(b"one\rtwo\nthree\r\n")
+    (tmp_path / "t").write_bytes(b"eins zwei\ndrei\n")
+    pairs = list(TextPairReader(tmp_path / "s", tmp_path / "t"))
+    assert pairs == [("one two", "eins zwei"), ("three", "drei")]
+    write_text_lines(str(tmp_path / "src.txt"), [s for s, _ in pairs])
+    assert read_text_lines(str(tmp_path / "src.txt"), "source") == ["one two", "three"]
+
+
+@pytest.mark.parametrize("make, why", [
+    (lambda p: None, "does not exist"),
+    (lambda p: p.mkdir(), "is a directory, not a file"),
+])
+def test_a_corpus_file_that_cannot_be_opened_is_named(tmp_path, make, why):
+    (tmp_path / "a.en").write_text("one\n")
+    make(tmp_path / "a.de.gz")
+    with pytest.raises(DataError) as e:
+        list(TextPairReader(tmp_path / "a.en", tmp_path / "a.de.gz"))
+    assert str(e.value).startswith(f"The corpus file {tmp_path / 'a.de.gz'} {why}; "
+                                   f"check --tmp_dir")

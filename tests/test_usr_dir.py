@@ -183,3 +183,57 @@ def test_readme_usr_dir_problem_end_to_end_with_dev_bleu(tmp_path):
     assert "Dev decoding leaves out" not in train.stdout + train.stderr
     check_dev_bleu_run(train, out_dir, data_dir / f"{problem}-dev.source.txt",
                        data_dir / f"{problem}-dev.target.txt", tmp_path)
+
+
+def test_datagen_runs_a_problem_that_subclasses_problem_directly(tmp_path):
+    """A usr_dir problem on the base `Problem` (as its docstring allows) gets
+    datagen's --num_workers too (it was a TypeError traceback)."""
+    usr_dir = tmp_path / "raw_usr"
+    usr_dir.mkdir()
+    (usr_dir / "__init__.py").write_text(textwrap.dedent('''
+        import os
+        from t2t_revival.data.problem import Problem
+        from t2t_revival.registry import register_problem
+
+        @register_problem
+        class MyRawProblem(Problem):
+            vocab_size = 300
+            def generate_data(self, data_dir, tmp_dir):
+                with open(os.path.join(data_dir, "made"), "w") as f:
+                    f.write(str(self.num_workers))
+    '''))
+    data = tmp_path / "data"
+    out = _cli("datagen", f"--t2t_usr_dir={usr_dir}", "--problem=my_raw_problem",
+               f"--data_dir={data}", f"--tmp_dir={tmp_path}", "--num_workers=3")
+    assert out.returncode == 0, out.stderr
+    assert (data / "made").read_text() == "3"
+
+
+def test_datagen_names_a_corpus_file_that_is_not_there(tmp_path):
+    """A Text2TextProblem reading its files from --tmp_dir (the README's
+    usr_dir example) with a wrong --tmp_dir: one line naming the file."""
+    usr_dir = tmp_path / "files_usr"
+    usr_dir.mkdir()
+    (usr_dir / "__init__.py").write_text(textwrap.dedent('''
+        import os
+        from t2t_revival.data.text2text_problem import Text2TextProblem
+        from t2t_revival.data.text_pair_reader import TextPairReader
+        from t2t_revival.registry import register_problem
+
+        @register_problem
+        class MyFilesProblem(Text2TextProblem):
+            vocab_size = 300
+            def readers(self, split, tmp_dir):
+                return [TextPairReader(os.path.join(tmp_dir, f"{split}.en"),
+                                       os.path.join(tmp_dir, f"{split}.de"))]
+    '''))
+    raw = tmp_path / "raw"
+    raw.mkdir()
+    out = _cli("datagen", f"--t2t_usr_dir={usr_dir}", "--problem=my_files_problem",
+               f"--data_dir={tmp_path / 'data'}", f"--tmp_dir={raw}")
+    one_line_error(out, "t2t-datagen", f"The corpus file {raw / 'train.en'} does not exist",
+                   "check --tmp_dir")
+    (raw / "train.en").mkdir()
+    out = _cli("datagen", f"--t2t_usr_dir={usr_dir}", "--problem=my_files_problem",
+               f"--data_dir={tmp_path / 'data'}", f"--tmp_dir={raw}")
+    one_line_error(out, "t2t-datagen", f"The corpus file {raw / 'train.en'} is a directory")

@@ -158,3 +158,59 @@ def test_datagen_cli_missing_files_is_one_line_exit_2(tmp_path):
     assert len(lines) == 1, out.stderr
     assert "training-parallel-europarl-v7.tgz" in lines[0] and "test-full.tgz" in lines[0]
     assert "Traceback" not in out.stderr
+
+
+def test_an_archive_with_a_damaged_deflate_stream_is_a_user_error(tmp_path):
+    """A corrupt (not only truncated) .tgz: zlib.error, which is not an
+    OSError, is named as a damaged archive, and nothing is left extracted."""
+    import random
+
+    from t2t_revival.data.remote_file import extract_member
+
+    noise = random.Random(0).randbytes(3 << 20)   # incompressible: the stream is long
+    _tar(tmp_path / "train.tgz", {"training/a.de": noise})
+    data = bytearray((tmp_path / "train.tgz").read_bytes())
+    middle = len(data) // 2
+    data[middle:middle + 4096] = bytes(4096)
+    (tmp_path / "train.tgz").write_bytes(bytes(data))
+    with pytest.raises(DataError, match=r"^Cannot read the archive .*train\.tgz \(.*\); it is "
+                                        r"damaged or incomplete, download it again"):
+        extract_member(str(tmp_path / "train.tgz"), "training/a.de", str(tmp_path / "out"))
+    out = tmp_path / "out"
+    assert not out.exists() or not [p for p in out.rglob("*") if p.is_file()]
+
+
+def test_a_download_cut_short_is_not_kept(tmp_path):
+    """A server that closes the connection before the Content-Length it
+    announced: the download fails and leaves nothing under the file's name
+    (a rerun would take it as complete); a whole one is kept."""
+    import http.server
+    import threading
+
+    from t2t_revival.data.remote_file import RemoteFile
+
+    body = b"x" * 100_000
+
+    class Handler(http.server.BaseHTTPRequestHandler):
+        def do_GET(self):
+            self.send_response(200)
+            self.send_header("Content-Length", str(len(body)))
+            self.end_headers()
+            self.wfile.write(body if self.path.endswith("whole.gz") else body[:1000])
+
+        def log_message(self, *args):
+            pass
+
+    server = http.server.HTTPServer(("127.0.0.1", 0), Handler)
+    threading.Thread(target=server.serve_forever, daemon=True).start()
+    try:
+        base = f"http://127.0.0.1:{server.server_port}"
+        cut = RemoteFile(f"{base}/cut.gz")
+        assert cut.download(str(tmp_path)) is False
+        whole = RemoteFile(f"{base}/whole.gz")
+        assert whole.download(str(tmp_path)) is True
+    finally:
+        server.shutdown()
+        server.server_close()
+    assert sorted(os.listdir(tmp_path)) == ["whole.gz"]
+    assert (tmp_path / "whole.gz").read_bytes() == body

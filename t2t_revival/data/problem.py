@@ -12,10 +12,19 @@ from absl import logging
 from t2t_revival.data.data_error import DataError
 from t2t_revival.data.scored_predictions import ScoredPredictions
 from t2t_revival.data.subword_vocabulary import SubwordVocabulary
+from t2t_revival.errors import UserError
 from t2t_revival.registry import snake_case
 
 SPLITS = ("train", "dev", "test")
 MODES = {"train": "train", "eval": "dev"}
+
+
+def default_num_workers() -> int:
+    """The cores this process may run on (its CPU affinity), at least 1."""
+    try:
+        return max(1, len(os.sched_getaffinity(0)))
+    except AttributeError:  # not Linux
+        return max(1, os.cpu_count() or 1)
 
 
 class Problem:
@@ -59,6 +68,8 @@ class Problem:
         download: whether generate_data may download missing corpora (with a
             short timeout); when False (or offline) a missing file is a
             DataError listing each missing file, its URL and its path.
+        num_workers: processes generate_data may use (t2t-datagen's
+            --num_workers; default: the cores this process may run on).
     """
 
     registered_name: str = ""
@@ -71,8 +82,13 @@ class Problem:
     tokenized BLEU; sacreBLEU is the headline) or "evalb" (labelled bracketing
     F1 of parses)."""
 
-    def __init__(self, download: bool = True):
+    def __init__(self, download: bool = True, num_workers: int | None = None):
         self.download = download
+        if num_workers is not None and num_workers < 1:
+            raise UserError(f"num_workers must be at least 1. Received: "
+                            f"num_workers={num_workers}")
+        self.num_workers = num_workers or default_num_workers()
+        """Worker processes that encode and write the shards (output identical for any)."""
 
     @property
     def name(self) -> str:

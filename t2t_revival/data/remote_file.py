@@ -3,11 +3,13 @@
 from __future__ import annotations
 
 import dataclasses
+import http.client
 import os
 import shutil
 import tarfile
 import urllib.error
 import urllib.request
+import zlib
 from typing import Sequence
 
 from absl import logging
@@ -16,6 +18,10 @@ from t2t_revival.atomic_file import atomic_output
 from t2t_revival.data.data_error import DataError
 
 DOWNLOAD_TIMEOUT_S = 20
+
+
+class _CutShort(Exception):
+    """A download that ended before the length its server announced."""
 
 
 @dataclasses.dataclass(frozen=True)
@@ -38,7 +44,13 @@ class RemoteFile:
         return os.path.join(tmp_dir, self.name)
 
     def download(self, tmp_dir: str) -> bool:
-        """Download to `tmp_dir` (temp name, then rename); False when it fails."""
+        """Download to `tmp_dir` (temp name, then rename); False when it fails.
+
+        A connection that ends before the Content-Length its server announced
+        fails too (Python's HTTP reader ends such a body quietly), so a cut
+        download is never kept under the file's name, where a rerun would
+        take it as complete.
+        """
         target = self.path(tmp_dir)
         logging.info("Downloading %s to %s", self.url, target)
         try:
@@ -46,8 +58,13 @@ class RemoteFile:
                     urllib.request.urlopen(self.url, timeout=DOWNLOAD_TIMEOUT_S) as r, \
                     open(tmp, "wb") as f:
                 shutil.copyfileobj(r, f, length=1 << 20)
+                announced = (r.headers.get("Content-Length") or "").strip()
+                if announced.isdigit() and f.tell() != int(announced):
+                    raise _CutShort(f"the connection ended after {f.tell()} of "
+                                    f"{announced} bytes")
             return True
-        except (urllib.error.URLError, OSError, ValueError) as e:
+        except (urllib.error.URLError, http.client.HTTPException, _CutShort, OSError,
+                ValueError) as e:
             logging.warning("Could not download %s: %s", self.url, e)
             return False
 
@@ -91,7 +108,8 @@ def extract_member(archive: str, member: str, out_dir: str) -> str:
             src = tar.extractfile(info)
             with src, open(tmp, "wb") as f:
                 shutil.copyfileobj(src, f, length=1 << 20)
-    except (tarfile.TarError, EOFError, OSError) as e:
+    except (tarfile.TarError, EOFError, OSError, zlib.error) as e:
+        # (zlib.error: a damaged deflate stream in a .tgz, not an OSError)
         raise DataError(
             f"Cannot read the archive {archive} ({e}); it is damaged or incomplete, "
             f"download it again. Received: archive={archive!r}") from None

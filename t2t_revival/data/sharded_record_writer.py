@@ -10,6 +10,7 @@ from __future__ import annotations
 
 import array
 import collections
+import concurrent.futures
 import contextlib
 import itertools
 import json
@@ -18,7 +19,9 @@ import os
 import random
 import struct
 import sys
+import threading
 import time
+from concurrent.futures.process import BrokenProcessPool
 from typing import Iterable, Iterator, Sequence
 
 import google_crc32c
@@ -111,6 +114,20 @@ def _init_worker(vocab_file: str) -> None:
     _worker_vocab = SubwordVocabulary(vocab_file)
 
 
+def _init_worker_process(vocab_file: str, parent: int) -> None:
+    """`_init_worker` in a worker process, which also ends itself once its
+    parent is gone (killed with SIGKILL, which runs no clean-up): it would
+    otherwise wait for tasks for ever, holding its memory."""
+    _init_worker(vocab_file)
+
+    def watch_parent():
+        while os.getppid() == parent:
+            time.sleep(1.0)
+        os._exit(1)
+
+    threading.Thread(target=watch_parent, name="watch_parent", daemon=True).start()
+
+
 def _encode_chunk(start: int, pairs: list[tuple[str, str]], num_shards: int,
                   encode: frozenset[int], records_of: frozenset[int]) -> tuple[dict, dict]:
     """Encode the pairs `start, start + 1, ...` whose shard (i % num_shards) is in `encode`.
@@ -172,6 +189,63 @@ def _main_module_hidden():
             main.__dict__.update(saved)
             if "__spec__" not in saved:
                 main.__dict__.pop("__spec__", None)
+
+
+class WorkerDiedError(UserError):
+    """A datagen worker process ended in the middle of its work."""
+
+
+class _WorkerPool:
+    """`num_workers` spawned worker processes, with `_InProcessPool`'s interface.
+
+    concurrent.futures rather than multiprocessing.Pool: when a worker dies
+    (killed, out of memory, a native crash) the Pool starts another and the
+    lost task's result never comes, so datagen would wait for ever; here
+    every task still waiting raises `WorkerDiedError` instead.
+    """
+
+    class _Task:
+        def __init__(self, future):
+            self._future = future
+
+        def get(self):
+            try:
+                return self._future.result()
+            except BrokenProcessPool:
+                raise WorkerDiedError(
+                    "a datagen worker process died (killed, or out of memory?); the "
+                    "shards already written are kept; rerun the same command, with "
+                    "fewer --num_workers if memory is short: it writes only the "
+                    "missing shards") from None
+
+    def __init__(self, num_workers: int, vocab_file: str):
+        self._executor = concurrent.futures.ProcessPoolExecutor(
+            num_workers, mp_context=multiprocessing.get_context("spawn"),
+            initializer=_init_worker_process, initargs=(vocab_file, os.getpid()))
+        # Start every worker now, with the main module hidden: the executor
+        # starts them as tasks come, each in `submit`.
+        with _main_module_hidden():
+            started = [self._executor.submit(os.getpid) for _ in range(num_workers)]
+        for task in started:
+            self._Task(task).get()
+
+    def apply_async(self, fn, args):
+        return self._Task(self._executor.submit(fn, *args))
+
+    def close(self):
+        pass
+
+    def join(self):
+        self._executor.shutdown(wait=True)
+
+    def terminate(self):
+        """Stop now: the workers killed, the tasks not started dropped."""
+        # (The executor forgets its processes in shutdown: take them first.)
+        processes = list((getattr(self._executor, "_processes", None) or {}).values())
+        for process in processes:
+            with contextlib.suppress(Exception):
+                process.kill()
+        self._executor.shutdown(wait=False, cancel_futures=True)
 
 
 class _InProcessPool:
@@ -258,10 +332,7 @@ class ShardedRecordWriter:
     def _pool(self, vocab_file: str):
         if self.num_workers == 1:
             return _InProcessPool(vocab_file)
-        ctx = multiprocessing.get_context("spawn")
-        with _main_module_hidden():
-            return ctx.Pool(self.num_workers, initializer=_init_worker,
-                            initargs=(vocab_file,))
+        return _WorkerPool(self.num_workers, vocab_file)
 
     def write(self, pairs: Iterable[tuple[str, str]], vocab_file: str,
               expected_pairs: int | None = None) -> collections.Counter:

@@ -10,21 +10,12 @@ from typing import Iterator
 
 from absl import logging
 
-from t2t_revival.atomic_file import atomic_open, write_atomically
+from t2t_revival.atomic_file import atomic_open, remove_leftover_temporaries, write_atomically
 from t2t_revival.data.problem import Problem
 from t2t_revival.data.remote_file import RemoteFile, fetch_all
 from t2t_revival.data.sharded_record_writer import ShardedRecordWriter
 from t2t_revival.data.subword_vocabulary import SubwordVocabulary
 from t2t_revival.data.text_pair_reader import TextPairReader
-from t2t_revival.errors import UserError
-
-
-def default_num_workers() -> int:
-    """The cores this process may run on (its CPU affinity), at least 1."""
-    try:
-        return max(1, len(os.sched_getaffinity(0)))
-    except AttributeError:  # not Linux
-        return max(1, os.cpu_count() or 1)
 
 
 class Text2TextProblem(Problem):
@@ -59,12 +50,7 @@ class Text2TextProblem(Problem):
     """SentencePiece's no-mixed-script rule (False for linearized trees)."""
 
     def __init__(self, download: bool = True, num_workers: int | None = None):
-        super().__init__(download=download)
-        if num_workers is not None and num_workers < 1:
-            raise UserError(f"num_workers must be at least 1. Received: "
-                            f"num_workers={num_workers}")
-        self.num_workers = num_workers or default_num_workers()
-        """Worker processes that encode and write the shards (output identical for any)."""
+        super().__init__(download=download, num_workers=num_workers)
         self._train_pairs: int | None = None
 
     def remote_files(self) -> list[RemoteFile]:
@@ -86,6 +72,13 @@ class Text2TextProblem(Problem):
     def generate_data(self, data_dir: str, tmp_dir: str) -> None:
         data_dir, tmp_dir = str(data_dir), str(tmp_dir)
         os.makedirs(data_dir, exist_ok=True)
+        # What a killed run left half-written (its outputs are named after
+        # the problem: `<name>-...`, `<name>.corpora.json`, `vocab.<name>.model`).
+        removed = remove_leftover_temporaries(
+            data_dir, (f"{self.name}-", f"{self.name}.", f"vocab.{self.name}.model."))
+        if removed:
+            logging.info("%s: removed %d temporary file(s) of an interrupted datagen: %s",
+                         self.name, len(removed), ", ".join(removed))
         self.prepare(tmp_dir)
         vocab = self._make_vocabulary(data_dir, tmp_dir)
         for split in self.num_shards:

@@ -10,15 +10,26 @@ from typing import IO, Iterator
 from absl import logging
 
 from t2t_revival.data.data_error import DataError
+from t2t_revival.text_lines import one_line
 
 _SEG = re.compile(r"<seg[^>]*>(.*)</seg>")
 _MAX_WARNINGS = 10
 
 
 def _open(path: str) -> IO[bytes]:
-    if str(path).endswith(".gz"):
-        return gzip.open(path, "rb")
-    return open(path, "rb")
+    """`path` opened for reading bytes (.gz decompressed); a file that cannot
+    be opened (missing, a directory, no permission) is a DataError naming it."""
+    try:
+        if str(path).endswith(".gz"):
+            return gzip.open(path, "rb")
+        return open(path, "rb")
+    except OSError as e:
+        why = ("does not exist" if isinstance(e, FileNotFoundError) else
+               "is a directory, not a file" if isinstance(e, IsADirectoryError) else
+               f"cannot be read ({e.strerror or e})")
+        raise DataError(f"The corpus file {path} {why}; check --tmp_dir (or the "
+                        f"problem's file names) and rerun t2t-datagen. "
+                        f"Received: path={path!r}") from None
 
 
 def _read_lines(f: IO[bytes], path: str) -> Iterator[bytes]:
@@ -50,6 +61,11 @@ class TextPairReader:
       corpora (Common Crawl) hold a few such lines, so this is not fatal.
     - Files with different numbers of lines (or `<seg>` lines) are misaligned:
       a `DataError` names both files and both counts.
+    - A carriage return inside a line becomes a space (`text_lines.one_line`):
+      the dev and test text files datagen writes are read back as the
+      sacrebleu command line reads them, where a bare CR ends a line too.
+    - A file that cannot be opened (missing, a directory, unreadable) is a
+      `DataError` naming it.
 
     In `.sgm` files only `<seg ...>text</seg>` lines count; the text between
     the tags is taken as is (like sacrebleu: no entity unescaping).
@@ -88,7 +104,7 @@ class TextPairReader:
         if self.fmt == "sgm":
             m = _SEG.search(text)
             text = m.group(1) if m else ""
-        return text.strip()
+        return one_line(text.strip())
 
     def __iter__(self) -> Iterator[tuple[str, str]]:
         with _open(self.source_path) as fs, _open(self.target_path) as ft:
