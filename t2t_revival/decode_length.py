@@ -55,6 +55,10 @@ LENGTH_QUANTUM = 16
 # limit; the paper's settings are 50 (translation) and 300 (parsing).
 MAX_EXTRA_LENGTH = 1024
 
+# What a decoder does with an input longer than max_length (`long_inputs`):
+# cut it (the default, as the SavedModel does) or refuse it.
+LONG_INPUTS = ("cut", "refuse")
+
 
 def _is_int(*values) -> bool:
     return all(isinstance(v, numbers.Integral) for v in values)

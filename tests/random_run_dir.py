@@ -35,9 +35,10 @@ def make_vocab(path: pathlib.Path, vocab_size: int = 320, lines: int = 200) -> s
 
 
 def make_random_run_dir(path: pathlib.Path, vocab_file: str, seed: int, step: int = 1,
-                        **overrides) -> str:
+                        boost: dict[int, float] | None = None, **overrides) -> str:
     """Write a training directory at `path` whose checkpoint ckpt-<step> holds
-    random weights drawn with `seed`. Returns its path."""
+    random weights drawn with `seed`; `boost` scales more output rows ({id:
+    factor}: the model says those ids often). Returns its path."""
     from t2t_revival.data.subword_vocabulary import SubwordVocabulary
     from t2t_revival.hparams import HParams
     from t2t_revival.run_dir.checkpoint_variables import make_checkpoint
@@ -55,6 +56,8 @@ def make_random_run_dir(path: pathlib.Path, vocab_file: str, seed: int, step: in
     embedding = model.shared_embedding.weights[0]
     boosted = embedding.numpy()
     boosted[1] *= EOS_BOOST                    # EOS: ends hypotheses within a few tokens
+    for i, factor in (boost or {}).items():
+        boosted[i] *= factor
     embedding.assign(boosted)
     run_dir.checkpoint_manager(make_checkpoint(model), 5).save(checkpoint_number=step)
     return str(path)

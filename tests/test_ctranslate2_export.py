@@ -247,6 +247,26 @@ def test_every_engine_decodes_to_the_same_length_limit(encoding, vocab_file, tmp
     assert table == longest_decode_length(12, 5, encoding) == limit
     assert CTranslate2Translator(path, intra_threads=1).translate(sentences) == expected
 
+    # A sentence longer than max_length: every engine cuts it to 12 tokens
+    # (EOS last), the translator and the decoder counting it.
+    from t2t_revival.errors import UserError
+
+    long = " ".join(words * 2)
+    assert len(vocab.encode(long)) + 1 > 12
+    cut = decoder.translate([long, sentences[0]])
+    assert decoder.cut_inputs == 1
+    translator = CTranslate2Translator(path, intra_threads=1)
+    assert translator.translate([long, sentences[0]]) == cut
+    assert translator.cut_inputs == 1
+    served = module.serve(tf.constant([long]))["outputs"].numpy()
+    assert served[0].decode("utf-8") == cut[0]
+    refusing = CTranslate2Translator(path, intra_threads=1, long_inputs="refuse")
+    with pytest.raises(UserError, match="input line 1 has .* tokens, more than the model's "
+                                        "max_length of 12"):
+        refusing.translate([long])
+    with pytest.raises(UserError, match="long_inputs must be one of cut, refuse"):
+        CTranslate2Translator(path, long_inputs="drop")
+
 def test_exporter_cli_errors_are_one_line(tmp_path):
     missing = tmp_path / "nope"
     one_line_error(_cli(f"--output_dir={missing}", "--format=ctranslate2"), "t2t-exporter",

@@ -190,7 +190,7 @@ def test_ensemble_cli_and_its_one_line_errors(runs, tmp_path):
                    f"--decode_from_file={source}", f"--decode_to_file={hyp}",
                    "--decode_hparams=return_beams=true,beam_size=2")
     assert out.returncode == 0, out.stderr[-2000:]
-    assert all(l.count("\t") >= 1 for l in hyp.read_text().splitlines())
+    assert [l.count("\t") for l in hyp.read_text().splitlines()] == [1] * len(SOURCES)
     one_line_error(_decoder(f"--output_dir={runs['a']}",
                             f"--checkpoint_path={runs['a']},{runs['other_vocab']}",
                             f"--decode_from_file={source}", f"--decode_to_file={hyp}"),
@@ -223,14 +223,13 @@ def test_sampling_through_the_decoder_is_seeded(runs):
     assert Decoder(runs["a"], decode_hparams=settings).translate(SOURCES) == samples
     assert Decoder(runs["a"], decode_hparams=settings.replace("seed=5", "seed=6")
                    ).translate(SOURCES) != samples
-    assert all(line.count("\t") >= 2 for line in samples)
+    assert all(line.count("\t") == 2 for line in samples)
     greedy = Decoder(runs["a"], decode_hparams="beam_size=1").translate(SOURCES)
     top1 = Decoder(runs["a"], decode_hparams="sampling=true,top_k=1,seed=9").translate(SOURCES)
     assert top1 == greedy
     # An ensemble samples too (n-best lists in every mode).
-    # (A random model's byte pieces may hold tabs too: count at least 2.)
     ensemble = Decoder(runs["a"], f"{runs['a']},{runs['b']}", settings).translate(SOURCES)
-    assert all(line.count("\t") >= 2 for line in ensemble) and ensemble != samples
+    assert all(line.count("\t") == 2 for line in ensemble) and ensemble != samples
 
 
 def test_sampling_cli_names_its_output_and_checks_its_settings(runs, tmp_path):
@@ -262,3 +261,102 @@ def test_sampling_settings_are_checked():
                               ("sampling=true,num_samples=0", "'num_samples' must be positive")]:
         with pytest.raises(DecodeHParamsError, match=message):
             DecodeHParams.from_hparams(HParams(), settings)
+
+
+# -------------------------------------------------- what every mode writes
+def test_a_model_that_spells_line_breaks_and_tabs_gives_one_line_each(tmp_path):
+    """Byte fallback gives every model pieces for \\n, \\r and \\t: a translation
+    that spelled one would split an output file's lines or an n-best line's
+    columns. The decoder and the SavedModel write them as spaces alike."""
+    import t2t_revival.decode.decoder as decoder_module
+    from t2t_revival.data.subword_vocabulary import SubwordVocabulary
+    from t2t_revival.decode.decoder import Decoder
+    from t2t_revival.export.translation_module import TranslationModule
+
+    vocab_file = make_vocab(tmp_path / "vocab.model")
+    vocab = SubwordVocabulary(vocab_file)
+    breaks = {i for i in range(vocab.vocab_size)
+              if vocab.id_to_piece(i) in ("<0x0A>", "<0x0D>", "<0x09>")}
+    assert len(breaks) == 3
+    run = make_random_run_dir(tmp_path / "run", vocab_file, seed=6,
+                              boost={i: 3.0 for i in breaks})
+    raw = Decoder(run, decode_hparams="return_beams=true")
+    real_one_field = decoder_module.one_field
+    try:
+        decoder_module.one_field = lambda text: text
+        spelled = raw.translate(SOURCES)
+    finally:
+        decoder_module.one_field = real_one_field
+    # The model spells line breaks, and tabs beyond the n-best columns' 3.
+    assert any(c in "".join(spelled) for c in "\n\r"), spelled
+    assert sum(line.count("\t") for line in spelled) > 3 * len(spelled), spelled
+    nbest = Decoder(run, decode_hparams="return_beams=true").translate(SOURCES)
+    assert [line.count("\t") for line in nbest] == [3] * len(SOURCES)
+    assert not any(c in line for line in nbest for c in "\n\r")
+    best = Decoder(run).translate(SOURCES)
+    assert not any(c in line for line in best for c in "\n\r\t")
+    assert best == [line.split("\t")[0] for line in nbest]
+    decoder = Decoder(run)
+    with open(vocab_file, "rb") as f:
+        module = TranslationModule(decoder.model, decoder.hparams, decoder.decode_hparams,
+                                   f.read())
+    served = module.serve(tf.constant(SOURCES))["outputs"].numpy()
+    assert [t.decode("utf-8") for t in served] == best
+
+
+def test_one_checkpoint_of_another_run_is_decoded_with_that_run_s_model(runs):
+    """`--output_dir=A --checkpoint_path=B/ckpt-N` builds B's model from B's
+    hparams.json and checks B's vocabulary against A's, as an ensemble's
+    member is: B's weights are never read into A's model, or decoded with
+    another vocabulary."""
+    from t2t_revival.decode.decoder import Decoder
+    from t2t_revival.errors import UserError
+
+    alone = Decoder(runs["b"]).translate(SOURCES)
+    assert Decoder(runs["a"], f"{runs['b']}/ckpt-7").translate(SOURCES) == alone
+    assert Decoder(runs["a"], runs["b"]).translate(SOURCES) == alone
+    with pytest.raises(UserError, match="differs from"):
+        Decoder(runs["a"], f"{runs['other_vocab']}/ckpt-1")
+
+
+def test_the_exporters_refuse_what_they_cannot_fix_before_loading(runs, tmp_path):
+    from t2t_revival.errors import UserError
+    from t2t_revival.export.ctranslate2_export import export_ctranslate2
+    from t2t_revival.export.saved_model_export import export_saved_model
+
+    pytest.importorskip("ctranslate2")
+    for export, name, allowed in ((export_saved_model, "SavedModel", "early_stop"),
+                                  (export_ctranslate2, "CTranslate2", "batch_size")):
+        for settings in ("sampling=true,top_p=0.9", "long_inputs=refuse",
+                         "batch_tokens=512", "return_beams=true", "sampling=true,num_samples=3"):
+            with pytest.raises(UserError, match=f"the {name} export fixes only beam_size, "
+                                                f"alpha, extra_length, {allowed} "):
+                export(runs["a"], decode_hparams=settings, export_dir=str(tmp_path / "e"))
+        with pytest.raises(UserError, match="belongs to the training directory"):
+            export(runs["a"], f"{runs['b']}/ckpt-7", export_dir=str(tmp_path / "e"))
+    assert not (tmp_path / "e").exists()
+    with pytest.raises(UserError, match="the SavedModel export fixes only"):
+        export_saved_model(runs["a"], decode_hparams="batch_size=8")
+    with pytest.raises(UserError, match="the CTranslate2 export fixes only"):
+        export_ctranslate2(runs["a"], decode_hparams="early_stop=best_finished")
+
+
+def test_scoring_batches_by_tokens_too(runs):
+    from t2t_revival.decode.decoder import Decoder
+
+    pairs = list(zip(SOURCES, TARGETS)) * 3
+    by_sentences = Decoder(runs["a"])
+    by_tokens = Decoder(runs["a"], decode_hparams="batch_tokens=48")
+    sizes = []
+    real = by_tokens._score
+    by_tokens._score = lambda inputs, targets: sizes.append(int(inputs.shape[0])) or \
+        real(inputs, targets)
+    np.testing.assert_allclose(by_tokens.score(pairs), by_sentences.score(pairs), atol=1e-5)
+    assert len(sizes) > 1 and sum(sizes) == len(pairs)
+
+
+def test_interactive_decoding_refuses_a_decode_to_file_it_would_not_write(runs, tmp_path):
+    out = run_cli("decoder", f"--output_dir={runs['a']}", "--decode_interactive",
+                  f"--decode_to_file={tmp_path / 'o.de'}", stdin="A dog runs.\n")
+    one_line_error(out, "t2t-decoder", "--decode_interactive prints to standard output")
+    assert not (tmp_path / "o.de").exists()

@@ -9,6 +9,7 @@ records the last holder's pid, apart).
 
 import errno
 import os
+import pathlib
 import random
 import shutil
 import signal
@@ -497,10 +498,26 @@ def test_leftovers_of_killed_runs_are_removed_and_nothing_else(run_copy):
     export = run_copy / "export"
     dead = subprocess.Popen([sys.executable, "-c", "pass"])
     dead.wait()
-    for name in (f".5.incomplete{dead.pid}", f".5.old{dead.pid}", f".6.incomplete{os.getpid()}"):
+    # A replaced version that a kill left at its old name comes back when the
+    # version itself is missing (`.V.old` where no swap in one step exists,
+    # `.V.old<pid>` of earlier releases), and goes when it is there.
+    for name in (f".5.incomplete{dead.pid}", f".5.old{dead.pid}", f".6.incomplete{os.getpid()}",
+                 ".8.old", "8", ".9.old"):
         (export / name).mkdir(parents=True)
+        (export / name / "from").write_text(name)
     write_version_directory(str(export), 7, lambda tmp: os.makedirs(tmp))
-    assert sorted(p.name for p in export.iterdir()) == [f".6.incomplete{os.getpid()}", "7"]
+    assert sorted(p.name for p in export.iterdir()) == \
+        [f".6.incomplete{os.getpid()}", "5", "7", "8", "9"]
+    assert [(export / v / "from").read_text() for v in ("5", "8", "9")] == \
+        [f".5.old{dead.pid}", "8", ".9.old"]
+    # Re-exporting a version swaps the new one in whole, leaving nothing beside it.
+    def write(tmp):
+        os.makedirs(tmp)
+        (pathlib.Path(tmp) / "from").write_text("new")
+    write_version_directory(str(export), 8, write)
+    assert (export / "8" / "from").read_text() == "new"
+    assert sorted(p.name for p in export.iterdir()) == \
+        [f".6.incomplete{os.getpid()}", "5", "7", "8", "9"]
 
 
 # ---------------------------------------------------------------------------

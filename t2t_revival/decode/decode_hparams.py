@@ -14,15 +14,11 @@ import typing
 from typing import Any
 
 from t2t_revival.decode.beam_search import EARLY_STOP_RULES
-from t2t_revival.decode_length import max_decode_length
+from t2t_revival.decode_length import LONG_INPUTS, max_decode_length
 from t2t_revival.decode_setting_ranges import RANGES, out_of_range
 from t2t_revival.errors import UserError
 from t2t_revival.hparams import HParams, _type_name, _type_ok, parse_typed_pairs
 from t2t_revival.registry import closest
-
-
-# What a decoder does with an input longer than max_length.
-_LONG_INPUTS = ("cut", "refuse")
 
 
 class DecodeHParamsError(UserError):
@@ -88,9 +84,9 @@ class DecodeHParams:
                 raise DecodeHParamsError(
                     f"decode hparam '{f.name}' expects {_type_name(hints[f.name])}, "
                     f"got {type(value).__name__}. Received: {f.name}={value!r}")
-        if self.long_inputs not in _LONG_INPUTS:
+        if self.long_inputs not in LONG_INPUTS:
             raise DecodeHParamsError(
-                f"decode hparam 'long_inputs' must be one of {', '.join(_LONG_INPUTS)}. "
+                f"decode hparam 'long_inputs' must be one of {', '.join(LONG_INPUTS)}. "
                 f"Received: long_inputs={self.long_inputs!r}")
         if self.early_stop not in EARLY_STOP_RULES:
             raise DecodeHParamsError(

@@ -28,6 +28,7 @@ from t2t_revival.run_dir.trained_model import TrainedModel
 from t2t_revival.run_dir.training_directory import TrainingDirectory
 from t2t_revival.special_ids import EOS_ID, PAD_ID
 # Re-exported for callers: the decoder reads and writes text files.
+from t2t_revival.text_lines import one_field
 from t2t_revival.text_lines import read_text_lines, write_text_lines  # noqa: F401
 
 
@@ -39,7 +40,8 @@ class Decoder:
         checkpoint_path: a checkpoint prefix (e.g. `output_dir/averaged/ckpt-5000`);
             default the latest in output_dir. Several, comma-separated (or a
             list), decode as an `Ensemble` (checkpoint prefixes or directories,
-            one vocabulary).
+            one vocabulary); so does one checkpoint of another training
+            directory (built from its own hparams.json, its vocabulary checked).
         decode_hparams: `"beam_size=4,alpha=0.6,extra_length=50,batch_size=32,
             return_beams=false,xla=true,batch_tokens=0,long_inputs=cut,
             early_stop=exact"`
@@ -52,10 +54,14 @@ class Decoder:
                  decode_hparams: str = ""):
         self.output_dir = output_dir
         paths = split_checkpoint_paths(checkpoint_path)
-        if len(paths) > 1:
+        directory = TrainingDirectory(output_dir)
+        if len(paths) > 1 or (paths and directory.is_other_run(paths[0])):
+            # A checkpoint of another run is built from its own hparams.json,
+            # and its vocabulary checked against output_dir's, as an
+            # ensemble's members are (an ensemble of one is that model).
             trained = Ensemble.load(output_dir, paths)
         else:
-            trained = TrainingDirectory(output_dir).load(paths[0] if paths else None)
+            trained = directory.load(paths[0] if paths else None)
         self._use(trained, decode_hparams)
 
     @classmethod
@@ -134,7 +140,8 @@ class Decoder:
 
     def translate(self, sentences: Sequence[str],
                   progress: Callable[[int, int], None] | None = None) -> list[str]:
-        """Translations in input order; an empty line gives an empty line.
+        """Translations in input order, one line each (a line break or tab a
+        model spells becomes a space); an empty line gives an empty line.
 
         Inputs are sorted by length for batching (`batch_size` sentences or
         `batch_tokens` tokens at a time; see `decode_length`). An input longer
@@ -158,9 +165,12 @@ class Decoder:
             sequences, _ = self._search(tf.constant(inputs, tf.int32),
                                         max_decode_length(length, dhp.extra_length, limit))
             sequences = sequences.numpy()[:len(chunk)]
+            # one_field: a model's byte pieces can spell a newline or a tab,
+            # which would split a translation over lines or n-best columns.
             if dhp.return_beams:
-                return ["\t".join(self.vocab.decode(s) for s in beams) for beams in sequences]
-            return [self.vocab.decode(s) for s in sequences]
+                return ["\t".join(one_field(self.vocab.decode(s)) for s in beams)
+                        for beams in sequences]
+            return [one_field(self.vocab.decode(s)) for s in sequences]
 
         return decode_in_length_order([len(ids) for ids in encoded], dhp.batch_size,
                                       decode_batch, progress, batch_tokens=dhp.batch_tokens,
@@ -203,7 +213,8 @@ class Decoder:
             return list(zip(log_probs.numpy().tolist(), scores.numpy().tolist()))
 
         return decode_in_length_order([len(s) for s in sources], dhp.batch_size,
-                                      score_batch, progress)
+                                      score_batch, progress, batch_tokens=dhp.batch_tokens,
+                                      max_length=hp.max_length)
 
 
 class ProgressBar:

@@ -26,7 +26,6 @@ from keras import ops
 
 from t2t_revival.decode_length import position_limit
 from t2t_revival.errors import UserError
-from t2t_revival.run_dir.file_names import HPARAMS_FILE
 from t2t_revival.run_dir.trained_model import TrainedModel
 from t2t_revival.run_dir.training_directory import TrainingDirectory
 
@@ -102,7 +101,7 @@ class Ensemble:
             vocab_bytes = f.read()
         models, resolved = [], []
         for entry in checkpoint_paths:
-            run_dir = TrainingDirectory(_training_directory_of(entry, output_dir))
+            run_dir = TrainingDirectory(TrainingDirectory.holding(entry, output_dir))
             checkpoint = run_dir.checkpoint_path(
                 _latest_in(entry) if os.path.isdir(entry) else entry)
             member_hparams, member_record = run_dir.read_hparams(), run_dir.read_run_record()
@@ -147,16 +146,6 @@ def split_checkpoint_paths(checkpoint_path: str | Sequence[str] | None) -> list[
                         "separated by commas, e.g. run/ckpt-2000,run/averaged/ckpt-2000. "
                         f"Received: checkpoint_path={checkpoint_path!r}")
     return [e.strip() for e in entries]
-
-
-def _training_directory_of(entry: str, output_dir: str) -> str:
-    """The folder holding hparams.json for checkpoint (or folder) `entry`: the
-    entry's folder or the one above it (averaged/); else `output_dir`."""
-    folder = entry if os.path.isdir(entry) else os.path.dirname(entry) or "."
-    for candidate in (folder, os.path.dirname(os.path.abspath(folder))):
-        if os.path.isfile(os.path.join(candidate, HPARAMS_FILE)):
-            return candidate
-    return output_dir
 
 
 def _latest_in(folder: str) -> str:

@@ -250,8 +250,8 @@ def export_ctranslate2(output_dir: str, checkpoint_path: str | None = None,
             checkpoints).
         checkpoint_path: a checkpoint prefix; default the latest in output_dir.
         decode_hparams: overrides of the beam settings of hparams.json
-            (`"beam_size=4,alpha=0.6,extra_length=50"`), written to
-            t2t_export.json for `CTranslate2Translator`.
+            (`"beam_size=4,alpha=0.6,extra_length=50,batch_size=32"`; no
+            other), written to t2t_export.json for `CTranslate2Translator`.
         export_dir: where to write `<version>/`; default
             `output_dir/export/ctranslate2`.
         version: the version number; default the checkpoint's step.
@@ -265,12 +265,14 @@ def export_ctranslate2(output_dir: str, checkpoint_path: str | None = None,
     if quantization not in QUANTIZATIONS:
         raise UserError(f"unknown quantization; use one of {', '.join(QUANTIZATIONS)}. "
                         f"Received: quantization={quantization!r}")
-    from t2t_revival.export.export_source import load_export_source, require_directory
+    from t2t_revival.export.export_source import (CTRANSLATE2_FIXES, load_export_source,
+                                                  require_directory)
 
     require_directory(output_dir)
     ctranslate2 = _import_ctranslate2()
 
-    directory, trained, dhp = load_export_source(output_dir, checkpoint_path, decode_hparams)
+    directory, trained, dhp = load_export_source(output_dir, checkpoint_path, decode_hparams,
+                                                 CTRANSLATE2_FIXES, "CTranslate2")
     hparams = trained.hparams
     _check_supported(trained.model, hparams)
     pieces = _vocabulary_pieces(trained.vocab, hparams.vocab_size)
@@ -294,7 +296,7 @@ def export_ctranslate2(output_dir: str, checkpoint_path: str | None = None,
         "alpha": dhp.alpha,
         "extra_length": dhp.extra_length,
         "batch_size": dhp.batch_size,
-        # Inputs longer than this (EOS included) are refused, as by t2t-decoder.
+        # Inputs longer than this (EOS included) are cut to it, as by t2t-decoder.
         "max_input_length": hparams.max_length,
         # The longest output the position table allows.
         "max_decode_length": num_positions,

@@ -40,6 +40,7 @@ from t2t_revival import decode_length
 from t2t_revival.decode_setting_ranges import out_of_range
 from t2t_revival.errors import UserError
 from t2t_revival.run_dir.file_names import VOCAB_FILE
+from t2t_revival.text_lines import one_field
 
 EXPORT_CONFIG = "t2t_export.json"
 """The export's decode settings, written by `export_ctranslate2`."""
@@ -61,18 +62,30 @@ class CTranslate2Translator:
         inter_threads: translations run in parallel.
         beam_size, alpha, extra_length, batch_size: overrides of the export's
             settings (None keeps them).
+        long_inputs: "cut" (the default) cuts a sentence longer than the
+            model's max_length to it, as `t2t-decoder` and the SavedModel do
+            (`cut_inputs` counts them after each `translate`); "refuse" raises
+            a UserError naming it.
     """
 
     def __init__(self, export_dir: str, device: str = "cpu", compute_type: str = "default",
                  intra_threads: int = 0, inter_threads: int = 1,
                  beam_size: int | None = None, alpha: float | None = None,
-                 extra_length: int | None = None, batch_size: int | None = None):
+                 extra_length: int | None = None, batch_size: int | None = None,
+                 long_inputs: str = "cut"):
         overrides = {"beam_size": beam_size, "alpha": alpha, "extra_length": extra_length,
                      "batch_size": batch_size}
         for name, value in overrides.items():
             problem = value is not None and out_of_range(name, value)
             if problem:
                 raise UserError(f"CTranslate2Translator: {problem}")
+        if long_inputs not in decode_length.LONG_INPUTS:
+            raise UserError(f"CTranslate2Translator: long_inputs must be one of "
+                            f"{', '.join(decode_length.LONG_INPUTS)}. "
+                            f"Received: long_inputs={long_inputs!r}")
+        self.long_inputs = long_inputs
+        # How many sentences of the last `translate` call were cut to max_length.
+        self.cut_inputs = 0
         try:
             import ctranslate2
             import sentencepiece as spm
@@ -156,16 +169,24 @@ class CTranslate2Translator:
 
     def translate(self, sentences: Sequence[str],
                   progress: Callable[[int, int], None] | None = None) -> list[str]:
-        """Translations in input order; an empty line gives an empty line."""
+        """Translations in input order, one line each; an empty line gives an
+        empty line. A sentence longer than max_length is cut to it (counted in
+        `cut_inputs`), or refused with `long_inputs="refuse"`, as by `Decoder`."""
         encoded = []
         max_input = int(self.settings["max_input_length"])
+        self.cut_inputs = 0
         for i, sentence in enumerate(sentences):
             pieces = self._sp.encode(sentence, out_type=str) if sentence.strip() else []
-            decode_length.check_input_length(i + 1, len(pieces) + 1, max_input, sentence)
+            if len(pieces) + 1 > max_input:  # + the EOS the model appends
+                if self.long_inputs == "refuse":
+                    decode_length.check_input_length(i + 1, len(pieces) + 1, max_input,
+                                                     sentence)
+                pieces = pieces[:max_input - 1]
+                self.cut_inputs += 1
             encoded.append(pieces)
 
         def decode_batch(chunk: list[int]) -> list[str]:
-            return [self._sp.decode(hypothesis) for hypothesis, _ in
+            return [one_field(self._sp.decode(hypothesis)) for hypothesis, _ in
                     self.translate_pieces([encoded[i] for i in chunk])]
 
         # The same order and batches as `Decoder.translate`.

@@ -27,7 +27,8 @@ def export_saved_model(output_dir: str, checkpoint_path: str | None = None,
             checkpoints).
         checkpoint_path: a checkpoint prefix; default the latest in output_dir.
         decode_hparams: overrides of the beam settings of hparams.json
-            (`"beam_size=4,alpha=0.6,extra_length=50"`), fixed in the export.
+            (`"beam_size=4,alpha=0.6,extra_length=50,early_stop=exact"`; no
+            other), fixed in the export.
         export_dir: the model base path; default `output_dir/export`.
         version: the version number; default the checkpoint's step.
         xla: compile the encoder and beam search with XLA (`jit_compile`):
@@ -36,7 +37,7 @@ def export_saved_model(output_dir: str, checkpoint_path: str | None = None,
     """
     import tensorflow as tf
 
-    from t2t_revival.export.export_source import load_export_source
+    from t2t_revival.export.export_source import SAVED_MODEL_FIXES, load_export_source
     from t2t_revival.export.translation_module import TranslationModule
     from t2t_revival.export.warmup_requests import WARMUP_FILE, write_warmup_requests
 
@@ -48,7 +49,8 @@ def export_saved_model(output_dir: str, checkpoint_path: str | None = None,
                         "export_saved_model(xla=True)), not --decode_hparams. "
                         f"Received: decode_hparams={decode_hparams!r}")
     directory, trained, settings = load_export_source(output_dir, checkpoint_path,
-                                                      decode_hparams)
+                                                      decode_hparams, SAVED_MODEL_FIXES,
+                                                      "SavedModel")
     with open(trained.vocab.model_file, "rb") as f:
         vocab_model = f.read()
     module = TranslationModule(trained.model, trained.hparams, settings, vocab_model, xla=xla)

@@ -50,6 +50,7 @@ from t2t_revival.decode.beam_search import beam_search
 from t2t_revival.decode_length import batch_bucket, cut_to_max_length, padded_length
 from t2t_revival.run_dir.checkpoint_variables import model_variables
 from t2t_revival.special_ids import EOS_ID, PAD_ID
+from t2t_revival.text_lines import FIELD_BREAKS
 
 # The batch buckets (rows) that the XLA export traces a search of their own
 # for, so that it runs in beam search's stages of halving size (a batch
@@ -67,7 +68,7 @@ class TranslationModule(tf.Module):
     Args:
         model: the restored `Transformer` (built, weights loaded).
         hparams: its `HParams` (max_length, position_encoding).
-        decode_hparams: `DecodeHParams` (beam_size, alpha, extra_length).
+        decode_hparams: `DecodeHParams` (beam_size, alpha, extra_length, early_stop).
         vocab_model: the bytes of the SentencePiece `.model` file.
         xla: compile the encoder and beam search with XLA (see the module doc).
     """
@@ -89,6 +90,7 @@ class TranslationModule(tf.Module):
         self._beam_size = int(decode_hparams.beam_size)
         self._alpha = float(decode_hparams.alpha)
         self._extra_length = int(decode_hparams.extra_length)
+        self._early_stop = str(decode_hparams.early_stop)
         self._xla = bool(xla)
         if self._xla:
             self._compiled_beam_search = tf.function(
@@ -157,7 +159,7 @@ class TranslationModule(tf.Module):
         return beam_search(
             self._model.decode_step, cache, batch, beam_size=self._beam_size,
             alpha=self._alpha, max_decode_length=max_decode_length, return_beams=False,
-            resize_cache=self._model.resize_cache)
+            early_stop=self._early_stop, resize_cache=self._model.resize_cache)
 
     @tf.function(input_signature=[tf.TensorSpec([None, None], tf.int32, name="ids")],
                  autograph=False)
@@ -181,4 +183,6 @@ class TranslationModule(tf.Module):
                                         axis=1), 0)
         keep = tf.logical_and(before_eos, tf.not_equal(sequences, PAD_ID))
         text = self._tokenizer.detokenize(tf.ragged.boolean_mask(sequences, keep))
+        # One line each, as t2t-decoder writes them (`text_lines.one_field`).
+        text = tf.strings.regex_replace(text, f"[{FIELD_BREAKS}]", " ")
         return {"outputs": text, "scores": scores}

@@ -14,7 +14,7 @@ import sys
 import time
 from typing import Callable
 
-from t2t_revival.atomic_file import disk_failure, disk_failure_fix
+from t2t_revival.atomic_file import disk_failure, disk_failure_fix, replace_directory
 from t2t_revival.errors import UserError
 from t2t_revival.run_dir.file_names import checkpoint_step
 
@@ -40,13 +40,9 @@ def write_version_directory(export_dir: str, version: int,
         _remove_leftovers_of_dead_exports(export_dir)
         shutil.rmtree(tmp, ignore_errors=True)
         write(tmp)
-        if os.path.exists(final):
-            old = os.path.join(export_dir, f".{version}.old{os.getpid()}")
-            os.replace(final, old)
-            os.replace(tmp, final)
-            shutil.rmtree(old, ignore_errors=True)
-        else:
-            os.replace(tmp, final)
+        # An existing version is swapped for the new one in one step (Linux),
+        # so neither a server's poll nor a kill ever finds the version missing.
+        replace_directory(tmp, final)
     except Exception as e:
         reason = disk_failure(e)
         if reason is None:
@@ -61,18 +57,34 @@ def write_version_directory(export_dir: str, version: int,
     return final
 
 
-_LEFTOVER = re.compile(r"^\.\d+\.(incomplete|old)(\d+)$")
+_LEFTOVER = re.compile(r"^\.(\d+)\.(incomplete|old)(\d*)$")
 
 
 def _remove_leftovers_of_dead_exports(export_dir: str) -> None:
-    """Remove `.<version>.incomplete<pid>` / `.old<pid>` folders of killed exports
-    (their process is gone); a live export's are left alone."""
-    for name in os.listdir(export_dir):
+    """Clear what killed exports left: remove `.<version>.incomplete<pid>`
+    folders whose process is gone (a live export's are left alone), and put
+    back a replaced version that a kill left at its old name
+    (`.<version>.old`, `replace_directory` where it cannot swap in one step;
+    `.<version>.old<pid>` of earlier releases) when the version itself is
+    missing, else remove it."""
+    for name in sorted(os.listdir(export_dir)):
         match = _LEFTOVER.match(name)
-        if match and not _pid_alive(int(match.group(2))):
-            shutil.rmtree(os.path.join(export_dir, name), ignore_errors=True)
-            print(f"Removed {os.path.join(export_dir, name)}, left by an interrupted export.",
-                  file=sys.stderr)
+        if not match:
+            continue
+        version, kind, pid = match.groups()
+        path = os.path.join(export_dir, name)
+        if kind == "incomplete" and pid and not _pid_alive(int(pid)):
+            shutil.rmtree(path, ignore_errors=True)
+            print(f"Removed {path}, left by an interrupted export.", file=sys.stderr)
+        elif kind == "old" and (not pid or not _pid_alive(int(pid))):
+            final = os.path.join(export_dir, version)
+            if os.path.exists(final):
+                shutil.rmtree(path, ignore_errors=True)
+                print(f"Removed {path}, left by an interrupted export.", file=sys.stderr)
+            else:
+                os.replace(path, final)
+                print(f"Put back {final} from {path}, where an interrupted export left "
+                      f"it.", file=sys.stderr)
 
 
 def _pid_alive(pid: int) -> bool:

@@ -102,6 +102,27 @@ class TrainingDirectory:
     def __init__(self, path: str | os.PathLike):
         self.path = str(path)
 
+    @staticmethod
+    def holding(checkpoint: str, default: str) -> str:
+        """The training directory of `checkpoint` (a prefix, or a folder of
+        checkpoints): the folder holding its hparams.json, its own or the one
+        above (`averaged/`, `best/`); `default` when neither has one."""
+        folder = checkpoint if os.path.isdir(checkpoint) else \
+            os.path.dirname(checkpoint) or "."
+        for candidate in (folder, os.path.dirname(os.path.abspath(folder))):
+            if os.path.isfile(os.path.join(candidate, HPARAMS_FILE)):
+                return candidate
+        return default
+
+    def is_other_run(self, checkpoint: str | None) -> bool:
+        """Whether the checkpoint (or folder) `checkpoint` lies in another
+        training directory than this one (whose hparams and vocabulary would
+        not be its own)."""
+        if not checkpoint:
+            return False
+        run = self.holding(checkpoint, self.path)
+        return os.path.realpath(run) != os.path.realpath(self.path)
+
     # ------------------------------------------------------------------ paths
     @property
     def hparams_file(self) -> str:
@@ -150,6 +171,8 @@ class TrainingDirectory:
         except FileNotFoundError:
             raise UserError(f"{self.run_file} is missing; --output_dir must be a directory "
                             f"written by t2t-trainer. Received: path={self.run_file!r}") from None
+        except OSError as e:   # a folder in its place, no permission to read it
+            raise RunRecord._corrupt(self.run_file, e.strerror or str(e)) from None
 
     def write_run_files(self, hparams: HParams, record: RunRecord, vocab_source: str) -> None:
         """hparams.json, a copy of the vocabulary `vocab_source`, then run.json.
