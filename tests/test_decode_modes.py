@@ -280,7 +280,8 @@ def test_a_model_that_spells_line_breaks_and_tabs_gives_one_line_each(tmp_path):
     assert len(breaks) == 3
     run = make_random_run_dir(tmp_path / "run", vocab_file, seed=6,
                               boost={i: 3.0 for i in breaks})
-    raw = Decoder(run, decode_hparams="return_beams=true")
+    # (Uncompiled: the same translations, without an XLA compile per search.)
+    raw = Decoder(run, decode_hparams="return_beams=true,xla=false")
     real_one_field = decoder_module.one_field
     try:
         decoder_module.one_field = lambda text: text
@@ -290,13 +291,13 @@ def test_a_model_that_spells_line_breaks_and_tabs_gives_one_line_each(tmp_path):
     # The model spells line breaks, and tabs beyond the n-best columns' 3.
     assert any(c in "".join(spelled) for c in "\n\r"), spelled
     assert sum(line.count("\t") for line in spelled) > 3 * len(spelled), spelled
-    nbest = Decoder(run, decode_hparams="return_beams=true").translate(SOURCES)
+    nbest = raw.translate(SOURCES)
     assert [line.count("\t") for line in nbest] == [3] * len(SOURCES)
     assert not any(c in line for line in nbest for c in "\n\r")
-    best = Decoder(run).translate(SOURCES)
+    decoder = Decoder(run, decode_hparams="xla=false")
+    best = decoder.translate(SOURCES)
     assert not any(c in line for line in best for c in "\n\r\t")
     assert best == [line.split("\t")[0] for line in nbest]
-    decoder = Decoder(run)
     with open(vocab_file, "rb") as f:
         module = TranslationModule(decoder.model, decoder.hparams, decoder.decode_hparams,
                                    f.read())
@@ -312,9 +313,10 @@ def test_one_checkpoint_of_another_run_is_decoded_with_that_run_s_model(runs):
     from t2t_revival.decode.decoder import Decoder
     from t2t_revival.errors import UserError
 
-    alone = Decoder(runs["b"]).translate(SOURCES)
-    assert Decoder(runs["a"], f"{runs['b']}/ckpt-7").translate(SOURCES) == alone
-    assert Decoder(runs["a"], runs["b"]).translate(SOURCES) == alone
+    uncompiled = "xla=false"   # the same translations, without XLA compiles
+    alone = Decoder(runs["b"], decode_hparams=uncompiled).translate(SOURCES)
+    assert Decoder(runs["a"], f"{runs['b']}/ckpt-7", uncompiled).translate(SOURCES) == alone
+    assert Decoder(runs["a"], runs["b"], uncompiled).translate(SOURCES) == alone
     with pytest.raises(UserError, match="differs from"):
         Decoder(runs["a"], f"{runs['other_vocab']}/ckpt-1")
 
