@@ -185,12 +185,17 @@ def test_readme_usr_dir_problem_end_to_end_with_dev_bleu(tmp_path):
                        data_dir / f"{problem}-dev.target.txt", tmp_path)
 
 
+def _usr_package(path, code):
+    """A --t2t_usr_dir package at `path` whose __init__.py is `code` (dedented)."""
+    path.mkdir()
+    (path / "__init__.py").write_text(textwrap.dedent(code))
+    return path
+
+
 def test_datagen_runs_a_problem_that_subclasses_problem_directly(tmp_path):
     """A usr_dir problem on the base `Problem` (as its docstring allows) gets
     datagen's --num_workers too (it was a TypeError traceback)."""
-    usr_dir = tmp_path / "raw_usr"
-    usr_dir.mkdir()
-    (usr_dir / "__init__.py").write_text(textwrap.dedent('''
+    usr_dir = _usr_package(tmp_path / "raw_usr", '''
         import os
         from t2t_revival.data.problem import Problem
         from t2t_revival.registry import register_problem
@@ -201,7 +206,7 @@ def test_datagen_runs_a_problem_that_subclasses_problem_directly(tmp_path):
             def generate_data(self, data_dir, tmp_dir):
                 with open(os.path.join(data_dir, "made"), "w") as f:
                     f.write(str(self.num_workers))
-    '''))
+    ''')
     data = tmp_path / "data"
     out = _cli("datagen", f"--t2t_usr_dir={usr_dir}", "--problem=my_raw_problem",
                f"--data_dir={data}", f"--tmp_dir={tmp_path}", "--num_workers=3")
@@ -212,9 +217,7 @@ def test_datagen_runs_a_problem_that_subclasses_problem_directly(tmp_path):
 def test_datagen_names_a_corpus_file_that_is_not_there(tmp_path):
     """A Text2TextProblem reading its files from --tmp_dir (the README's
     usr_dir example) with a wrong --tmp_dir: one line naming the file."""
-    usr_dir = tmp_path / "files_usr"
-    usr_dir.mkdir()
-    (usr_dir / "__init__.py").write_text(textwrap.dedent('''
+    usr_dir = _usr_package(tmp_path / "files_usr", '''
         import os
         from t2t_revival.data.text2text_problem import Text2TextProblem
         from t2t_revival.data.text_pair_reader import TextPairReader
@@ -226,7 +229,7 @@ def test_datagen_names_a_corpus_file_that_is_not_there(tmp_path):
             def readers(self, split, tmp_dir):
                 return [TextPairReader(os.path.join(tmp_dir, f"{split}.en"),
                                        os.path.join(tmp_dir, f"{split}.de"))]
-    '''))
+    ''')
     raw = tmp_path / "raw"
     raw.mkdir()
     out = _cli("datagen", f"--t2t_usr_dir={usr_dir}", "--problem=my_files_problem",
