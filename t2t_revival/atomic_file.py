@@ -94,6 +94,18 @@ def remove_leftover_temporaries(directory: str, prefixes: Sequence[str]) -> list
     return removed
 
 
+_pending: set[str] = set()
+"""The temporary files of the `atomic_output` blocks in progress in this process."""
+
+
+def remove_pending_temporaries() -> None:
+    """Remove the temporary files of the writes in progress: for a process
+    that is about to end without unwinding them (`os._exit` on a stop signal)."""
+    for tmp in list(_pending):
+        with contextlib.suppress(OSError):
+            os.unlink(tmp)
+
+
 @contextlib.contextmanager
 def atomic_output(path: str) -> Iterator[str]:
     """Yield a temporary path beside `path`; on success it becomes `path`.
@@ -112,6 +124,7 @@ def atomic_output(path: str) -> Iterator[str]:
         fd, tmp = tempfile.mkstemp(prefix=f".{os.path.basename(path)}.",
                                    suffix=TEMPORARY_SUFFIX, dir=directory)
         os.close(fd)
+        _pending.add(tmp)
         yield tmp
         os.chmod(tmp, FILE_MODE)
         os.replace(tmp, path)
@@ -125,6 +138,7 @@ def atomic_output(path: str) -> Iterator[str]:
                              f"{disk_failure_fix(reason)}, then rerun. Received: path={path!r}",
                              reason) from None
     finally:
+        _pending.discard(tmp)
         if tmp is not None and os.path.exists(tmp):
             os.unlink(tmp)
 

@@ -38,11 +38,11 @@ def _files(directory):
     return {k: v for k, v in _digests(directory).items() if os.path.basename(k) != LOCK}
 
 
-def _popen(module, *args):
+def _popen(module, *args, stdin=subprocess.DEVNULL):
     env = dict(os.environ, PYTHONPATH=str(ROOT), TF_CPP_MIN_LOG_LEVEL="2",
                PYTHONUNBUFFERED="1")  # a killed run's lines are not lost in a buffer
     return subprocess.Popen([sys.executable, "-m", f"t2t_revival.cli.{module}", *args],
-                            stdin=subprocess.DEVNULL, stdout=subprocess.PIPE,
+                            stdin=stdin, stdout=subprocess.PIPE,
                             stderr=subprocess.PIPE, env=env)
 
 
@@ -319,7 +319,10 @@ def test_a_signal_saves_at_the_current_step_then_stops(signum, status, twice, ti
 
 def test_a_cli_stops_promptly_on_sigterm_during_start_up(run3):
     for delay in (0.5, 2.0):
-        proc = _popen("decoder", f"--output_dir={run3}", "--decode_interactive")
+        # Standard input stays open: the decoder waits at its prompt, where a
+        # fast machine would get there in 2 s, instead of ending at its EOF.
+        proc = _popen("decoder", f"--output_dir={run3}", "--decode_interactive",
+                      stdin=subprocess.PIPE)
         time.sleep(delay)
         start = time.time()
         proc.send_signal(signal.SIGTERM)
@@ -360,6 +363,86 @@ def test_a_stop_prints_its_line_only_even_where_the_signal_is_caught_and_printed
                          text=True, env=dict(os.environ, PYTHONPATH=str(ROOT)), timeout=60)
     assert out.returncode == 143, out.stderr
     assert out.stderr == "t2t-test: stopped by SIGTERM\n"
+
+
+# A CLI that is stopped while it imports a module, as t2t-decoder is while
+# TensorFlow (and the jaxlib it imports) loads: the stop must not be raised
+# into the module being imported (a C extension's init crashed with SIGSEGV
+# or SIGABRT there), nor into the rest of main.
+_STOPPED_IN_AN_IMPORT = r"""
+import sys
+from t2t_revival.cli import common
+
+sys.path.insert(0, sys.argv.pop(1))
+
+def main(argv):
+    import sends_itself_sigterm
+    print("main went on after the import")
+    return 0
+
+common.run(main, prog="t2t-test")
+"""
+_SENDS_ITSELF_SIGTERM = r"""
+import os, signal, time
+try:
+    os.kill(os.getpid(), signal.SIGTERM)
+    deadline = time.time() + 10
+    while time.time() < deadline:             # bytecodes: the handler runs here
+        pass
+except BaseException as e:
+    print(f"the import saw {type(e).__name__}")
+"""
+
+
+def test_a_stop_inside_an_import_ends_the_process_there(tmp_path):
+    (tmp_path / "sends_itself_sigterm.py").write_text(_SENDS_ITSELF_SIGTERM)
+    out = subprocess.run([sys.executable, "-c", _STOPPED_IN_AN_IMPORT, str(tmp_path)],
+                         capture_output=True, text=True,
+                         env=dict(os.environ, PYTHONPATH=str(ROOT)), timeout=60)
+    assert out.returncode == 143, out.stderr
+    assert out.stderr == "t2t-test: stopped by SIGTERM\n"
+    assert out.stdout == ""
+
+
+# A CLI stopped by the watchdog while it writes a file (`atomic_open`): its
+# main thread never unwinds, so the stop itself removes the temporary file.
+_STOPPED_WHILE_WRITING = r"""
+import sys, time
+from t2t_revival.atomic_file import atomic_open
+from t2t_revival.cli import common
+
+PATH = sys.argv.pop(1)
+
+def main(argv):
+    with atomic_open(PATH) as f:
+        f.write("half a file")
+        f.flush()
+        try:
+            print("writing", flush=True)      # the signal comes after this line
+            time.sleep(30)
+        except BaseException:
+            time.sleep(30)                    # stuck: the watchdog ends it
+    return 0
+
+common.run(main, prog="t2t-test")
+"""
+
+
+def test_a_stop_that_cannot_unwind_removes_the_temporary_files_of_its_writes(tmp_path):
+    target = tmp_path / "translations.txt"
+    proc = subprocess.Popen([sys.executable, "-c", _STOPPED_WHILE_WRITING, str(target)],
+                            stdout=subprocess.PIPE, stderr=subprocess.PIPE, text=True,
+                            env=dict(os.environ, PYTHONPATH=str(ROOT)))
+    try:
+        assert proc.stdout.readline() == "writing\n"
+        assert len(list(tmp_path.iterdir())) == 1   # the temporary file
+        proc.send_signal(signal.SIGTERM)
+        _, stderr = proc.communicate(timeout=30)
+    finally:
+        proc.kill()
+    assert proc.returncode == 143, stderr
+    assert stderr == "t2t-test: stopped by SIGTERM\n"
+    assert list(tmp_path.iterdir()) == []
 
 
 # A CLI whose main thread is inside one long TensorFlow call (as t2t-decoder

@@ -28,6 +28,7 @@ from typing import Callable, Iterator
 
 from absl import app, flags
 
+from t2t_revival.atomic_file import remove_pending_temporaries
 from t2t_revival.errors import UserError
 from t2t_revival.stopped_by_signal import StoppedBySignal
 
@@ -359,16 +360,36 @@ def _stop_on_signal(signum: int, frame) -> None:
     however `main` ends (an exception, an exit, or a return), a watchdog
     ends the process after a few seconds if it is still running, and only
     the stop line reaches stderr (`_silence_stderr`).
+
+    Inside an import it stops the process at once instead (`_importing`).
     """
     global _stop_signal
     if _stop_signal is not None:
         return  # a second signal while stopping
     _stop_signal = signum
     _silence_stderr()
+    if _importing(frame):
+        stopped(_prog, StoppedBySignal(signum))
     watchdog = threading.Timer(_STOP_GRACE_SECONDS, stopped, (_prog, StoppedBySignal(signum)))
     watchdog.daemon = True
     watchdog.start()
     raise StoppedBySignal(signum)
+
+
+def _importing(frame) -> bool:
+    """Whether `frame` (the main thread's, where a signal landed) is inside an import.
+
+    An exception raised there can land inside a C extension's module init,
+    which calls back into Python: jaxlib's (TensorFlow imports jax when it is
+    installed) then crashes the process (SIGSEGV, SIGABRT) instead of passing
+    the exception on. Nothing is being written during an import, so there is
+    nothing for the exception to clean up.
+    """
+    while frame is not None:
+        if frame.f_code.co_filename.startswith("<frozen importlib."):
+            return True
+        frame = frame.f_back
+    return False
 
 
 def install_signal_handlers() -> None:
@@ -424,9 +445,11 @@ def stopped(prog: str, stop: StoppedBySignal) -> None:
     """Print `prog: <what stopped it>` as one line and exit 128 + the signal number.
 
     Exits with os._exit: promptly, whatever threads TensorFlow started (their
-    work is not needed: what was worth keeping was saved before the stop).
+    work is not needed: what was worth keeping was saved before the stop),
+    after removing the temporary files of the writes still in progress.
     """
     _stopping.acquire()   # one line, whichever thread stops first (never released)
+    remove_pending_temporaries()
     print(f"{prog}: {stop.message}", file=_stop_stream or sys.stderr, flush=True)
     with contextlib.suppress(Exception):
         sys.stdout.flush()
