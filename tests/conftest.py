@@ -51,13 +51,40 @@ def pytest_addoption(parser):
                      help="also run the slow end-to-end tests (CI does)")
 
 
+# The session fixtures of the README's run (the longest set-up of the suite).
+_README_RUN_FIXTURES = {"readme_run", "tiny_run", "tiny_run_test_decodes"}
+README_RUN_GROUP = "readme_run"
+
+
+def _xdist_group(item) -> str:
+    """The group of tests that one pytest-xdist worker runs together (see
+    `pytest_collection_modifyitems`): the README's run, or the test's file."""
+    if _README_RUN_FIXTURES & set(item.fixturenames):
+        return README_RUN_GROUP
+    return item.nodeid.split("::", 1)[0]
+
+
 def pytest_collection_modifyitems(config, items):
-    if config.getoption("--slow"):
-        return
+    """Skip the slow tests without --slow; group and order the tests for
+    pytest-xdist (pyproject's addopts run `-n auto --dist loadgroup`).
+
+    Each group runs on one worker, so its fixtures are made once: every test
+    of the README's run (whose session fixture trains the main job), and each
+    file's other tests (their module fixtures). Workers take the groups in
+    collection order (`--no-loadscope-reorder`): the README's run first, then
+    the files with slow tests, then the rest, so no long group starts last.
+    """
+    slow = config.getoption("--slow")
     skip = pytest.mark.skip(reason="slow: run with --slow")
+    groups = {}
     for item in items:
-        if "slow" in item.keywords:
+        if "slow" in item.keywords and not slow:
             item.add_marker(skip)
+        group = groups[item] = _xdist_group(item)
+        item.add_marker(pytest.mark.xdist_group(group))
+    slow_groups = {g for item, g in groups.items() if slow and "slow" in item.keywords}
+    items.sort(key=lambda item: (groups[item] != README_RUN_GROUP,
+                                 groups[item] not in slow_groups))
 
 
 @pytest.fixture(scope="module")
