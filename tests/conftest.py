@@ -61,9 +61,25 @@ def _xdist_group(item) -> str:
     `pytest_collection_modifyitems`): the README's run, or the test's file."""
     if _README_RUN_FIXTURES & set(item.fixturenames):
         return README_RUN_GROUP
-    return item.nodeid.split("::", 1)[0]
+    return item.path.stem
 
 
+def pytest_collection_finish(session):
+    """On an xdist worker, check that xdist took the groups (it suffixes each
+    node id with `@group`): where it does not (pytest 9, pyproject's pin), the
+    README's run would be trained once per worker, silently."""
+    config = session.config
+    if hasattr(config, "workerinput") and config.getvalue("loadgroup"):
+        ungrouped = [item.nodeid for item in session.items if "@" not in item.nodeid]
+        if ungrouped:
+            message = (f"pytest-xdist did not group {len(ungrouped)} tests (e.g. {ungrouped[0]}): "
+                       f"install the test extra's pytest (pip install -e '.[test]'), or run "
+                       f"with -n 0")
+            print(message, file=sys.__stderr__, flush=True)
+            raise pytest.UsageError(message)
+
+
+@pytest.hookimpl(tryfirst=True)   # before xdist's own, which reads the groups
 def pytest_collection_modifyitems(config, items):
     """Skip the slow tests without --slow; group and order the tests for
     pytest-xdist (pyproject's addopts run `-n auto --dist loadgroup`).
