@@ -10,6 +10,7 @@ enumeration of every sequence.
 
 import itertools
 
+import keras
 import numpy as np
 import pytest
 import tensorflow as tf
@@ -17,7 +18,9 @@ from keras import ops
 
 from t2t_revival.decode import (DecodeHParams, DecodeHParamsError, beam_search,
                                 greedy_search, length_penalty)
+from t2t_revival.decode.sampling import sample_search
 from t2t_revival.hparams import HParams
+from t2t_revival.sentence_cache import PER_SENTENCE
 
 EOS = 1
 
@@ -296,6 +299,57 @@ def test_compiles_whole_with_xla_and_finds_the_same_beams():
     eager_seqs, eager_scores = run_beam(tables, [1, 0, 1], 3, 0.6, max_len, compiled=False)
     np.testing.assert_array_equal(seqs.numpy(), eager_seqs)
     np.testing.assert_allclose(scores.numpy(), eager_scores, atol=1e-5)
+
+
+def make_sentence_step(tables, max_len, seen):
+    """`make_step`'s model with its table in the cache's per-sentence part:
+    one entry per sentence, which the step spreads over the sentence's rows
+    (sentence-major). Records the (rows, sentences) it is traced with."""
+    tiled_step = make_step(tables, max_len)
+
+    def step(ids, cache, index):
+        table = cache[PER_SENTENCE]["table"]                   # [B]
+        rows, sentences = ids.shape[0], table.shape[0]
+        seen.add((rows, sentences))
+        logits, new = tiled_step(
+            ids, {"hist": cache["hist"],
+                  "meta": {"table": ops.repeat(table, rows // sentences, axis=0)}}, index)
+        return logits, {"hist": new["hist"], PER_SENTENCE: cache[PER_SENTENCE]}
+
+    return step
+
+
+@pytest.mark.parametrize("search", ["beam", "sample"])
+def test_the_per_sentence_cache_is_neither_tiled_nor_reordered(search):
+    """Leaves under PER_SENTENCE reach the step one per sentence, in every
+    stage of beam search (9 sentences, then the 4 still searching) and in
+    sampling, and the results equal those of the same leaves tiled per row."""
+    rng = np.random.default_rng(9)
+    tables = rng.normal(0.0, 2.0, size=(3, 6, 6, 6))
+    max_len, table_ids = 8, [0, 1, 2, 1, 0, 2, 2, 1, 0]
+    # Table 0's first row makes EOS likely at once: those sentences stop first.
+    tables[0, 0, 0, EOS] += 4.0
+    seen = set()
+    per_row = make_cache(table_ids, max_len)
+    per_sentence = {"hist": per_row["hist"], PER_SENTENCE: {"table": per_row["meta"]["table"]}}
+
+    def run(step, cache):
+        if search == "beam":
+            fn = lambda c: beam_search(step, c, len(table_ids), 3, 0.6, max_len)  # noqa: E731
+        else:
+            generator = keras.random.SeedGenerator(3)   # the same draws in both
+            fn = lambda c: sample_search(step, c, len(table_ids), max_len,  # noqa: E731
+                                         generator, num_samples=3)
+        return tf.function(fn, jit_compile=True, autograph=False)(cache)
+
+    seqs, scores = run(make_sentence_step(tables, max_len, seen), per_sentence)
+    want_seqs, want_scores = run(make_step(tables, max_len), per_row)
+    np.testing.assert_array_equal(seqs.numpy(), want_seqs.numpy())
+    np.testing.assert_allclose(scores.numpy(), want_scores.numpy(), atol=1e-5)
+    if search == "beam":
+        assert seen == {(27, 9), (12, 4)}   # the first stage, then the second
+    else:
+        assert seen == {(27, 9)}
 
 
 def test_decode_hparams_defaults_overrides_and_errors():

@@ -7,6 +7,7 @@ from layer_testing import run_layer_test
 from t2t_revival.layers import (DecoderLayer, Dropout, EncoderLayer, FeedForwardNetwork,
                                 MultiHeadAttention, PositionEmbedding,
                                 SinusoidalPositionEncoding, TokenEmbedding)
+from t2t_revival.sentence_cache import PER_SENTENCE
 
 B, T, S, D = 2, 5, 7, 16
 RNG = np.random.default_rng(0)
@@ -144,11 +145,30 @@ def test_decoder_layer(norm_type):
     # Incremental decoding through the cache gives the same outputs.
     cache = layer.init_cache(MEMORY, max_decode_length=T)
     assert tuple(cache["self"]["key"].shape) == (B, 2, T, 8)  # heads first
-    assert tuple(cache["cross"]["value"].shape) == (B, 2, S, 8)
+    assert tuple(cache[PER_SENTENCE]["cross"]["value"].shape) == (B, 2, S, 8)
     for i in range(T):
         step, cache = layer(X[:, i:i + 1], cross_attention_mask=SOURCE_MASK,
                             cache=cache, cache_index=np.int32(i))
         np.testing.assert_allclose(np.asarray(step)[:, 0], out[:, i], atol=1e-5)
+
+
+def test_decoder_layer_rows_of_a_sentence_share_its_cross_attention_cache():
+    """A search's k rows per sentence (sentence-major) read one copy of the
+    sentence's encoder keys and values (the cache's per-sentence part): each
+    row decodes as it does alone, with the sentence's memory and mask."""
+    k = 3
+    layer = DecoderLayer(**LAYER_ARGS)
+    rows_x = np.random.default_rng(1).normal(size=(B * k, T, D)).astype("float32")
+    out = np.asarray(layer(rows_x, encoder_output=np.repeat(MEMORY, k, axis=0),
+                           cross_attention_mask=np.repeat(SOURCE_MASK, k, axis=0)))
+    cache = layer.init_cache(MEMORY, max_decode_length=T)
+    cache["self"] = {name: np.repeat(value, k, axis=0) for name, value in cache["self"].items()}
+    for i in range(T):
+        step, cache = layer(rows_x[:, i:i + 1], cross_attention_mask=SOURCE_MASK,
+                            cache=cache, cache_index=np.int32(i))
+        np.testing.assert_allclose(np.asarray(step)[:, 0], out[:, i], atol=1e-5)
+    assert tuple(cache[PER_SENTENCE]["cross"]["key"].shape)[0] == B
+    assert tuple(cache["self"]["key"].shape)[0] == B * k
 
 
 def _masks(layer, x):

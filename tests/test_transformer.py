@@ -16,6 +16,7 @@ import tensorflow as tf
 from hparams.transformer import transformer_base, transformer_big, transformer_tiny
 from t2t_revival import registry
 from t2t_revival.models.transformer import Transformer
+from t2t_revival.sentence_cache import PER_SENTENCE
 
 ROOT = pathlib.Path(__file__).resolve().parents[1]
 VOCAB = 37
@@ -145,7 +146,8 @@ def test_resized_cache_keeps_written_positions_and_decodes_the_same():
                 assert tuple(grown.shape)[:3] == (3, 4, 9)
                 np.testing.assert_array_equal(np.asarray(grown)[:, :, :4], np.asarray(short))
                 assert not np.asarray(grown)[:, :, 4:].any()
-            assert longer["layer_1"]["cross"]["key"] is cache["layer_1"]["cross"]["key"]
+            assert longer["layer_1"][PER_SENTENCE] is cache["layer_1"][PER_SENTENCE]
+            assert longer[PER_SENTENCE] is cache[PER_SENTENCE]
             cache = longer
         logits, cache = model.decode_step(ids, cache, np.int32(i))
         out.append(np.asarray(logits))

@@ -5,12 +5,16 @@ Both know nothing of the model. They call
     step(ids, cache, index) -> (logits, cache)
         ids:    int32 [batch * beam]   the token at position `index`
                                        (0 = PAD, the start symbol, at index 0)
-        cache:  nested dict of tensors, every leaf [batch * beam, ...]
+        cache:  nested dict of tensors, every leaf [batch * beam, ...],
+                except those under a `PER_SENTENCE` key: [batch, ...]
         index:  int32 scalar           the position being fed
         logits: float [batch * beam, vocab]  distribution for position `index`
 
-(greedy search calls it with beam = 1). A cache leaf the step returns as it
-got it (the same tensor object) is treated as constant and never reordered.
+(greedy search calls it with beam = 1). Rows are sentence-major: rows
+b * beam ... b * beam + beam - 1 are sentence b's. A cache leaf the step
+returns as it got it (the same tensor object) is treated as constant and
+never reordered; the per-sentence part (`t2t_revival.sentence_cache`) is
+never tiled either.
 Written with `keras.ops` only, so it runs on the TensorFlow backend eagerly,
 inside `tf.function` (and so in a SavedModel) and compiled whole by XLA
 (`jit_compile=True`, when the batch, the input length and
@@ -32,9 +36,9 @@ from __future__ import annotations
 
 from typing import Any, Callable
 
-import keras
 from keras import ops
 
+from t2t_revival.sentence_cache import map_cache, map_caches
 from t2t_revival.special_ids import EOS_ID, PAD_ID
 
 # A finite "minus infinity": log-probs of dead hypotheses. Finite so that
@@ -120,11 +124,6 @@ def _top_k(x, k: int):
     return values, chunk * _TOP_K_CHUNK + where % _TOP_K_CHUNK
 
 
-def _map_cache(fn, cache):
-    """Apply `fn` to every tensor leaf of a nested dict (or list/tuple)."""
-    return keras.tree.map_structure(fn, cache)
-
-
 def beam_search(step: StepFn, cache, batch_size, beam_size: int, alpha: float,
                 max_decode_length: int, eos_id: int = EOS_ID,
                 return_beams: bool = True, early_stop: str = "exact",
@@ -137,6 +136,9 @@ def beam_search(step: StepFn, cache, batch_size, beam_size: int, alpha: float,
             shape). They are tiled to [B*beam, ...] here and reordered by
             parent beam after every step, except the leaves the step returns
             unchanged (the very tensor it was given): those stay as tiled.
+            Leaves under a `PER_SENTENCE` key (`t2t_revival.sentence_cache`)
+            stay [B, ...]: the step gets them so, for all of a sentence's
+            beams.
         batch_size: B (a Python int, or a scalar tensor for a dynamic batch).
         beam_size: beam width (Python int); 1 runs `greedy_search` (as
             tensor2tensor does) and scores its result with the penalty.
@@ -234,7 +236,7 @@ def beam_search(step: StepFn, cache, batch_size, beam_size: int, alpha: float,
         buffer_lengths = list(_BUFFER_LENGTHS)
     if buffer_lengths:
         cache = resize_cache(cache, buffer_lengths[0])
-    cache = _map_cache(lambda x: _tile_beams(x, k), cache)
+    cache = map_cache(cache, lambda x: _tile_beams(x, k), lambda x: x)
     # Only beam 0 is alive at the start (all beams are the same empty prefix).
     first = ops.concatenate([ops.zeros((1,)), ops.full((k - 1,), NEG_INF)], axis=0)
     state = {
@@ -292,15 +294,15 @@ def beam_search(step: StepFn, cache, batch_size, beam_size: int, alpha: float,
         live_parents = ops.take_along_axis(parents, live_pick, axis=1)        # [B, k]
 
         # Reorder the cache: new beam j continues old beam live_parents[:, j].
-        # A leaf the step handed back unchanged (the same tensor, e.g. the
-        # encoder's keys and values) is the same in every beam of a sentence
-        # (it was tiled from [B, ...] and never written), so it is not gathered:
-        # that copy was a quarter of the reorder's cost.
+        # A leaf the step handed back unchanged (the same tensor) is the same
+        # in every beam of a sentence (it was tiled from [B, ...] and never
+        # written), so it is not gathered; nor is the per-sentence part.
         offsets = ops.arange(ops.shape(live_parents)[0], dtype="int32")[:, None] * k
         flat_parents = ops.reshape(live_parents + offsets, (-1,))             # [B*k]
-        new_cache = keras.tree.map_structure(
+        new_cache = map_caches(
+            new_cache, state["cache"],
             lambda new, old: new if new is old else ops.take(new, flat_parents, axis=0),
-            new_cache, state["cache"])
+            lambda new, old: new)
 
         # New finished set: the k best of the old finished and the new EOS ones.
         new_scores = top_log_probs / length_penalty(index + 1, alpha)
@@ -384,8 +386,8 @@ def _staged_loop(state, body, batch_size, k: int, length: int, grow=None):
     A stage of R rows runs while more than R // 2 of its elements search; then
     its result fields are written back to the whole batch's, and the elements
     still searching (first, in batch order, then stopped ones to fill up) are
-    gathered into a stage of R // 2 rows: every state field [R, ...] and cache
-    leaf [R * k, ...]. The last stage (R // 2 < `_SMALLEST_STAGE`) runs to
+    gathered into a stage of R // 2 rows: every state field [R, ...], cache
+    leaf [R * k, ...] and per-sentence cache leaf [R, ...]. The last stage (R // 2 < `_SMALLEST_STAGE`) runs to
     the end. A dynamic batch size runs one loop.
 
     Returns the final state, its result fields for the whole batch.
@@ -434,8 +436,8 @@ def _staged_loop(state, body, batch_size, k: int, length: int, grow=None):
         keep_rows = ops.reshape(keep[:, None] * k + ops.arange(k, dtype="int32")[None, :],
                                 (-1,))                                        # [R/2 * k]
         state = {name: (value if name == "index" else
-                        keras.tree.map_structure(lambda x: ops.take(x, keep_rows, axis=0),
-                                                 value) if name == "cache" else
+                        map_cache(value, lambda x: ops.take(x, keep_rows, axis=0),
+                                  lambda x: ops.take(x, keep, axis=0)) if name == "cache" else
                         ops.take(value, keep, axis=0))
                  for name, value in state.items()}
         origin = ops.take(origin, keep, axis=0)

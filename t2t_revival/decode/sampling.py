@@ -37,6 +37,7 @@ from keras import ops
 
 from t2t_revival.decode.beam_search import (NEG_INF, StepFn, length_penalty,
                                            token_by_token_search)
+from t2t_revival.sentence_cache import map_cache
 from t2t_revival.special_ids import EOS_ID
 
 
@@ -86,7 +87,8 @@ def sample_search(step: StepFn, cache, batch_size, max_decode_length: int,
     Args:
         step: `step(ids [B*n] int32, cache, index) -> (logits [B*n, V], cache)`.
         cache: nested dict of tensors, every leaf [B, ...]; tiled here to
-            [B*n, ...] (n = num_samples), each copy sampled independently.
+            [B*n, ...] (n = num_samples), each copy sampled independently,
+            except the per-sentence part (`t2t_revival.sentence_cache`).
         batch_size: B (a Python int, or a scalar tensor).
         max_decode_length: the number of positions decoded at most.
         seed_generator: where the random numbers come from (advanced here).
@@ -110,7 +112,7 @@ def sample_search(step: StepFn, cache, batch_size, max_decode_length: int,
     n = num_samples
     length = max_decode_length
     rows = batch_size * n
-    cache = keras.tree.map_structure(lambda x: ops.repeat(x, n, axis=0), cache)  # [B*n, ...]
+    cache = map_cache(cache, lambda x: ops.repeat(x, n, axis=0), lambda x: x)  # [B*n, ...]
 
     def draw(logits, log_probs):
         sampling_logits = filter_logits(logits, temperature, top_k, top_p)

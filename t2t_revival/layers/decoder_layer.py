@@ -7,6 +7,7 @@ from t2t_revival.layers.attention_masks import causal_mask
 from t2t_revival.layers.dropout import Dropout
 from t2t_revival.layers.feed_forward_network import FeedForwardNetwork
 from t2t_revival.layers.multi_head_attention import MultiHeadAttention
+from t2t_revival.sentence_cache import PER_SENTENCE
 
 
 @keras.saving.register_keras_serializable(package="t2t_revival")
@@ -39,8 +40,12 @@ class DecoderLayer(keras.layers.Layer):
             `cache`.
         cache: optional dict for incremental decoding (see `init_cache`):
             `{"self": {"key": [batch, h, L, d_k], "value": [batch, h, L, d_v]},
-              "cross": {"key": [batch, h, S, d_k], "value": [batch, h, S, d_v]}}`
-            (heads first: `MultiHeadAttention`'s cache layout).
+              PER_SENTENCE: {"cross": {"key": [sentences, h, S, d_k],
+                                       "value": [sentences, h, S, d_v]}}}`
+            (heads first: `MultiHeadAttention`'s cache layout). `batch` is a
+            multiple of `sentences`, sentence-major (a search's beams or
+            samples: `t2t_revival.sentence_cache`); the
+            `cross_attention_mask` is then per sentence too.
         cache_index: int32 scalar, position of `x[:, 0]` (with `cache`).
         training: enables dropout.
 
@@ -107,7 +112,8 @@ class DecoderLayer(keras.layers.Layer):
         batch, dtype = ops.shape(encoder_output)[0], self.compute_dtype
         return {
             "self": self.self_attention.empty_cache(batch, max_decode_length, dtype),
-            "cross": self.cross_attention.memory_cache(ops.cast(encoder_output, dtype)),
+            PER_SENTENCE: {"cross": self.cross_attention.memory_cache(
+                ops.cast(encoder_output, dtype))},
         }
 
     def resize_cache(self, cache, length):
@@ -115,7 +121,7 @@ class DecoderLayer(keras.layers.Layer):
         (`MultiHeadAttention.resize_cache`); the cross-attention keys and
         values are the same tensors."""
         return {"self": self.self_attention.resize_cache(cache["self"], length),
-                "cross": cache["cross"]}
+                PER_SENTENCE: cache[PER_SENTENCE]}
 
     def call(self, x, encoder_output=None, cross_attention_mask=None, cache=None,
              cache_index=None, self_attention_mask=None, training=None):
@@ -139,9 +145,14 @@ class DecoderLayer(keras.layers.Layer):
                 return self.cross_attention(h, memory=encoder_output,
                                             attention_mask=cross_attention_mask,
                                             training=training)
+            # A sentence's rows (its beams) are its queries at once, over the
+            # one copy of its keys and values: [B*k, T, D] -> [B, k*T, D].
+            memory = cache[PER_SENTENCE]["cross"]
+            rows, length, width = ops.shape(h)[0], ops.shape(h)[1], h.shape[-1]
+            h = ops.reshape(h, (ops.shape(memory["key"])[0], -1, width))
             out, _ = self.cross_attention(h, attention_mask=cross_attention_mask,
-                                          cache=cache["cross"], training=training)
-            return out
+                                          cache=memory, training=training)
+            return ops.reshape(out, (rows, length, width))
 
         x = self._sublayer(x, self.self_attention_norm, self_attend, training)
         x = self._sublayer(x, self.cross_attention_norm, cross_attend, training)
@@ -149,7 +160,7 @@ class DecoderLayer(keras.layers.Layer):
                            lambda h: self.ffn(h, training=training), training)
         if cache is None:
             return x  # (B, T, D)
-        return x, {"self": new_self_cache, "cross": cache["cross"]}
+        return x, {"self": new_self_cache, PER_SENTENCE: cache[PER_SENTENCE]}
 
     def compute_output_shape(self, input_shape):
         return input_shape

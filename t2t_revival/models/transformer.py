@@ -14,6 +14,7 @@ from t2t_revival.layers.position_embedding import PositionEmbedding
 from t2t_revival.layers.sinusoidal_position_encoding import SinusoidalPositionEncoding
 from t2t_revival.layers.token_embedding import TokenEmbedding
 from t2t_revival.registry import register_model
+from t2t_revival.sentence_cache import PER_SENTENCE
 from t2t_revival.special_ids import PAD_ID
 
 
@@ -286,14 +287,17 @@ class Transformer(keras.Model):
             max_decode_length: static int, the most positions `decode_step` will
                 be called for (with learned positions, at most hparams.max_length).
         Returns:
-            `{"encoder_padding": [batch, S],
+            `{PER_SENTENCE: {"encoder_padding": [batch, S]},
               "layer_i": {"self": {"key": [batch, h, L, d_k], "value": [batch, h, L, d_v]},
-                          "cross": {"key": [batch, h, S, d_k], "value": [batch, h, S, d_v]}}}`
+                          PER_SENTENCE: {"cross": {"key": [batch, h, S, d_k],
+                                                   "value": [batch, h, S, d_v]}}}}`
             for i in 0 .. num_hidden_layers-1 (L = max_decode_length; the
             self-attention buffers start as zeros, the cross-attention keys and
-            values are computed here, once per source).
+            values are computed here, once per source). A search tiles the
+            self-attention buffers for its beams; the `PER_SENTENCE` parts
+            stay one per sentence (`t2t_revival.sentence_cache`).
         """
-        cache = {"encoder_padding": ops.cast(encoder_padding, "float32")}
+        cache = {PER_SENTENCE: {"encoder_padding": ops.cast(encoder_padding, "float32")}}
         for i, layer in enumerate(self.decoder_layers):
             cache[f"layer_{i}"] = layer.init_cache(encoder_output, max_decode_length)
         return cache
@@ -308,7 +312,7 @@ class Transformer(keras.Model):
         (`beam_search`'s `resize_cache`): a step reads, and a beam reorder
         copies, only that many positions.
         """
-        new_cache = {"encoder_padding": cache["encoder_padding"]}
+        new_cache = {PER_SENTENCE: cache[PER_SENTENCE]}
         for i, layer in enumerate(self.decoder_layers):
             new_cache[f"layer_{i}"] = layer.resize_cache(cache[f"layer_{i}"], length)
         return new_cache
@@ -320,16 +324,18 @@ class Transformer(keras.Model):
             ids: int32 `[batch]`, the decoder input at position `index` (0 = PAD
                 as the start symbol at index 0, else the token chosen for
                 position `index - 1`).
-            cache: from `init_cache` or the previous step.
+            cache: from `init_cache` or the previous step; `batch` may be a
+                multiple of the sentences of its `PER_SENTENCE` parts, rows
+                sentence-major (a search's beams).
             index: int32 scalar, the position being predicted.
         Returns:
             `(logits float32 [batch, vocab_size] for position index, new cache)`.
         """
         ids = ops.cast(ids, "int32")[:, None]  # (B, 1)
-        mask = self._cross_mask(cache["encoder_padding"])  # (B, 1, 1, S)
+        mask = self._cross_mask(cache[PER_SENTENCE]["encoder_padding"])  # (sentences, 1, 1, S)
         x = self._embed(self.target_embedding, self.decoder_position, ids,
                         start_index=index)  # (B, 1, D)
-        new_cache = {"encoder_padding": cache["encoder_padding"]}
+        new_cache = {PER_SENTENCE: cache[PER_SENTENCE]}
         for i, layer in enumerate(self.decoder_layers):
             x, new_cache[f"layer_{i}"] = layer(
                 x, cross_attention_mask=mask, cache=cache[f"layer_{i}"],
