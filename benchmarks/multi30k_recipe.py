@@ -158,14 +158,16 @@ def _json_tail(lines: list[str]) -> dict:
     return json.loads("\n".join(lines[start:]))
 
 
-def _average(stages: Stages, stage: str, output_dir: str, n: int) -> list[str]:
-    """Average the last `n` checkpoints; the decoder's --checkpoint_path flag for it."""
+def _average(stages: Stages, stage: str, output_dir: str, n: int) -> tuple[list[str], int]:
+    """Average the last `n` checkpoints: the decoder's --checkpoint_path flag
+    for it, and how many were averaged (fewer than `n` where fewer are kept)."""
     if n <= 1:
-        return []  # the latest checkpoint
+        return [], 1  # the latest checkpoint
     lines = stages.run(stage, "avg_checkpoints", f"--output_dir={output_dir}",
                        f"--num_last_checkpoints={n}")
     averaged = next(line for line in lines if line.startswith("Averaged "))
-    return [f"--checkpoint_path={averaged.rsplit(' ', 1)[-1]}"]
+    # "Averaged <count> checkpoints into <path>"
+    return [f"--checkpoint_path={averaged.rsplit(' ', 1)[-1]}"], int(averaged.split()[1])
 
 
 def _decode(stages: Stages, stage: str, args, checkpoint: list[str], source: str,
@@ -195,7 +197,7 @@ def _tune_on_val(stages: Stages, args) -> list[dict]:
     grid = args.tune_on_val
     rows = []
     for n in grid.get("average", [args.average]):
-        checkpoint = _average(stages, "val", args.output_dir, n)
+        checkpoint, _ = _average(stages, "val", args.output_dir, n)
         for alpha in grid.get("alpha", [None]):
             decode_hparams = (args.decode_hparams if alpha is None
                               else _with_alpha(args.decode_hparams, alpha))
@@ -240,7 +242,7 @@ def main():
         tuning = _tune_on_val(stages, args)
         best = max(tuning, key=lambda row: row["val_sacrebleu"])
         average, decode_hparams = best["average"], best["decode_hparams"]
-    checkpoint = _average(stages, "average", args.output_dir, average)
+    checkpoint, averaged = _average(stages, "average", args.output_dir, average)
     hypotheses = os.path.join(args.output_dir, "test_2016_flickr.de.decodes")
     scores = _decode(stages, "decode", args, checkpoint, TEST_SOURCE, TEST_REFERENCE,
                      hypotheses, decode_hparams)
@@ -254,7 +256,7 @@ def main():
         "hparams_set": args.hparams_set, "hparams": args.hparams,
         "final_step": steps[-1] if steps else None,
         "final_dev": dev[-1] if dev else None,
-        "averaged_checkpoints": max(average, 1),
+        "averaged_checkpoints": averaged,
         "decode_hparams": decode_hparams,
         "tuned_on_val": tuning,
         "stage_minutes": {k: round(v / 60.0, 1) for k, v in stages.seconds.items()},

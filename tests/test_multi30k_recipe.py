@@ -155,7 +155,7 @@ def test_tuning_only_the_averaging_keeps_the_decode_hparams_as_given(monkeypatch
 
     recipe = _load_recipe()
     calls = []
-    monkeypatch.setattr(recipe, "_average", lambda stages, stage, out, n: [f"--ckpt={n}"])
+    monkeypatch.setattr(recipe, "_average", lambda stages, stage, out, n: ([f"--ckpt={n}"], n))
 
     def fake_decode(stages, stage, args, checkpoint, source, reference, hyp, dhp):
         calls.append((stage, checkpoint, source, dhp))
@@ -171,3 +171,17 @@ def test_tuning_only_the_averaging_keeps_the_decode_hparams_as_given(monkeypatch
         {"average": 10, "alpha": None, "decode_hparams": "beam_size=4", "val_sacrebleu": 31.5}]
     assert calls == [("val", ["--ckpt=5"], "val.en.gz", "beam_size=4"),
                      ("val", ["--ckpt=10"], "val.en.gz", "beam_size=4")]
+
+
+def test_the_averaged_count_is_what_the_averaging_read():
+    """A run with fewer checkpoints than --average averages those it has; the
+    result then reports that many, not the number asked for."""
+    import argparse
+
+    recipe = _load_recipe()
+    lines = ["Only 3 checkpoints in out; averaging all of them.",
+             "Averaged 3 checkpoints into out/averaged/ckpt-600"]
+    stages = argparse.Namespace(run=lambda stage, module, *args: lines)
+    assert recipe._average(stages, "average", "out", 4) == (
+        ["--checkpoint_path=out/averaged/ckpt-600"], 3)
+    assert recipe._average(stages, "average", "out", 1) == ([], 1)
