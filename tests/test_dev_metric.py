@@ -249,8 +249,12 @@ def check_dev_bleu_run(run, out_dir, dev_source, dev_target, tmp_path, *decoder_
     assert sorted(bleu) == steps
     for step, value in printed.items():
         assert bleu[step] == pytest.approx(value, abs=0.006)
-    assert bleu[E2E_STEPS] > 0.0, bleu   # the model learned something
     best_step = max(steps, key=lambda s: (bleu[s], -s))   # the first of the highest
+    # The model learned something by its best evaluation, so that the
+    # decoder's figure below is not 0 == 0. (Not by the last one: a 150-step
+    # model's dev BLEU is a fraction of a point and varies from run to run;
+    # CI22 had 0.0, 0.11, 0.0 at steps 50, 100, 150, a run alone 0.0, 0.06, 0.25.)
+    assert bleu[best_step] > 0.0, bleu
     record = json.loads((out_dir / "best" / "best.json").read_text())
     assert (record["step"], record["metric"], record["checkpoint"]) == \
         (best_step, "bleu", f"ckpt-{best_step}"), (record, bleu)
