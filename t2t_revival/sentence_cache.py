@@ -25,32 +25,26 @@ PER_SENTENCE = "per_sentence"
 def map_cache(cache, per_row: Callable[[Any], Any], per_sentence: Callable[[Any], Any]):
     """`cache` with `per_row(x)` for each leaf of a row and `per_sentence(x)`
     for each leaf under a `PER_SENTENCE` key (nested dicts, lists, tuples)."""
-    return _map(cache, per_row, per_sentence, in_sentence=False)
+    return _map(per_row, per_sentence, False, cache)
 
 
 def map_caches(new, old, per_row: Callable[[Any, Any], Any],
                per_sentence: Callable[[Any, Any], Any]):
     """As `map_cache`, over two caches of the same structure, leaf by leaf."""
-    return _map2(new, old, per_row, per_sentence, in_sentence=False)
+    return _map(per_row, per_sentence, False, new, old)
 
 
-def _map(x, per_row, per_sentence, in_sentence):
-    if isinstance(x, dict):
-        return {key: _map(value, per_row, per_sentence, in_sentence or key == PER_SENTENCE)
-                for key, value in x.items()}
-    if isinstance(x, (list, tuple)):
-        return type(x)(_map(value, per_row, per_sentence, in_sentence) for value in x)
-    return per_sentence(x) if in_sentence else per_row(x)
-
-
-def _map2(new, old, per_row, per_sentence, in_sentence):
-    if isinstance(new, dict):
-        if set(new) != set(old):
-            raise ValueError(f"the step returned a cache with the keys {sorted(new)} "
-                             f"where it was given {sorted(old)}")
-        return {key: _map2(new[key], old[key], per_row, per_sentence,
-                           in_sentence or key == PER_SENTENCE) for key in new}
-    if isinstance(new, (list, tuple)):
-        return type(new)(_map2(a, b, per_row, per_sentence, in_sentence)
-                         for a, b in zip(new, old, strict=True))
-    return per_sentence(new, old) if in_sentence else per_row(new, old)
+def _map(per_row, per_sentence, in_sentence, first, *others):
+    """The walk of `map_cache` (one cache) and `map_caches` (two)."""
+    if isinstance(first, dict):
+        for other in others:
+            if set(other) != set(first):
+                raise ValueError(f"the step returned a cache with the keys {sorted(first)} "
+                                 f"where it was given {sorted(other)}")
+        return {key: _map(per_row, per_sentence, in_sentence or key == PER_SENTENCE,
+                          value, *(other[key] for other in others))
+                for key, value in first.items()}
+    if isinstance(first, (list, tuple)):
+        return type(first)(_map(per_row, per_sentence, in_sentence, *values)
+                           for values in zip(first, *others, strict=True))
+    return (per_sentence if in_sentence else per_row)(first, *others)
