@@ -12,7 +12,7 @@ import sys
 import numpy as np
 import pytest
 
-from conftest import ENV
+from conftest import ENV, ROOT
 
 MAX_LENGTH = 32
 # Extra decode length kept small: a random model rarely emits EOS.
@@ -174,3 +174,29 @@ def test_xla_saved_model_loads_and_serves_like_the_decoder(random_run, tmp_path)
                          capture_output=True, text=True, env=env, cwd=tmp_path, timeout=600)
     assert out.returncode == 0, out.stderr[-3000:]
     assert json.loads(out.stdout.strip().splitlines()[-1]) == [expected, expected_two]
+
+
+def test_decode_profile_splits_the_compiled_search_by_part(random_run, tmp_path):
+    """benchmarks/decode_profile.py: XLA's trace of the compiled search, each
+    operation named after its TensorFlow op, summed by part of the model. Every
+    traced operation is found in the dumped HLO, each decoding step calls the
+    output projection once, and the decoder layers' parts are there."""
+    out_dir, sentences = random_run
+    source = tmp_path / "source.txt"
+    source.write_text("\n".join(sentences[:6]) + "\n", encoding="utf-8")
+    proc = subprocess.run(
+        [sys.executable, os.path.join(ROOT, "benchmarks", "decode_profile.py"),
+         f"--output_dir={out_dir}", f"--source={source}", "--batch_size=2",
+         f"--decode_hparams={FAST}", "--threads=1"],
+        env=ENV, capture_output=True, text=True, timeout=600)
+    assert proc.returncode == 0, proc.stderr[-3000:]
+    report = json.loads(proc.stdout.strip().splitlines()[-1])
+    parts = report["parts"]
+    assert report["sentences"] == 6 and report["unmapped_ms"] == 0
+    # 3 batches of 2, each of at least one step and at most the length limit
+    assert 3 <= report["steps"] <= 3 * (MAX_LENGTH + 6)
+    for part in ("output projection", "decoder self-attention",
+                 "decoder cross-attention", "decoder feed-forward", "top-k",
+                 "encoder and set-up"):
+        assert parts[part]["ms"] > 0, part
+    assert abs(sum(p["share"] for p in parts.values()) - 1) < 0.01
