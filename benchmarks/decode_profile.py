@@ -40,6 +40,7 @@ import time
 
 sys.path.insert(0, os.path.dirname(os.path.abspath(__file__)))  # benchmarks/, also when loaded by path
 import machine  # noqa: E402  (benchmarks/machine.py)
+from model_arguments import add_model_arguments  # noqa: E402  (benchmarks/model_arguments.py)
 
 sys.path.insert(0, os.path.dirname(os.path.dirname(os.path.abspath(__file__))))
 
@@ -114,12 +115,7 @@ def read_trace(logdir: str):
 
 def main():
     parser = argparse.ArgumentParser(description=__doc__.splitlines()[0])
-    parser.add_argument("--output_dir", required=True, help="a t2t-trainer output_dir")
-    parser.add_argument("--checkpoint_path", default=None,
-                        help="a checkpoint prefix (default: the latest in output_dir)")
-    parser.add_argument("--source", default=os.path.join(
-        os.path.dirname(__file__), "..", "..", "shared", "data", "multi30k",
-        "test_2016_flickr.en.gz"))
+    add_model_arguments(parser)
     parser.add_argument("--batch_size", type=int, default=1)
     parser.add_argument("--max_sentences", type=int, default=100)
     parser.add_argument("--threads", type=int, default=os.cpu_count(),

@@ -26,6 +26,7 @@ import time
 sys.path.insert(0, os.path.dirname(os.path.dirname(os.path.abspath(__file__))))
 sys.path.insert(0, os.path.dirname(os.path.abspath(__file__)))  # benchmarks/, also when loaded by path
 import machine  # noqa: E402  (benchmarks/machine.py)
+from model_arguments import add_model_arguments  # noqa: E402  (benchmarks/model_arguments.py)
 
 # Runs in the clean process: argv = saved model, sentences JSON file, batch
 # sizes, threads. Imports nothing of this project.
@@ -66,11 +67,7 @@ print(json.dumps(report))
 
 def main():
     parser = argparse.ArgumentParser(description=__doc__.splitlines()[0])
-    parser.add_argument("--output_dir", required=True, help="a t2t-trainer output_dir")
-    parser.add_argument("--checkpoint_path", default=None)
-    parser.add_argument("--source", default=os.path.join(
-        os.path.dirname(__file__), "..", "..", "shared", "data", "multi30k",
-        "test_2016_flickr.en.gz"))
+    add_model_arguments(parser)
     parser.add_argument("--max_sentences", type=int, default=256)
     parser.add_argument("--batch_sizes", default="32,1")
     parser.add_argument("--threads", type=int, default=os.cpu_count())

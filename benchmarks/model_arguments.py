@@ -1,0 +1,20 @@
+"""The arguments of the decoding benchmarks that name what they decode: a
+trained model (`--output_dir`, `--checkpoint_path`) and its test sentences
+(`--source`, by default the Multi30k test set in ../shared/data)."""
+
+from __future__ import annotations
+
+import argparse
+import os
+
+DEFAULT_SOURCE = os.path.join(os.path.dirname(os.path.abspath(__file__)), "..", "..",
+                              "shared", "data", "multi30k", "test_2016_flickr.en.gz")
+
+
+def add_model_arguments(parser: argparse.ArgumentParser) -> None:
+    """Add --output_dir (required), --checkpoint_path and --source to `parser`."""
+    parser.add_argument("--output_dir", required=True, help="a t2t-trainer output_dir")
+    parser.add_argument("--checkpoint_path", default=None,
+                        help="a checkpoint prefix (default: the latest in output_dir)")
+    parser.add_argument("--source", default=DEFAULT_SOURCE,
+                        help="sentences to translate, one per line (.gz read as gzip)")
