@@ -23,8 +23,9 @@ TensorFlow op each one came from, which says which part it belongs to:
 
 `per_step_us` divides by the decoding steps (calls of the output
 projection); `unmapped_ms` is the time of operations that the dumped HLO
-does not name (0 when every one is accounted for). Profiling costs a little time per operation: compare the
-shares, not the wall time, with `decode_speed.py`.
+does not name (0 when every one is accounted for). Profiling costs a little
+time per operation: compare the shares, not the wall time, with
+`decode_speed.py`.
 """
 
 import argparse
@@ -40,7 +41,7 @@ import time
 
 sys.path.insert(0, os.path.dirname(os.path.abspath(__file__)))  # benchmarks/, also when loaded by path
 import machine  # noqa: E402  (benchmarks/machine.py)
-from model_arguments import add_model_arguments  # noqa: E402  (benchmarks/model_arguments.py)
+from model_arguments import add_model_arguments, user_errors_exit  # noqa: E402  (benchmarks/model_arguments.py)
 
 sys.path.insert(0, os.path.dirname(os.path.dirname(os.path.abspath(__file__))))
 
@@ -134,7 +135,11 @@ def main():
         tf.config.threading.set_intra_op_parallelism_threads(args.threads)
         from t2t_revival.decode.decoder import Decoder, read_text_lines
 
+        from t2t_revival.errors import UserError
+
         sources = read_text_lines(args.source, "source")[:args.max_sentences]
+        if not sources:
+            raise UserError(f"--source has no lines to translate. Received: --source={args.source!r}")
         decoder = Decoder(args.output_dir, args.checkpoint_path, decode_hparams=(
             f"batch_size={args.batch_size},xla=true"
             + (f",{args.decode_hparams}" if args.decode_hparams else "")))
@@ -179,4 +184,5 @@ def main():
 
 
 if __name__ == "__main__":
-    main()
+    with user_errors_exit("decode_profile"):
+        main()

@@ -31,7 +31,7 @@ import time
 
 sys.path.insert(0, os.path.dirname(os.path.abspath(__file__)))  # benchmarks/, also when loaded by path
 import machine  # noqa: E402  (benchmarks/machine.py)
-from model_arguments import add_model_arguments  # noqa: E402  (benchmarks/model_arguments.py)
+from model_arguments import add_model_arguments, user_errors_exit  # noqa: E402  (benchmarks/model_arguments.py)
 
 sys.path.insert(0, os.path.dirname(os.path.dirname(os.path.abspath(__file__))))
 
@@ -167,4 +167,5 @@ def _time_ctranslate2(args, ct2_dir, subset, batch, reference, vocab):
 
 
 if __name__ == "__main__":
-    main()
+    with user_errors_exit("decode_speed"):
+        main()

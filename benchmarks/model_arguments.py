@@ -1,11 +1,14 @@
 """The arguments of the decoding benchmarks that name what they decode: a
 trained model (`--output_dir`, `--checkpoint_path`) and its test sentences
-(`--source`, by default the Multi30k test set in ../shared/data)."""
+(`--source`, by default the Multi30k test set in ../shared/data); and one
+line, not a traceback, when they name nothing usable."""
 
 from __future__ import annotations
 
 import argparse
+import contextlib
 import os
+import sys
 
 DEFAULT_SOURCE = os.path.join(os.path.dirname(os.path.abspath(__file__)), "..", "..",
                               "shared", "data", "multi30k", "test_2016_flickr.en.gz")
@@ -18,3 +21,16 @@ def add_model_arguments(parser: argparse.ArgumentParser) -> None:
                         help="a checkpoint prefix (default: the latest in output_dir)")
     parser.add_argument("--source", default=DEFAULT_SOURCE,
                         help="sentences to translate, one per line (.gz read as gzip)")
+
+
+@contextlib.contextmanager
+def user_errors_exit(prog: str):
+    """Turn a `UserError` (a missing training directory, an unreadable
+    --source, ...) into one line on stderr and exit status 2, as the CLIs do."""
+    from t2t_revival.errors import UserError
+
+    try:
+        yield
+    except UserError as e:
+        print(f"{prog}: error: {e}", file=sys.stderr)
+        sys.exit(2)

@@ -26,7 +26,7 @@ import time
 sys.path.insert(0, os.path.dirname(os.path.dirname(os.path.abspath(__file__))))
 sys.path.insert(0, os.path.dirname(os.path.abspath(__file__)))  # benchmarks/, also when loaded by path
 import machine  # noqa: E402  (benchmarks/machine.py)
-from model_arguments import add_model_arguments  # noqa: E402  (benchmarks/model_arguments.py)
+from model_arguments import add_model_arguments, user_errors_exit  # noqa: E402  (benchmarks/model_arguments.py)
 
 # Runs in the clean process: argv = saved model, sentences JSON file, batch
 # sizes, threads. Imports nothing of this project.
@@ -119,4 +119,5 @@ def main():
 
 
 if __name__ == "__main__":
-    main()
+    with user_errors_exit("saved_model_latency"):
+        main()

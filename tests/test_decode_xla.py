@@ -12,7 +12,7 @@ import sys
 import numpy as np
 import pytest
 
-from conftest import ENV, ROOT
+from conftest import ENV, ROOT, one_line_error
 
 MAX_LENGTH = 32
 # Extra decode length kept small: a random model rarely emits EOS.
@@ -200,3 +200,13 @@ def test_decode_profile_splits_the_compiled_search_by_part(random_run, tmp_path)
                  "encoder and set-up"):
         assert parts[part]["ms"] > 0, part
     assert abs(sum(p["share"] for p in parts.values()) - 1) < 0.01
+
+
+@pytest.mark.parametrize("script, flags", [("decode_profile", []),
+                                           ("decode_speed", ["--no-ctranslate2"])])
+def test_a_decoding_benchmark_without_a_model_says_so_in_one_line(script, flags, tmp_path):
+    proc = subprocess.run(
+        [sys.executable, os.path.join(ROOT, "benchmarks", f"{script}.py"),
+         f"--output_dir={tmp_path / 'missing'}", *flags],
+        env=ENV, capture_output=True, text=True, timeout=600)
+    one_line_error(proc, script, "--output_dir")
