@@ -686,6 +686,9 @@ def test_kill_series_resumes_each_time_and_ends_sane(tiny_data, tmp_path):
     during_save = 0
     for kill in range(5):
         before = _saved_step(out)
+        # A save killed by the last kill leaves its ckpt-N_temp/ behind until
+        # this run's start removes it: that one is not this run's save.
+        stale = set(out.glob("ckpt-*_temp"))
         proc = _popen("trainer", *args)
         # Kills 0 and 2 land in a save (ckpt-N_temp/ appears); 1 and 3 at a
         # random moment after the run's first new checkpoint; 4 is a SIGTERM.
@@ -693,7 +696,9 @@ def test_kill_series_resumes_each_time_and_ends_sane(tiny_data, tmp_path):
         deadline = time.time() + 120
         landed_in_save = False
         while time.time() < deadline and proc.poll() is None:
-            if wait_for_save and list(out.glob("ckpt-*_temp")):
+            temps = set(out.glob("ckpt-*_temp"))
+            stale &= temps  # gone once the run has cleaned up
+            if wait_for_save and temps and not stale:
                 landed_in_save = True
                 break
             if not wait_for_save and _saved_step(out) > before:
