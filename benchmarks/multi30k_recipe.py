@@ -61,6 +61,12 @@ def _parse_args():
     parser.add_argument("--train_steps", type=int, default=12000)
     parser.add_argument("--max_train_minutes", type=float, default=105.0,
                         help="stop training after this many minutes (0 = no limit)")
+    parser.add_argument("--xla", dest="xla", action="store_true", default=True,
+                        help="train with XLA (t2t-trainer's default)")
+    parser.add_argument("--noxla", dest="xla", action="store_false",
+                        help="t2t-trainer --noxla: with --hparams=mixed_precision="
+                             "mixed_bfloat16, the faster step on a CPU with avx512_bf16 "
+                             "(benchmarks/RESULTS.md)")
     parser.add_argument("--save_checkpoints_steps", type=int, default=250)
     parser.add_argument("--local_eval_frequency", type=int, default=1000)
     parser.add_argument("--eval_decode_sentences", type=int, default=200,
@@ -210,6 +216,22 @@ def _tune_on_val(stages: Stages, args) -> list[dict]:
     return rows
 
 
+def _trainer_args(args) -> list[str]:
+    """t2t-trainer's command line for the recipe's flags."""
+    # Keep every checkpoint an average will read.
+    kept = max([args.average, 5, *(args.tune_on_val or {}).get("average", [])])
+    return ["--problem=translate_ende_multi30k",
+            f"--hparams_set={args.hparams_set}", f"--hparams={args.hparams}",
+            f"--tmp_dir={args.raw_dir}", f"--data_dir={args.data_dir}",
+            f"--output_dir={args.output_dir}", f"--train_steps={args.train_steps}",
+            f"--max_train_minutes={args.max_train_minutes}",
+            "--xla" if args.xla else "--noxla",
+            f"--save_checkpoints_steps={args.save_checkpoints_steps}",
+            f"--keep_checkpoint_max={kept}",
+            f"--local_eval_frequency={args.local_eval_frequency}",
+            f"--eval_decode_sentences={args.eval_decode_sentences}"]
+
+
 def main():
     args = _parse_args()
     needed = (TEST_SOURCE, TEST_REFERENCE) + ((VAL_SOURCE, VAL_REFERENCE) if args.tune_on_val
@@ -221,18 +243,8 @@ def main():
     stages = Stages()
     matmul_start = machine.matmul_tflops()
     stages.log("host", f"{machine.describe()}; numpy float32 matmul {matmul_start} TFLOP/s")
-    # Keep every checkpoint an average will read.
-    kept = max([args.average, 5, *(args.tune_on_val or {}).get("average", [])])
-    train_lines = [] if args.skip_train else stages.run(
-        "train", "trainer", "--problem=translate_ende_multi30k",
-        f"--hparams_set={args.hparams_set}", f"--hparams={args.hparams}",
-        f"--tmp_dir={args.raw_dir}", f"--data_dir={args.data_dir}",
-        f"--output_dir={args.output_dir}", f"--train_steps={args.train_steps}",
-        f"--max_train_minutes={args.max_train_minutes}",
-        f"--save_checkpoints_steps={args.save_checkpoints_steps}",
-        f"--keep_checkpoint_max={kept}",
-        f"--local_eval_frequency={args.local_eval_frequency}",
-        f"--eval_decode_sentences={args.eval_decode_sentences}")
+    train_lines = [] if args.skip_train else stages.run("train", "trainer",
+                                                         *_trainer_args(args))
     steps = [int(m.group(1)) for line in train_lines
              for m in [re.match(r"eval at step (\d+):", line)] if m]
     dev = [line for line in train_lines if line.startswith("eval at step")]
@@ -253,7 +265,7 @@ def main():
         "sacrebleu": round(scores["sacrebleu"]["score"], 2),
         "tokenized_bleu": round(scores["tokenized_bleu"]["score"], 2),
         "sacrebleu_signature": scores["sacrebleu"].get("signature"),
-        "hparams_set": args.hparams_set, "hparams": args.hparams,
+        "hparams_set": args.hparams_set, "hparams": args.hparams, "xla": args.xla,
         "final_step": steps[-1] if steps else None,
         "final_dev": dev[-1] if dev else None,
         "averaged_checkpoints": averaged,

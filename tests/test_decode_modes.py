@@ -32,6 +32,9 @@ def runs(tmp_path_factory):
         "b": make_random_run_dir(root / "b", vocab, seed=2, step=7, d_model=48, num_heads=4),
         "other_vocab": make_random_run_dir(root / "c", other_vocab, seed=3),
         "wide": make_random_run_dir(root / "d", vocab, seed=4, vocab_size=400),
+        # "a"'s weights (float32 in the checkpoint), trained "in bfloat16"
+        "a_bf16": make_random_run_dir(root / "e", vocab, seed=1,
+                                      mixed_precision="mixed_bfloat16"),
     }
 
 
@@ -319,6 +322,31 @@ def test_one_checkpoint_of_another_run_is_decoded_with_that_run_s_model(runs):
     assert Decoder(runs["a"], runs["b"], uncompiled).translate(SOURCES) == alone
     with pytest.raises(UserError, match="differs from"):
         Decoder(runs["a"], f"{runs['other_vocab']}/ckpt-1")
+
+
+def test_a_run_trained_in_mixed_precision_decodes_in_float32(runs):
+    """Mixed precision is a training setting: the decoder (alone or in an
+    ensemble) builds the model in float32, so a run trained with
+    mixed_bfloat16 translates and scores as the float32 run of the same
+    weights, not with bfloat16 rounding in every beam score."""
+    from t2t_revival.decode.decoder import Decoder
+    from t2t_revival.run_dir.training_directory import TrainingDirectory
+
+    trained = TrainingDirectory(runs["a_bf16"])
+    assert trained.read_hparams().mixed_precision == "mixed_bfloat16"
+    loaded = trained.load()
+    assert loaded.hparams.mixed_precision == "float32"
+    assert loaded.model.compute_dtype == "float32"
+    pairs = list(zip(SOURCES, TARGETS))
+    f32 = Decoder(runs["a"], decode_hparams="return_beams=true")
+    for decoder in (Decoder(runs["a_bf16"], decode_hparams="return_beams=true"),
+                    Decoder(runs["a"], f"{runs['a_bf16']}/ckpt-1", "return_beams=true"),
+                    Decoder(runs["a_bf16"], f"{runs['a_bf16']}/ckpt-1,{runs['a_bf16']}",
+                            "return_beams=true")):
+        models = getattr(decoder.model, "models", [decoder.model])
+        assert [m.compute_dtype for m in models] == ["float32"] * len(models)
+        assert decoder.translate(SOURCES) == f32.translate(SOURCES)
+        np.testing.assert_allclose(decoder.score(pairs), f32.score(pairs), atol=1e-5)
 
 
 def test_the_exporters_refuse_what_they_cannot_fix_before_loading(runs, tmp_path):

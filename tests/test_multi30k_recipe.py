@@ -185,3 +185,18 @@ def test_the_averaged_count_is_what_the_averaging_read():
     assert recipe._average(stages, "average", "out", 4) == (
         ["--checkpoint_path=out/averaged/ckpt-600"], 3)
     assert recipe._average(stages, "average", "out", 1) == ([], 1)
+
+
+def test_the_trainer_gets_the_recipe_s_flags(monkeypatch):
+    """--noxla (the bfloat16 step's setting on avx512_bf16 CPUs) reaches
+    t2t-trainer, as do the budget and the checkpoints kept for averaging."""
+    recipe = _load_recipe()
+    for flags, xla in (([], "--xla"), (["--noxla"], "--noxla"), (["--noxla", "--xla"], "--xla")):
+        monkeypatch.setattr(sys, "argv", ["multi30k_recipe.py", "--max_train_minutes=110",
+                                          "--hparams=mixed_precision=mixed_bfloat16", *flags])
+        args = recipe._parse_args()
+        command = recipe._trainer_args(args)
+        assert [f for f in command if f in ("--xla", "--noxla")] == [xla]
+        assert "--max_train_minutes=110.0" in command
+        assert "--hparams=mixed_precision=mixed_bfloat16" in command
+        assert "--keep_checkpoint_max=10" in command   # the default tuning averages 10

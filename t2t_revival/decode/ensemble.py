@@ -92,10 +92,11 @@ class Ensemble:
         folder or the one above, for averaged/), so models of different runs
         and shapes can be combined, provided that their vocabulary files have
         the same contents and their vocab_size is the same as `output_dir`'s.
-        The vocabulary, hparams and run record returned are `output_dir`'s.
+        The vocabulary, hparams and run record returned are `output_dir`'s;
+        every model computes in float32 (`TrainingDirectory.inference_hparams`).
         """
         main = TrainingDirectory(output_dir)
-        hparams, record = main.read_hparams(), main.read_run_record()
+        hparams, record = main.inference_hparams(main.read_hparams()), main.read_run_record()
         vocab = main.vocabulary(record)
         with open(vocab.model_file, "rb") as f:
             vocab_bytes = f.read()
@@ -104,7 +105,8 @@ class Ensemble:
             run_dir = TrainingDirectory(TrainingDirectory.holding(entry, output_dir))
             checkpoint = run_dir.checkpoint_path(
                 _latest_in(entry) if os.path.isdir(entry) else entry)
-            member_hparams, member_record = run_dir.read_hparams(), run_dir.read_run_record()
+            member_hparams = run_dir.inference_hparams(run_dir.read_hparams())
+            member_record = run_dir.read_run_record()
             member_vocab = run_dir.vocabulary(member_record)
             with open(member_vocab.model_file, "rb") as f:
                 if f.read() != vocab_bytes:

@@ -508,6 +508,18 @@ class TrainingDirectory:
         return model
 
     @staticmethod
+    def inference_hparams(hparams: HParams) -> HParams:
+        """`hparams` for decoding and exporting: float32 compute.
+
+        Mixed precision is a training setting (as in OpenNMT-tf and fairseq):
+        the checkpoint's weights are float32 under every policy, and a model
+        trained in bfloat16 or float16 decodes in float32 as it would have
+        with a float32 run, its beam scores at full precision (XLA's CPU dots
+        are no faster in bfloat16 either, benchmarks/RESULTS.md).
+        """
+        return hparams.replace(mixed_precision="float32")
+
+    @staticmethod
     def restore_weights(model, checkpoint_path: str) -> None:
         """Load the model weights of a training or averaged checkpoint into `model`."""
         try:
@@ -533,7 +545,7 @@ class TrainingDirectory:
         Reads, in this order, each a one-line UserError when missing or
         corrupt: hparams.json, run.json, the vocabulary, the checkpoint.
         """
-        hparams = self.read_hparams()
+        hparams = self.inference_hparams(self.read_hparams())
         record = self.read_run_record()
         vocab = self.vocabulary(record)
         folder = checkpoint_path if checkpoint_path and os.path.isdir(checkpoint_path) \
