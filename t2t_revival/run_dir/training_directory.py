@@ -543,7 +543,9 @@ class TrainingDirectory:
         intact one.
 
         Reads, in this order, each a one-line UserError when missing or
-        corrupt: hparams.json, run.json, the vocabulary, the checkpoint.
+        corrupt: hparams.json, run.json, the vocabulary, the checkpoint. The
+        model computes in float32 whatever the run trained in
+        (`inference_hparams`).
         """
         hparams = self.inference_hparams(self.read_hparams())
         record = self.read_run_record()
