@@ -68,7 +68,9 @@ def transformer_multi30k() -> HParams:
     matched the bucketed record (38.08 against 38.05 sacreBLEU) on a host
     with about 0.4x its float32 matmul speed (benchmarks/RESULTS.md,
     "Multi30k recipe, packed"); 38.83 in 110.5 minutes on a host where the
-    trainer runs 1.65x as fast. `--hparams=packing=false` trains on bucketed batches.
+    trainer runs 1.65x as fast, 39.21 in 116 minutes there in bfloat16
+    without XLA (its CPU has avx512_bf16). `--hparams=packing=false` trains
+    on bucketed batches.
     See benchmarks/multi30k_recipe.py and the README's "Reproduce" section.
     """
     return transformer_small().replace(
