@@ -29,20 +29,29 @@ def smoothed_cross_entropy_sum(logits, targets, label_smoothing):
     """
     logits = ops.cast(logits, "float32")
     vocab = logits.shape[-1]
-    log_probs = ops.log_softmax(logits, axis=-1)                       # (B, T, V)
-    gold = ops.squeeze(ops.take_along_axis(
-        log_probs, ops.expand_dims(ops.cast(targets, "int32"), -1), axis=-1), -1)  # (B, T)
+    # log p(v) = logits[v] - logsumexp(logits): the [B, T, V] log-probabilities
+    # are never materialized, only reductions over the logits (the softmax's
+    # [B, T, V] appears once, in the gradient).
+    normalizer = ops.logsumexp(logits, axis=-1)                        # (B, T)
+    gold = _gold_logits(logits, targets) - normalizer                  # (B, T) log p(gold)
     weights = ops.cast(ops.not_equal(targets, PAD_ID), "float32")      # (B, T)
     confidence = 1.0 - label_smoothing
     if label_smoothing > 0.0:
         low = label_smoothing / (vocab - 1)
-        others = ops.sum(log_probs, axis=-1) - gold                    # (B, T)
+        # sum over v != gold of log p(v)
+        others = ops.sum(logits, axis=-1) - vocab * normalizer - gold  # (B, T)
         xent = -(confidence * gold + low * others)
         xent = xent + (confidence * math.log(confidence)
                        + (vocab - 1) * low * math.log(low))
     else:
         xent = -gold
     return ops.sum(xent * weights), ops.sum(weights)
+
+
+def _gold_logits(logits, targets):
+    """`logits[b, t, targets[b, t]]`: [batch, length]."""
+    return ops.squeeze(ops.take_along_axis(
+        logits, ops.expand_dims(ops.cast(targets, "int32"), -1), axis=-1), -1)
 
 
 def token_metrics_sums(logits, targets):
@@ -56,9 +65,7 @@ def token_metrics_sums(logits, targets):
         (xent_sum, num_correct, num_tokens): float32 scalars.
     """
     logits = ops.cast(logits, "float32")
-    log_probs = ops.log_softmax(logits, axis=-1)
-    gold = ops.squeeze(ops.take_along_axis(
-        log_probs, ops.expand_dims(ops.cast(targets, "int32"), -1), axis=-1), -1)
+    gold = _gold_logits(logits, targets) - ops.logsumexp(logits, axis=-1)  # (B, T) log p(gold)
     weights = ops.cast(ops.not_equal(targets, PAD_ID), "float32")
     correct = ops.cast(ops.equal(ops.argmax(logits, axis=-1),
                                  ops.cast(targets, "int32")), "float32")
