@@ -134,15 +134,6 @@ def parse_args(argv=None):
                    help="JAX backend: after timing, trace this many steps with "
                         "jax.profiler and add where the device time goes (by HLO "
                         "category and the top ops) to the JSON")
-    p.add_argument("--loss", choices=["product", "log_softmax"], default="product",
-                   help="JAX backend: the trainer's loss (train/losses.py), or the same "
-                        "loss through a materialized float32 log_softmax (its form "
-                        "before 2026-11-26), to compare")
-    p.add_argument("--jax_dropout", default="keras",
-                   help="JAX backend: how dropout masks are drawn: keras (Keras' own, "
-                        "a ThreeFry float per element) or IMPL:BITS, a jax.random key "
-                        "type and bits per element (rbg:32, threefry2x32:8, ...; "
-                        "t2t_revival.layers.dropout.Dropout.JAX_RNG_IMPL/JAX_MASK_BITS)")
     p.add_argument("--hparams", default="",
                    help="more overrides of our model's hparams (e.g. dropout=0.0), "
                         "after the shape's")
@@ -150,11 +141,6 @@ def parse_args(argv=None):
     if not a.peer_device and (a.peer_autocast != "none" or a.peer_compile):
         p.error("--peer_autocast and --peer_compile need --peer_device (e.g. cuda or cpu); "
                 "the shared peer script runs in float32 as it is")
-    if a.jax_dropout != "keras":
-        impl, _, bits = a.jax_dropout.partition(":")
-        if impl not in ("rbg", "unsafe_rbg", "threefry2x32") or bits not in ("8", "16", "32"):
-            p.error(f"--jax_dropout {a.jax_dropout!r}: keras, or IMPL:BITS with IMPL rbg, "
-                    "unsafe_rbg or threefry2x32 and BITS 8, 16 or 32")
     a.shapes = [s.strip() for s in a.shapes.split(",") if s.strip()]
     unknown = [s for s in a.shapes if s not in SHAPES]
     if unknown or not a.shapes:
@@ -270,12 +256,6 @@ def time_ours_jax(shape, a):
     from t2t_revival.train.losses import smoothed_cross_entropy_sum
     from t2t_revival.train.noam_schedule import NoamSchedule
 
-    from t2t_revival.layers.dropout import Dropout
-
-    if a.jax_dropout != "keras":
-        impl, _, bits = a.jax_dropout.partition(":")
-        Dropout.JAX_RNG_IMPL, Dropout.JAX_MASK_BITS = impl, int(bits)
-    loss_of = smoothed_cross_entropy_sum if a.loss == "product" else _log_softmax_loss_sum
     registry.load_all()
     hp = resolve("transformer_base", hparams_overrides(shape, a))
     keras.utils.set_random_seed(0)
@@ -292,7 +272,8 @@ def time_ours_jax(shape, a):
     def loss_fn(trainable, non_trainable, batch):
         logits, non_trainable = model.stateless_call(trainable, non_trainable, batch,
                                                      training=True)
-        loss_sum, tokens = loss_of(logits, batch["targets"], hp.label_smoothing)
+        loss_sum, tokens = smoothed_cross_entropy_sum(logits, batch["targets"],
+                                                      hp.label_smoothing)
         return loss_sum / jax.numpy.maximum(tokens, 1.0), non_trainable
 
     grad_fn = jax.value_and_grad(loss_fn, has_aux=True)
@@ -322,34 +303,12 @@ def time_ours_jax(shape, a):
     profile = device_time_profile(run, a.profile_steps) if a.profile_steps else None
     return {"backend": "jax", "jit_compile": True, "jax": jax.__version__,
             "step": "jax.jit(stateless_call + trainer loss + Adam)",
-            "sync_every": a.sync_every, "donate": a.donate, "loss_fn": a.loss,
-            "jax_dropout": a.jax_dropout,
+            "sync_every": a.sync_every, "donate": a.donate,
             "optimizer": type(optimizer).__name__,
             "devices": [str(d) for d in jax.devices()], "keras": keras.__version__,
             "warmup_s": warmup_s, "step_s": step_s, "loss": loss,
             **({"profile": profile} if profile else {}),
             **param_counts(model, shape)}
-
-
-def _log_softmax_loss_sum(logits, targets, label_smoothing):
-    """`train/losses.py`'s smoothed cross-entropy as it was written before
-    2026-11-26: through a materialized float32 [B, T, V] log_softmax. Kept
-    here only for `--loss log_softmax`, to measure the difference."""
-    import math
-
-    from keras import ops
-
-    logits = ops.cast(logits, "float32")
-    vocab = logits.shape[-1]
-    log_probs = ops.log_softmax(logits, axis=-1)
-    gold = ops.squeeze(ops.take_along_axis(
-        log_probs, ops.expand_dims(ops.cast(targets, "int32"), -1), axis=-1), -1)
-    weights = ops.cast(ops.not_equal(targets, 0), "float32")
-    confidence, low = 1.0 - label_smoothing, label_smoothing / (vocab - 1)
-    xent = -(confidence * gold + low * (ops.sum(log_probs, axis=-1) - gold))
-    if label_smoothing > 0.0:
-        xent = xent + confidence * math.log(confidence) + (vocab - 1) * low * math.log(low)
-    return ops.sum(xent * weights), ops.sum(weights)
 
 
 def _op_kind(name):

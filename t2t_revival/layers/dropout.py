@@ -37,16 +37,8 @@ class Dropout(keras.layers.Dropout):
     """
 
     XLA_RNG_ALG = "threefry"
-    # On the JAX backend: the key type the mask's bits come from (None: Keras'
-    # own dropout, a ThreeFry uniform float per element) and the bits per
-    # element (8, 16 or 32; fewer bits quantize the keep probability to 1/2**bits).
-    JAX_RNG_IMPL = None
-    JAX_MASK_BITS = 32
 
     def call(self, inputs, training=False):
-        if training and self.rate > 0 and self.noise_shape is None and self.JAX_RNG_IMPL \
-                and keras.backend.backend() == "jax":
-            return self._jax_dropout(inputs)
         if (not training or self.rate <= 0 or self.noise_shape is not None
                 or keras.backend.backend() != "tensorflow" or not _in_xla_function()):
             return super().call(inputs, training=training)
@@ -56,25 +48,6 @@ class Dropout(keras.layers.Dropout):
         seed = tf.cast(tf.math.floormod(seed, tf.int32.max - 1), tf.int32)
         return tf.nn.experimental.stateless_dropout(
             inputs, rate=self.rate, seed=seed, rng_alg=self.XLA_RNG_ALG)
-
-
-    def _jax_dropout(self, inputs):
-        """The mask from `JAX_MASK_BITS` random bits per element of a
-        `JAX_RNG_IMPL` key made from the layer's seed, compared with the keep
-        probability's threshold; kept elements are scaled by the inverse of
-        the threshold's probability, so the expectation is the input."""
-        import jax
-        import jax.numpy as jnp
-
-        seed = jnp.asarray(self.seed_generator.next(), jnp.uint32)          # [2]
-        size = {"rbg": 4, "unsafe_rbg": 4}.get(self.JAX_RNG_IMPL, 2)
-        key = jax.random.wrap_key_data(jnp.resize(seed, (size,)), impl=self.JAX_RNG_IMPL)
-        bits = self.JAX_MASK_BITS
-        threshold = min(round((1.0 - self.rate) * 2 ** bits), 2 ** bits - 1)
-        dtype = {8: jnp.uint8, 16: jnp.uint16, 32: jnp.uint32}[bits]
-        keep = jax.random.bits(key, inputs.shape, dtype) < jnp.asarray(threshold, dtype)
-        scale = jnp.asarray(2 ** bits / threshold, inputs.dtype)
-        return jnp.where(keep, inputs * scale, jnp.zeros((), inputs.dtype))
 
 
 def _in_xla_function():
