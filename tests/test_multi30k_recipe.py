@@ -84,7 +84,7 @@ def test_recipe_trains_averages_decodes_and_scores(multi30k_data_dir, shared_dat
     best = max(rows, key=lambda r: r["val_sacrebleu"])
     assert tuned["averaged_checkpoints"] == best["average"]
     assert tuned["decode_hparams"] == \
-        f"beam_size=2,extra_length=5,xla=false,alpha={best['alpha']}"
+        f"beam_size=2,alpha={best['alpha']},extra_length=5,xla=false"
     assert tuned["decode_hparams"] == best["decode_hparams"]
     assert set(tuned["stage_minutes"]) >= {"val", "decode"}
     assert "train" not in tuned["stage_minutes"]
@@ -116,19 +116,23 @@ def test_tuning_grid_and_alpha_override():
     assert recipe._parse_tuning(recipe.DEFAULT_TUNING) == {
         "average": [5, 10], "alpha": [0.6, 1.0]}
     assert recipe._parse_tuning("alpha=1") == {"alpha": [1.0]}
-    for bad in ("beam=4", "average=", "average=five", "average=5;alpha"):
+    assert recipe._parse_tuning("beam=4,8;average=10") == {"beam": [4, 8], "average": [10]}
+    for bad in ("width=4", "average=", "average=five", "beam=4.5", "average=5;alpha"):
         with pytest.raises(ValueError):
             recipe._parse_tuning(bad)
-    assert recipe._with_alpha("beam_size=4,alpha=0.6", 1.0) == "beam_size=4,alpha=1.0"
-    assert recipe._with_alpha("", 0.8) == "alpha=0.8"
+    set_ = recipe._with_decode_hparam
+    assert set_("beam_size=4,alpha=0.6", "alpha", 1.0) == "beam_size=4,alpha=1.0"
+    assert set_("beam_size=4,alpha=0.6", "beam_size", 8) == "beam_size=8,alpha=0.6"
+    assert set_("", "alpha", 0.8) == "alpha=0.8"
+    assert set_("alpha=1,beam_size=2,alpha=3", "alpha", 5) == "alpha=5,beam_size=2"
 
 
 def test_a_malformed_tuning_grid_is_one_line(tmp_path):
-    out = _recipe(f"--output_dir={tmp_path / 'run'}", "--tune_on_val=beam=4")
+    out = _recipe(f"--output_dir={tmp_path / 'run'}", "--tune_on_val=width=4")
     assert out.returncode == 2
     assert out.stderr.strip().splitlines()[-1] == (
-        "multi30k_recipe.py: error: --tune_on_val: expected 'average=N,...;alpha=A,...', "
-        "got 'beam=4'")
+        "multi30k_recipe.py: error: --tune_on_val: expected "
+        "'average=N,...;alpha=A,...;beam=B,...', got 'width=4'")
 
 
 def test_a_failing_stage_stops_the_recipe_with_its_error(tmp_path):
@@ -167,10 +171,40 @@ def test_tuning_only_the_averaging_keeps_the_decode_hparams_as_given(monkeypatch
                               decode_hparams="beam_size=4", output_dir="out")
     rows = recipe._tune_on_val(stages, args)
     assert rows == [
-        {"average": 5, "alpha": None, "decode_hparams": "beam_size=4", "val_sacrebleu": 30.0},
-        {"average": 10, "alpha": None, "decode_hparams": "beam_size=4", "val_sacrebleu": 31.5}]
+        {"average": 5, "alpha": None, "beam": None, "decode_hparams": "beam_size=4",
+         "val_sacrebleu": 30.0},
+        {"average": 10, "alpha": None, "beam": None, "decode_hparams": "beam_size=4",
+         "val_sacrebleu": 31.5}]
     assert calls == [("val", ["--ckpt=5"], "val.en.gz", "beam_size=4"),
                      ("val", ["--ckpt=10"], "val.en.gz", "beam_size=4")]
+
+
+def test_every_combination_of_the_grid_is_decoded_on_val(monkeypatch):
+    """average x alpha x beam: one val decode each, with those decode hparams,
+    and one row each with its val figure."""
+    import argparse
+
+    recipe = _load_recipe()
+    calls = []
+    monkeypatch.setattr(recipe, "_average", lambda stages, stage, out, n: ([f"--ckpt={n}"], n))
+    scores = {("--ckpt=5", "beam_size=4,alpha=1.4"): 40.1,
+              ("--ckpt=5", "beam_size=8,alpha=1.4"): 40.3}
+
+    def fake_decode(stages, stage, args, checkpoint, source, reference, hyp, dhp):
+        calls.append((checkpoint[0], dhp))
+        return {"sacrebleu": {"score": scores.get((checkpoint[0], dhp), 39.0)}}
+
+    monkeypatch.setattr(recipe, "_decode", fake_decode)
+    stages = argparse.Namespace(log=lambda *a: None)
+    args = argparse.Namespace(tune_on_val=recipe._parse_tuning("average=5,10;alpha=1.0,1.4;beam=4,8"),
+                              average=5, decode_hparams="beam_size=4,alpha=0.6", output_dir="out")
+    rows = recipe._tune_on_val(stages, args)
+    assert calls == [(f"--ckpt={n}", f"beam_size={b},alpha={a}")
+                     for n in (5, 10) for a in (1.0, 1.4) for b in (4, 8)]
+    assert [(r["average"], r["alpha"], r["beam"]) for r in rows] == [
+        (n, a, b) for n in (5, 10) for a in (1.0, 1.4) for b in (4, 8)]
+    assert [r["val_sacrebleu"] for r in rows if r["val_sacrebleu"] != 39.0] == [40.1, 40.3]
+    assert rows[3]["decode_hparams"] == "beam_size=8,alpha=1.4"
 
 
 def test_the_averaged_count_is_what_the_averaging_read():
