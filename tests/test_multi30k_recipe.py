@@ -196,8 +196,9 @@ def test_every_combination_of_the_grid_is_decoded_on_val(monkeypatch):
 
     monkeypatch.setattr(recipe, "_decode", fake_decode)
     stages = argparse.Namespace(log=lambda *a: None)
-    args = argparse.Namespace(tune_on_val=recipe._parse_tuning("average=5,10;alpha=1.0,1.4;beam=4,8"),
-                              average=5, decode_hparams="beam_size=4,alpha=0.6", output_dir="out")
+    grid = recipe._parse_tuning("average=5,10;alpha=1.0,1.4;beam=4,8")
+    args = argparse.Namespace(tune_on_val=grid, average=5,
+                              decode_hparams="beam_size=4,alpha=0.6", output_dir="out")
     rows = recipe._tune_on_val(stages, args)
     assert calls == [(f"--ckpt={n}", f"beam_size={b},alpha={a}")
                      for n in (5, 10) for a in (1.0, 1.4) for b in (4, 8)]
