@@ -8,6 +8,7 @@ records the last holder's pid, apart).
 """
 
 import errno
+import glob
 import os
 import pathlib
 import random
@@ -207,6 +208,30 @@ def test_resume_refuses_a_vocabulary_that_differs_by_content(run_copy, tiny_data
                                            f"{run_copy / 'vocab.model'}",
                     f"resume with the --data_dir they were trained on ({tiny_data})")
     assert _files(run_copy) == before
+
+
+def test_training_refuses_a_vocabulary_larger_than_the_model(tiny_data, tmp_path,
+                                                            monkeypatch):
+    """A data_dir made while the problem had a larger vocab_size (its vocabulary
+    has 300 pieces; the problem now says 290) is refused before any step."""
+    from problems.translate_multi30k import TranslateEndeMulti30k
+    from t2t_revival.errors import UserError
+    from t2t_revival.train.train_config import TrainConfig
+    from t2t_revival.train.trainer import Trainer
+
+    monkeypatch.setattr(TranslateEndeMulti30k, "vocab_size", 290)
+    out = tmp_path / "run"
+    config = TrainConfig(problem=PROBLEM, hparams_set="transformer_tiny",
+                         hparams=TINY_HPARAMS, data_dir=str(tiny_data), output_dir=str(out),
+                         train_steps=1, xla=False)
+    trainer = Trainer(config, log=lambda *a: None)
+    assert trainer.hparams.vocab_size == 290
+    vocab = _TinyMulti30k().vocab_file(str(tiny_data))
+    with pytest.raises(UserError, match=(
+            f"the vocabulary {vocab} has 300 pieces, more than the model's 290 embedding "
+            f"rows .*pass --hparams=vocab_size=300")):
+        trainer.train()
+    assert not glob.glob(str(out / "ckpt-*")) and not (out / "hparams.json").exists()
 
 
 def test_a_failed_resume_rewrites_nothing(run_copy, tiny_data):

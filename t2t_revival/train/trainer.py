@@ -165,6 +165,24 @@ class Trainer:
                 directory=self._checkpoint_dir())
         return self._manager
 
+    def _check_vocabulary_fits(self) -> None:
+        """data_dir's vocabulary has no more pieces than the model has embedding rows.
+
+        A data_dir made while the problem had a larger vocab_size (an earlier
+        version, or a user problem since changed) would feed ids past the last
+        row: garbage on a GPU, a crash mid-step on a CPU.
+        """
+        config = self.config
+        vocab = self.problem.vocabulary(config.data_dir)
+        if vocab.vocab_size > self.hparams.vocab_size:
+            raise UserError(
+                f"the vocabulary {vocab.model_file} has {vocab.vocab_size} pieces, more than "
+                f"the model's {self.hparams.vocab_size} embedding rows (problem "
+                f"{config.problem} makes {self.problem.vocab_size}-piece vocabularies; that "
+                f"data_dir was made with another vocab_size); run t2t-datagen into a new "
+                f"--data_dir, or pass --hparams=vocab_size={vocab.vocab_size}. "
+                f"Received: data_dir={config.data_dir}")
+
     def _check_resume_vocabulary(self) -> None:
         """A resume must read the vocabulary its checkpoints were trained with.
 
@@ -459,6 +477,7 @@ class Trainer:
         self._prepare_data()
         self._report_corrupt_records()
         self._check_resume_vocabulary()
+        self._check_vocabulary_fits()
         if self.chief:
             self.directory.best.record()   # a damaged best.json: say so now, not after training
         step = self.restore()  # before any run file is written: a failed resume changes nothing
