@@ -98,6 +98,12 @@ class HParams:
     lrate = learning_rate * d_model^-0.5 * min(step^-0.5, step * warmup^-1.5)."""
     learning_rate_warmup_steps: int = 4000
     """warmup_steps of equation 3 (5.3)."""
+    learning_rate_cooldown_steps: int = 0
+    """Over the last this many updates before --train_steps, the learning rate
+    falls linearly from equation 3's value to 0 (a warmup-stable-decay tail, as
+    tensor2tensor's linear_decay); 0 keeps the paper's schedule. Training must
+    run to --train_steps for the tail to finish: raising --train_steps on resume
+    moves the tail (the rate rises again)."""
     adam_beta1: float = 0.9
     """Adam beta_1 (5.3)."""
     adam_beta2: float = 0.98
@@ -272,7 +278,8 @@ _RANGES: dict[str, tuple[str, Callable[[Any], bool]]] = {
         "batch_size", "gradient_accumulation_steps", "beam_size",
         "learning_rate", "adam_epsilon", "layer_norm_epsilon")},
     **{name: _NOT_NEGATIVE for name in (
-        "d_k", "d_v", "vocab_size", "learning_rate_warmup_steps", "clip_grad_norm")},
+        "d_k", "d_v", "vocab_size", "learning_rate_warmup_steps",
+        "learning_rate_cooldown_steps", "clip_grad_norm")},
     "extra_length": (f"must be in [0, {MAX_EXTRA_LENGTH}] (output tokens beyond the input; "
                      f"the paper uses 50, parsing 300)",
                      lambda v: 0 <= v <= MAX_EXTRA_LENGTH),

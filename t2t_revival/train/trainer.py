@@ -105,6 +105,12 @@ class Trainer:
         registry.models.get(config.model)  # an unknown name is a UserError here
         self.hparams = resolve(config.hparams_set, config.hparams, self.problem)
         self._check_resume_config()
+        if self.hparams.learning_rate_cooldown_steps > config.train_steps:
+            raise UserError(
+                f"hparam learning_rate_cooldown_steps="
+                f"{self.hparams.learning_rate_cooldown_steps} is more than --train_steps="
+                f"{config.train_steps}: the cooldown is the last updates before "
+                f"--train_steps; lower it or raise --train_steps.")
         self.strategy = strategy or make_strategy(config.num_cpu_devices, config.worker_gpu)
         self.chief = is_chief(self.strategy)
         keras.utils.set_random_seed(config.seed)
@@ -115,7 +121,9 @@ class Trainer:
             optimizer = ReducedGradientsAdam(
                 learning_rate=NoamSchedule(self.hparams.d_model,
                                            self.hparams.learning_rate_warmup_steps,
-                                           self.hparams.learning_rate),
+                                           self.hparams.learning_rate,
+                                           self.hparams.learning_rate_cooldown_steps,
+                                           config.train_steps),
                 beta_1=self.hparams.adam_beta1, beta_2=self.hparams.adam_beta2,
                 epsilon=self.hparams.adam_epsilon,
                 # The optimizer sees the all-reduced gradient, so this clips
