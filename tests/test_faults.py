@@ -147,6 +147,8 @@ def unwritable_dir(tmp_path):
     ("num_hidden_layers=0", "'num_hidden_layers' must be positive"),
     ("learning_rate_warmup_steps=-1", "'learning_rate_warmup_steps' must not be negative"),
     ("clip_grad_norm=-1", "'clip_grad_norm' must not be negative"),
+    ("learning_rate_cooldown_steps=-1",
+     "'learning_rate_cooldown_steps' must not be negative"),
     ("extra_length=-1", "'extra_length' must be in [0, 1024]"),
     ("extra_length=1025", "'extra_length' must be in [0, 1024]"),
     ("d_model=100,num_heads=8", "divisible by num_heads"),

@@ -526,6 +526,15 @@ class Trainer:
                     and self._time_is_up(stats.elapsed()):
                 self.log(f"Stopping at step {step}: the --max_train_minutes="
                          f"{config.max_train_minutes:g} budget is spent.")
+                cooldown = self.hparams.learning_rate_cooldown_steps
+                if step > config.train_steps - cooldown:
+                    self.log(f"The learning-rate cooldown (learning_rate_cooldown_steps="
+                             f"{cooldown}) stopped {config.train_steps - step} updates "
+                             f"short of 0; a lower --train_steps ends it inside the budget.")
+                elif cooldown:
+                    self.log(f"The learning-rate cooldown (learning_rate_cooldown_steps="
+                             f"{cooldown}, from step {config.train_steps - cooldown}) did "
+                             f"not start; a lower --train_steps fits it inside the budget.")
                 break
         if self.manager.latest_checkpoint is None or \
                 not self.manager.latest_checkpoint.endswith(f"-{step}"):

@@ -1,0 +1,113 @@
+"""The learning-rate schedule: equation 3 of the paper, and the optional
+linear cooldown to 0 before --train_steps (learning_rate_cooldown_steps)."""
+
+import re
+
+import pytest
+
+from t2t_revival.train.noam_schedule import NoamSchedule
+
+
+def _equation_3(iteration, d_model=128, warmup=2000, multiplier=2.53):
+    step = iteration + 1
+    return multiplier * d_model ** -0.5 * min(step ** -0.5, step * warmup ** -1.5)
+
+
+def test_without_cooldown_the_schedule_is_equation_3():
+    schedule = NoamSchedule(128, 2000, 2.53)
+    for iteration in (0, 999, 1999, 5000, 9249, 20000):
+        assert float(schedule(iteration)) == pytest.approx(_equation_3(iteration), rel=1e-5)
+
+
+def test_cooldown_falls_linearly_to_zero_over_the_last_updates():
+    schedule = NoamSchedule(128, 2000, 2.53, cooldown_steps=2000, train_steps=9250)
+    # Before the last 2000 updates: equation 3 unchanged.
+    for iteration in (0, 1999, 7000, 7250):
+        assert float(schedule(iteration)) == pytest.approx(_equation_3(iteration), rel=1e-5)
+    # Inside: times (9250 - iteration) / 2000.
+    for iteration, factor in ((7750, 0.75), (8250, 0.5), (9000, 0.125)):
+        assert float(schedule(iteration)) == pytest.approx(_equation_3(iteration) * factor,
+                                                           rel=1e-5)
+    # The last update (iteration 9249) still moves the weights; none after it would.
+    assert float(schedule(9249)) == pytest.approx(_equation_3(9249) / 2000, rel=1e-4)
+    assert float(schedule(9250)) == 0.0
+    assert float(schedule(12000)) == 0.0
+
+
+def test_schedule_round_trips_through_its_config_and_reads_an_old_one():
+    schedule = NoamSchedule(64, 100, 1.5, cooldown_steps=10, train_steps=50)
+    again = NoamSchedule.from_config(schedule.get_config())
+    assert float(again(45)) == pytest.approx(float(schedule(45)))
+    assert float(again(45)) == pytest.approx(_equation_3(45, 64, 100, 1.5) * 0.5, rel=1e-5)
+    old = NoamSchedule.from_config({"d_model": 64, "warmup_steps": 100, "multiplier": 1.5})
+    assert float(old(45)) == pytest.approx(_equation_3(45, 64, 100, 1.5), rel=1e-5)
+
+
+def test_cooldown_longer_than_training_is_refused():
+    with pytest.raises(ValueError, match="cooldown_steps=10 needs train_steps >= it"):
+        NoamSchedule(64, 100, cooldown_steps=10, train_steps=9)
+    with pytest.raises(ValueError, match="Received: train_steps=None"):
+        NoamSchedule(64, 100, cooldown_steps=10)
+
+
+def test_trainer_runs_the_cooldown_to_its_train_steps(tiny_data, tmp_path):
+    """The trainer gives the schedule --train_steps: the logged rate after each
+    of 4 updates (the next update's) is equation 3 times (4 - step) / 4."""
+    from test_faults import PROBLEM, TINY_HPARAMS
+    from t2t_revival.train.train_config import TrainConfig
+    from t2t_revival.train.trainer import Trainer
+
+    lines = []
+    config = TrainConfig(problem=PROBLEM, hparams_set="transformer_tiny",
+                         hparams=TINY_HPARAMS + ",learning_rate_warmup_steps=2,"
+                                                "learning_rate_cooldown_steps=4",
+                         data_dir=str(tiny_data), output_dir=str(tmp_path / "run"),
+                         train_steps=4, log_every=1, eval_steps=1, eval_every=0,
+                         eval_decode_sentences=0, xla=False)
+    trainer = Trainer(config, log=lines.append)
+    trainer.train()
+    logged = {int(m[1]): float(m[2]) for m in
+              (re.search(r"step (\d+)/4 .*lr (\S+)", line) for line in lines) if m}
+    assert sorted(logged) == [1, 2, 3, 4]
+    for step in (1, 2, 3):
+        expected = _equation_3(step, d_model=16, warmup=2, multiplier=trainer.hparams.learning_rate)
+        assert logged[step] == pytest.approx(expected * (4 - step) / 4, rel=6e-3)
+    assert logged[4] == 0.0
+
+
+def test_trainer_refuses_a_cooldown_longer_than_train_steps(tiny_data, tmp_path):
+    from test_faults import TINY_HPARAMS, _one_error_line, _run
+    from test_faults_run_dir import _trainer_args
+
+    out = tmp_path / "run"
+    args = [a if not a.startswith("--hparams=") else
+            f"--hparams={TINY_HPARAMS},learning_rate_cooldown_steps=5"
+            for a in _trainer_args(tiny_data, out, 3)]
+    result = _run("trainer", *args)
+    _one_error_line(result, "t2t-trainer", "hparam learning_rate_cooldown_steps=5 is more "
+                                           "than --train_steps=3", "raise --train_steps")
+    assert not out.exists() or not any(out.glob("ckpt-*"))
+
+
+@pytest.mark.parametrize("cooldown, message", [
+    (6, "The learning-rate cooldown (learning_rate_cooldown_steps=6) stopped 5 updates "
+        "short of 0; a lower --train_steps ends it inside the budget."),
+    (2, "The learning-rate cooldown (learning_rate_cooldown_steps=2, from step 4) did not "
+        "start; a lower --train_steps fits it inside the budget."),
+])
+def test_a_time_budget_that_cuts_the_cooldown_says_so(tiny_data, tmp_path, cooldown, message):
+    """--max_train_minutes stops the run at step 1 of 6 (0.6 s: the first
+    step's tracing spends it); the log says where that left the cooldown."""
+    from test_faults import PROBLEM, TINY_HPARAMS
+    from t2t_revival.train.train_config import TrainConfig
+    from t2t_revival.train.trainer import Trainer
+
+    lines = []
+    config = TrainConfig(problem=PROBLEM, hparams_set="transformer_tiny",
+                         hparams=f"{TINY_HPARAMS},learning_rate_cooldown_steps={cooldown}",
+                         data_dir=str(tiny_data), output_dir=str(tmp_path / "run"),
+                         train_steps=6, max_train_minutes=0.01, log_every=1, eval_steps=1,
+                         eval_every=0, eval_decode_sentences=0, xla=False)
+    Trainer(config, log=lines.append).train()
+    stop = lines.index("Stopping at step 1: the --max_train_minutes=0.01 budget is spent.")
+    assert lines[stop + 1] == message
