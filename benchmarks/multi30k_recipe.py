@@ -18,9 +18,13 @@ decode of val per combination, the best sacreBLEU wins) before the one
 decode of test_2016_flickr; a `beam=4,8` axis tunes the beam size too. The
 JSON lists every combination's val figure under "tuned_on_val".
 The test set is never used to choose. `--tune_on_val=` decodes test with
-`--average` and `--decode_hparams` as given. The defaults (110 minutes of
-training, then about 5 of datagen, tuning and decoding) fit two hours end
-to end. `--noxla --hparams=mixed_precision=mixed_bfloat16` trains in
+`--average` and `--decode_hparams` as given. The defaults (9,250 updates, the
+last 2,000 with the learning rate falling linearly to 0 (`--cooldown_steps`),
+at most 110 minutes of training, then about 5 of datagen, tuning and
+decoding) fit two hours end to end: 107 minutes on the 2-core development
+host. On a slower machine lower `--train_steps` (and `--cooldown_steps`) so
+training ends at `--train_steps`, not at the time limit: the trainer says
+how far the cooldown got when the time limit stops it. `--noxla --hparams=mixed_precision=mixed_bfloat16` trains in
 bfloat16 without XLA: on a CPU with avx512_bf16 that was the faster step for
 the earlier d_model 256 set, but it is 0.83x of XLA float32 for the
 registered one (benchmarks/RESULTS.md); decoding is float32 either way.
@@ -68,7 +72,14 @@ def _parse_args():
                         help="checkpoints, hparams.json, decodes")
     parser.add_argument("--hparams_set", default="transformer_multi30k")
     parser.add_argument("--hparams", default="", help="overrides, k=v,...")
-    parser.add_argument("--train_steps", type=int, default=12000)
+    parser.add_argument("--train_steps", type=int, default=9250,
+                        help="the last update; about 104 minutes of training on the "
+                             "2-core AVX-512 development host, so the cooldown ends "
+                             "inside --max_train_minutes (lower it on a slower machine)")
+    parser.add_argument("--cooldown_steps", type=int, default=2000,
+                        help="the trainer's learning_rate_cooldown_steps: the learning "
+                             "rate falls linearly to 0 over the last N updates before "
+                             "--train_steps (0 = the paper's schedule to the end)")
     parser.add_argument("--max_train_minutes", type=float, default=110.0,
                         help="stop training after this many minutes (0 = no limit)")
     parser.add_argument("--xla", dest="xla", action="store_true", default=True,
@@ -96,6 +107,11 @@ def _parse_args():
                         help="redo only the averaging, tuning and decoding of the training "
                              "run in --output_dir (no further training)")
     args = parser.parse_args()
+    if not 0 <= args.cooldown_steps <= args.train_steps:
+        parser.error(f"--cooldown_steps must be in [0, --train_steps={args.train_steps}]. "
+                     f"Received: --cooldown_steps={args.cooldown_steps}")
+    if "learning_rate_cooldown_steps" in args.hparams:
+        parser.error("set the cooldown with --cooldown_steps, not in --hparams")
     try:
         args.tune_on_val = _parse_tuning(args.tune_on_val)
     except ValueError as e:
@@ -239,12 +255,18 @@ def _tune_on_val(stages: Stages, args) -> list[dict]:
     return rows
 
 
+def _trainer_hparams(args) -> str:
+    """--hparams for t2t-trainer: the cooldown, then the recipe's --hparams."""
+    cooldown = f"learning_rate_cooldown_steps={args.cooldown_steps}" if args.cooldown_steps else ""
+    return ",".join(part for part in (cooldown, args.hparams) if part)
+
+
 def _trainer_args(args) -> list[str]:
     """t2t-trainer's command line for the recipe's flags."""
     # Keep every checkpoint an average will read.
     kept = max([args.average, 5, *(args.tune_on_val or {}).get("average", [])])
     return ["--problem=translate_ende_multi30k",
-            f"--hparams_set={args.hparams_set}", f"--hparams={args.hparams}",
+            f"--hparams_set={args.hparams_set}", f"--hparams={_trainer_hparams(args)}",
             f"--tmp_dir={args.raw_dir}", f"--data_dir={args.data_dir}",
             f"--output_dir={args.output_dir}", f"--train_steps={args.train_steps}",
             f"--max_train_minutes={args.max_train_minutes}",
@@ -288,7 +310,7 @@ def main():
         "sacrebleu": round(scores["sacrebleu"]["score"], 2),
         "tokenized_bleu": round(scores["tokenized_bleu"]["score"], 2),
         "sacrebleu_signature": scores["sacrebleu"].get("signature"),
-        "hparams_set": args.hparams_set, "hparams": args.hparams, "xla": args.xla,
+        "hparams_set": args.hparams_set, "hparams": _trainer_hparams(args), "xla": args.xla,
         "final_step": steps[-1] if steps else None,
         "final_dev": dev[-1] if dev else None,
         "averaged_checkpoints": averaged,

@@ -30,13 +30,14 @@ def test_recipe_trains_averages_decodes_and_scores(multi30k_data_dir, shared_dat
     out_dir = tmp_path / "recipe"
     out = _recipe(f"--raw_dir={shared_data / 'multi30k'}", f"--data_dir={data_dir}",
                   f"--output_dir={out_dir}", "--hparams_set=transformer_tiny",
-                  "--train_steps=60", "--save_checkpoints_steps=20",
+                  "--train_steps=60", "--cooldown_steps=20", "--save_checkpoints_steps=20",
                   "--local_eval_frequency=30", "--eval_decode_sentences=4", "--average=3",
                   "--decode_hparams=" + _DECODE, "--tune_on_val=")
     assert out.returncode == 0, out.stdout[-3000:] + out.stderr[-3000:]
     lines = out.stdout.strip().splitlines()
     result = json.loads(lines[-1])
     assert result["final_step"] == 60
+    assert result["hparams"] == "learning_rate_cooldown_steps=20"
     assert result["final_dev"].startswith("eval at step 60: loss ")
     assert "(4 dev sentences" in result["final_dev"]   # --eval_decode_sentences passed on
     assert result["averaged_checkpoints"] == 3
@@ -233,5 +234,31 @@ def test_the_trainer_gets_the_recipe_s_flags(monkeypatch):
         command = recipe._trainer_args(args)
         assert [f for f in command if f in ("--xla", "--noxla")] == [xla]
         assert "--max_train_minutes=110.0" in command
-        assert "--hparams=mixed_precision=mixed_bfloat16" in command
+        assert "--hparams=learning_rate_cooldown_steps=2000,mixed_precision=mixed_bfloat16" \
+            in command                                  # the cooldown ends at --train_steps
+        assert "--train_steps=9250" in command
         assert "--keep_checkpoint_max=10" in command   # the default tuning averages 10
+
+
+@pytest.mark.parametrize("flags, message", [
+    (["--train_steps=100", "--cooldown_steps=101"],
+     "--cooldown_steps must be in [0, --train_steps=100]. Received: --cooldown_steps=101"),
+    (["--cooldown_steps=-1"], "--cooldown_steps must be in [0, --train_steps=9250]"),
+    (["--hparams=learning_rate_cooldown_steps=5"],
+     "set the cooldown with --cooldown_steps, not in --hparams"),
+])
+def test_a_cooldown_the_trainer_would_refuse_is_refused_at_once(monkeypatch, capsys, flags,
+                                                               message):
+    recipe = _load_recipe()
+    monkeypatch.setattr(sys, "argv", ["multi30k_recipe.py", *flags])
+    with pytest.raises(SystemExit) as exit_:
+        recipe._parse_args()
+    assert exit_.value.code == 2
+    assert message in capsys.readouterr().err
+
+
+def test_no_cooldown_passes_the_hparams_as_given(monkeypatch):
+    recipe = _load_recipe()
+    monkeypatch.setattr(sys, "argv", ["multi30k_recipe.py", "--cooldown_steps=0",
+                                      "--hparams=dropout=0.2"])
+    assert "--hparams=dropout=0.2" in recipe._trainer_args(recipe._parse_args())
