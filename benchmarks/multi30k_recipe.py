@@ -18,8 +18,8 @@ decode of val per combination, the best sacreBLEU wins) before the one
 decode of test_2016_flickr; a `beam=4,8` axis tunes the beam size too. The
 JSON lists every combination's val figure under "tuned_on_val".
 The test set is never used to choose. `--tune_on_val=` decodes test with
-`--average` and `--decode_hparams` as given. The defaults (9,250 updates, the
-last 2,000 with the learning rate falling linearly to 0 (`--cooldown_steps`),
+`--average` and `--decode_hparams` as given. The defaults (9,600 updates, the
+last 2,500 with the learning rate falling linearly to 0 (`--cooldown_steps`),
 at most 110 minutes of training, then about 5 of datagen, tuning and
 decoding) fit two hours end to end: 107 minutes on the 2-core development
 host. On a slower machine lower `--train_steps` (and `--cooldown_steps`) so
@@ -72,11 +72,11 @@ def _parse_args():
                         help="checkpoints, hparams.json, decodes")
     parser.add_argument("--hparams_set", default="transformer_multi30k")
     parser.add_argument("--hparams", default="", help="overrides, k=v,...")
-    parser.add_argument("--train_steps", type=int, default=9250,
-                        help="the last update; about 104 minutes of training on the "
+    parser.add_argument("--train_steps", type=int, default=9600,
+                        help="the last update; about 103 minutes of training on the "
                              "2-core AVX-512 development host, so the cooldown ends "
                              "inside --max_train_minutes (lower it on a slower machine)")
-    parser.add_argument("--cooldown_steps", type=int, default=2000,
+    parser.add_argument("--cooldown_steps", type=int, default=2500,
                         help="the trainer's learning_rate_cooldown_steps: the learning "
                              "rate falls linearly to 0 over the last N updates before "
                              "--train_steps (0 = the paper's schedule to the end)")

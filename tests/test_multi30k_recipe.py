@@ -234,16 +234,16 @@ def test_the_trainer_gets_the_recipe_s_flags(monkeypatch):
         command = recipe._trainer_args(args)
         assert [f for f in command if f in ("--xla", "--noxla")] == [xla]
         assert "--max_train_minutes=110.0" in command
-        assert "--hparams=learning_rate_cooldown_steps=2000,mixed_precision=mixed_bfloat16" \
+        assert "--hparams=learning_rate_cooldown_steps=2500,mixed_precision=mixed_bfloat16" \
             in command                                  # the cooldown ends at --train_steps
-        assert "--train_steps=9250" in command
+        assert "--train_steps=9600" in command
         assert "--keep_checkpoint_max=10" in command   # the default tuning averages 10
 
 
 @pytest.mark.parametrize("flags, message", [
     (["--train_steps=100", "--cooldown_steps=101"],
      "--cooldown_steps must be in [0, --train_steps=100]. Received: --cooldown_steps=101"),
-    (["--cooldown_steps=-1"], "--cooldown_steps must be in [0, --train_steps=9250]"),
+    (["--cooldown_steps=-1"], "--cooldown_steps must be in [0, --train_steps=9600]"),
     (["--hparams=learning_rate_cooldown_steps=5"],
      "set the cooldown with --cooldown_steps, not in --hparams"),
 ])
