@@ -16,7 +16,8 @@ When ctranslate2 is installed (and unless --no-ctranslate2), the same
 checkpoint is also exported to CTranslate2 (a temporary directory) and
 decoded with `CTranslate2Translator` at --ct2_compute_types (float32): the
 same sentences, batches, beam and length limit, and the same number of
-threads as TensorFlow (--threads). `ratios` divides our tokens/s by
+threads as TensorFlow (--threads), and as many batches at once
+(--parallel_batches: our decode hparam, CTranslate2's inter_threads). `ratios` divides our tokens/s by
 CTranslate2 float32's, per batch size and search. The load average is read
 before and after (the machine may be shared; ratios within one run are what
 to compare).
@@ -57,6 +58,10 @@ def main():
                         help="cap for batch size 1, which is slow on a CPU")
     parser.add_argument("--threads", type=int, default=os.cpu_count(),
                         help="intra-op threads of TensorFlow and of CTranslate2")
+    parser.add_argument("--parallel_batches", type=int, default=1,
+                        help="batches decoded at once, a thread each: our decode hparam "
+                             "parallel_batches and CTranslate2's inter_threads (each "
+                             "with --threads intra-op threads)")
     parser.add_argument("--ctranslate2", action=argparse.BooleanOptionalAction,
                         default=True, help="also time the CTranslate2 export")
     parser.add_argument("--ct2_compute_types", default="float32")
@@ -93,7 +98,8 @@ def main():
         for search in searches:
             decoder = Decoder(args.output_dir, args.checkpoint_path, decode_hparams=(
                 f"beam_size={args.beam_size},batch_size={batch},"
-                f"xla={'true' if search == 'xla' else 'false'}"
+                f"xla={'true' if search == 'xla' else 'false'},"
+                f"parallel_batches={args.parallel_batches}"
                 + (f",{args.decode_hparams}" if args.decode_hparams else "")))
             vocab = decoder.vocab
             start = time.perf_counter()
@@ -121,7 +127,8 @@ def main():
     report = {
         "benchmark": "decode_speed", "output_dir": args.output_dir,
         "checkpoint_path": args.checkpoint_path, "beam_size": args.beam_size,
-        "threads": args.threads, "decode_hparams": args.decode_hparams, "results": results,
+        "threads": args.threads, "parallel_batches": args.parallel_batches,
+        "decode_hparams": args.decode_hparams, "results": results,
         "machine": machine.describe(tensorflow=tf.__version__),
     }
     if ct2_dir:
@@ -155,6 +162,7 @@ def _time_ctranslate2(args, ct2_dir, subset, batch, reference, vocab):
     for compute_type in args.ct2_compute_types.split(","):
         translator = CTranslate2Translator(
             ct2_dir, compute_type=compute_type, intra_threads=args.threads,
+            inter_threads=args.parallel_batches,
             beam_size=args.beam_size, batch_size=batch)
         translator.translate(subset[:max(batch, 1) * 3])  # warm-up
         start = time.perf_counter()

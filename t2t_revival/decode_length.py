@@ -24,7 +24,8 @@ share, so that all four decode the same batch to the same length limit:
 - sentences are decoded in order of length, `batch_size` at a time or as
   many as fit in a budget of `batch_tokens` padded source tokens
   (`length_sorted_batches`), and the results put back in input order
-  (`decode_in_length_order`); empty inputs give empty outputs.
+  (`decode_in_length_order`), several batches at once with
+  `parallel_batches`; empty inputs give empty outputs.
 
 The length functions take Python ints or int32 tf tensors (inside a
 `tf.function`) alike. The module imports no TensorFlow itself (it does so only
@@ -35,6 +36,9 @@ Keras.
 
 from __future__ import annotations
 
+import collections
+import concurrent.futures
+import contextlib
 import numbers
 from typing import Callable, Iterator, Sequence
 
@@ -223,7 +227,8 @@ def decode_in_length_order(lengths: Sequence[int], batch_size: int,
                            decode_batch: Callable[[list[int]], Sequence[str]],
                            progress: Callable[[int, int], None] | None = None,
                            batch_tokens: int = 0,
-                           max_length: int | None = None) -> list[str]:
+                           max_length: int | None = None,
+                           parallel_batches: int = 1) -> list[str]:
     """Outputs in input order, decoded in `length_sorted_batches`.
 
     Args:
@@ -231,17 +236,53 @@ def decode_in_length_order(lengths: Sequence[int], batch_size: int,
         batch_size, batch_tokens, max_length: see `length_sorted_batches`.
         decode_batch: indices of one batch -> their outputs, in that order.
         progress: called with (inputs done, all inputs) after each batch.
+        parallel_batches: how many batches are decoded at once, each by
+            `decode_batch` in a thread of its own (CTranslate2's
+            inter_threads, Marian's --cpu-threads): on a CPU, a small model's
+            steps leave cores idle that a second batch fills. `decode_batch`
+            must then be safe to call from several threads. Batches are still
+            taken, and reported to `progress`, in length order; if one fails,
+            the batches not started are dropped and the error raised.
     """
     outputs = [""] * len(lengths)
     done = sum(1 for n in lengths if not n)
-    for chunk in length_sorted_batches(lengths, batch_size, batch_tokens, max_length):
-        results = list(decode_batch(chunk))
-        if len(results) != len(chunk):
-            raise ValueError(f"decode_batch returned {len(results)} outputs for "
-                             f"{len(chunk)} inputs")
-        for i, output in zip(chunk, results):
-            outputs[i] = output
-        done += len(chunk)
-        if progress:
-            progress(done, len(lengths))
+    batches = length_sorted_batches(lengths, batch_size, batch_tokens, max_length)
+    with contextlib.closing(_decoded(batches, decode_batch, parallel_batches)) as decoded:
+        for chunk, results in decoded:
+            results = list(results)
+            if len(results) != len(chunk):
+                raise ValueError(f"decode_batch returned {len(results)} outputs for "
+                                 f"{len(chunk)} inputs")
+            for i, output in zip(chunk, results):
+                outputs[i] = output
+            done += len(chunk)
+            if progress:
+                progress(done, len(lengths))
     return outputs
+
+
+def _decoded(batches: Iterator[list[int]], decode_batch, parallel_batches: int):
+    """(batch, decode_batch(batch)) in the order of `batches`, with up to
+    `parallel_batches` of them decoding at once in a thread pool."""
+    if parallel_batches <= 1:
+        for chunk in batches:
+            yield chunk, decode_batch(chunk)
+        return
+    pool = concurrent.futures.ThreadPoolExecutor(parallel_batches,
+                                                 thread_name_prefix="decode_batch")
+    pending: collections.deque = collections.deque()
+    try:
+        for chunk in batches:
+            pending.append((chunk, pool.submit(decode_batch, chunk)))
+            # One batch queued behind each running one, so that no thread
+            # waits for the caller to take a result.
+            if len(pending) >= 2 * parallel_batches:
+                chunk, future = pending.popleft()
+                yield chunk, future.result()
+        while pending:
+            chunk, future = pending.popleft()
+            yield chunk, future.result()
+    finally:
+        # After an error (or a stop): drop what has not started, wait for
+        # what has (a decode cannot be interrupted).
+        pool.shutdown(wait=True, cancel_futures=True)

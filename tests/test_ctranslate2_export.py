@@ -131,6 +131,11 @@ def test_export_matches_our_model_and_beam_search(variant, vocab_file, tmp_path)
         got = CTranslate2Translator(path, beam_size=beam, intra_threads=1).translate(SENTENCES)
         assert [vocab.encode(s) for s in got] == [vocab.encode(s) for s in expected], beam
         assert all(expected), expected
+    # inter_threads=2: two batches (of one sentence) at once, the same outputs.
+    one_at_a_time, parallel = (
+        CTranslate2Translator(path, beam_size=4, intra_threads=1, inter_threads=n,
+                              batch_size=1).translate(SENTENCES) for n in (1, 2))
+    assert parallel == one_at_a_time
 
 
 def test_int8_export_loads_and_stays_close(vocab_file, tmp_path):

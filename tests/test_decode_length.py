@@ -151,6 +151,49 @@ def test_decode_in_length_order_puts_results_back_in_input_order():
         decode_in_length_order([1, 1], 2, lambda chunk: ["x"])
 
 
+def test_parallel_batches_run_at_once_and_report_in_length_order():
+    """With parallel_batches=2, two batches are inside decode_batch at the same
+    time (a barrier of 2 would time out otherwise); the outputs and the
+    progress calls are those of one batch at a time."""
+    import threading
+
+    words = ["ccc", "", "a", "bb", "dddd", "ee", "f", ""]
+    lengths = [len(w) for w in words]
+    barrier = threading.Barrier(2, timeout=30)
+
+    def decode_batch(chunk):
+        if chunk == [2, 6] or chunk == [3, 5]:   # the first two batches meet
+            barrier.wait()
+        return [words[i].upper() for i in chunk]
+
+    calls = []
+    outputs = decode_in_length_order(lengths, 2, decode_batch,
+                                     lambda done, total: calls.append(done),
+                                     parallel_batches=2)
+    assert outputs == [w.upper() for w in words]
+    sequential = []
+    decode_in_length_order(lengths, 2, lambda chunk: [words[i] for i in chunk],
+                           lambda done, total: sequential.append(done))
+    assert calls == sequential == [4, 6, 8]
+
+
+def test_a_failing_parallel_batch_raises_and_drops_the_batches_not_started():
+    import threading
+
+    started, lock = [], threading.Lock()
+
+    def decode_batch(chunk):
+        with lock:
+            started.append(chunk)
+        if chunk == [0]:
+            raise RuntimeError("batch 0 failed")
+        return ["x"] * len(chunk)
+
+    with pytest.raises(RuntimeError, match="batch 0 failed"):
+        decode_in_length_order([1] * 50, 1, decode_batch, parallel_batches=2)
+    assert len(started) < 50
+
+
 def test_the_ctranslate2_translator_imports_no_tensorflow():
     code = ("import sys, t2t_revival.export.ctranslate2_translator; "
             "print(sorted(m for m in ('tensorflow', 'keras') if m in sys.modules))")

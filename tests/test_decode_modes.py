@@ -261,7 +261,10 @@ def test_sampling_settings_are_checked():
                               ("sampling=true,top_p=1.01", r"'top_p' must be in \(0, 1\]"),
                               ("sampling=true,top_k=-1", "'top_k' must not be negative"),
                               ("sampling=true,temperature=0", "'temperature' must be > 0"),
-                              ("sampling=true,num_samples=0", "'num_samples' must be positive")]:
+                              ("sampling=true,num_samples=0", "'num_samples' must be positive"),
+                              ("sampling=true,parallel_batches=2",
+                               "'parallel_batches' must be 1 with sampling=true"),
+                              ("parallel_batches=0", r"'parallel_batches' must be in \[1, inf\)")]:
         with pytest.raises(DecodeHParamsError, match=message):
             DecodeHParams.from_hparams(HParams(), settings)
 
@@ -383,6 +386,26 @@ def test_scoring_batches_by_tokens_too(runs):
         real(inputs, targets)
     np.testing.assert_allclose(by_tokens.score(pairs), by_sentences.score(pairs), atol=1e-5)
     assert len(sizes) > 1 and sum(sizes) == len(pairs)
+
+
+def test_parallel_batches_give_the_same_translations_and_scores(runs):
+    """parallel_batches=3 decodes batches in worker threads (xla and the
+    uncompiled search, beams and scores): the same outputs, in input order."""
+    import threading
+
+    from t2t_revival.decode.decoder import Decoder
+
+    sources = SOURCES * 3 + [""]
+    pairs = list(zip(SOURCES, TARGETS)) * 3
+    for settings in ("batch_size=2", "batch_size=2,xla=false,return_beams=true"):
+        one = Decoder(runs["a"], decode_hparams=settings)
+        three = Decoder(runs["a"], decode_hparams=f"{settings},parallel_batches=3")
+        threads = set()
+        search = three._search
+        three._search = lambda *a: threads.add(threading.current_thread().name) or search(*a)
+        assert three.translate(sources) == one.translate(sources)
+        assert threads and all(name.startswith("decode_batch") for name in threads)
+        np.testing.assert_allclose(three.score(pairs), one.score(pairs), atol=1e-6)
 
 
 def test_interactive_decoding_refuses_a_decode_to_file_it_would_not_write(runs, tmp_path):

@@ -64,7 +64,9 @@ flags.DEFINE_string("decode_hparams", "",
                     '"beam_size=4,alpha=0.6,extra_length=50,batch_size=32,return_beams=false,'
                     'batch_tokens=0,xla=true,long_inputs=cut" (batch_tokens > 0: batches of '
                     'that many source tokens; xla=false: the uncompiled search; '
-                    'long_inputs=refuse: stop at a line longer than max_length); '
+                    'long_inputs=refuse: stop at a line longer than max_length; '
+                    'parallel_batches=2: two batches at once, a thread each, faster '
+                    'for a small model on a CPU); '
                     'sampling instead of beam search: "sampling=true,temperature=1.0,'
                     'top_k=0,top_p=1.0,num_samples=1,seed=1" (top_k 0 and top_p 1.0 keep '
                     'every token; return_beams=true writes all num_samples, best first).')

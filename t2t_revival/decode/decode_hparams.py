@@ -76,6 +76,12 @@ class DecodeHParams:
     finished one beats every live one scored as if it ended at the next
     step; fewer steps, not guaranteed to find the same best)."""
 
+    parallel_batches: int = 1
+    """Batches decoded at once, each in a thread of its own (CTranslate2's
+    inter_threads): on a CPU a small model's search leaves cores idle that a
+    second batch fills (benchmarks/RESULTS.md). The same translations, in
+    the same order; more memory. Not with sampling (one seeded stream)."""
+
     def __post_init__(self):
         hints = typing.get_type_hints(DecodeHParams)
         for f in dataclasses.fields(self):
@@ -116,6 +122,11 @@ class DecodeHParams:
                 "decode hparam 'top_p' must be in (0, 1] (1 keeps every token). "
                 f"Received: top_p={self.top_p!r}")
         defaults = DecodeHParams.__dataclass_fields__
+        if self.sampling and self.parallel_batches > 1:
+            raise DecodeHParamsError(
+                "decode hparam 'parallel_batches' must be 1 with sampling=true: the "
+                "samples come from one seeded stream, in batch order. "
+                f"Received: parallel_batches={self.parallel_batches!r}")
         changed = [name for name in ("temperature", "top_k", "top_p", "num_samples", "seed")
                    if getattr(self, name) != defaults[name].default]
         if changed and not self.sampling:

@@ -44,7 +44,7 @@ class Decoder:
             directory (built from its own hparams.json, its vocabulary checked).
         decode_hparams: `"beam_size=4,alpha=0.6,extra_length=50,batch_size=32,
             return_beams=false,xla=true,batch_tokens=0,long_inputs=cut,
-            early_stop=exact"`
+            early_stop=exact,parallel_batches=1"`
             overrides of the defaults in hparams.json (see `DecodeHParams`);
             `sampling=true,temperature=..,top_k=..,top_p=..,num_samples=..,seed=..`
             samples instead of beam search.
@@ -174,7 +174,8 @@ class Decoder:
 
         return decode_in_length_order([len(ids) for ids in encoded], dhp.batch_size,
                                       decode_batch, progress, batch_tokens=dhp.batch_tokens,
-                                      max_length=hp.max_length)
+                                      max_length=hp.max_length,
+                                      parallel_batches=dhp.parallel_batches)
 
     # ------------------------------------------------------------------ scoring
     def _score_batch(self, inputs, targets):
@@ -214,7 +215,8 @@ class Decoder:
 
         return decode_in_length_order([len(s) for s in sources], dhp.batch_size,
                                       score_batch, progress, batch_tokens=dhp.batch_tokens,
-                                      max_length=hp.max_length)
+                                      max_length=hp.max_length,
+                                      parallel_batches=dhp.parallel_batches)
 
 
 class ProgressBar:

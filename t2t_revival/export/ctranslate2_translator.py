@@ -59,7 +59,9 @@ class CTranslate2Translator:
         compute_type: CTranslate2's compute type ("default" = as stored,
             "int8", "int8_float32", "float32", "float16", ...).
         intra_threads: threads per translation (0 = CTranslate2's default).
-        inter_threads: translations run in parallel.
+        inter_threads: translations run in parallel: `translate` decodes
+            that many batches at once (`decode_in_length_order`'s
+            parallel_batches).
         beam_size, alpha, extra_length, batch_size: overrides of the export's
             settings (None keeps them).
         long_inputs: "cut" (the default) cuts a sentence longer than the
@@ -84,6 +86,7 @@ class CTranslate2Translator:
                             f"{', '.join(decode_length.LONG_INPUTS)}. "
                             f"Received: long_inputs={long_inputs!r}")
         self.long_inputs = long_inputs
+        self._inter_threads = max(1, inter_threads)
         # How many sentences of the last `translate` call were cut to max_length.
         self.cut_inputs = 0
         try:
@@ -192,7 +195,7 @@ class CTranslate2Translator:
         # The same order and batches as `Decoder.translate`.
         return decode_length.decode_in_length_order(
             [len(p) for p in encoded], int(self.settings["batch_size"]), decode_batch,
-            progress)
+            progress, parallel_batches=self._inter_threads)
 
 
 def _newest_version(export_dir: str) -> str:
