@@ -15,17 +15,27 @@ settings to both searches (e.g. `early_stop=best_finished`).
 When ctranslate2 is installed (and unless --no-ctranslate2), the same
 checkpoint is also exported to CTranslate2 (a temporary directory) and
 decoded with `CTranslate2Translator` at --ct2_compute_types (float32): the
-same sentences, batches, beam and length limit, and the same number of
-threads as TensorFlow (--threads), and as many batches at once
-(--parallel_batches: our decode hparam, CTranslate2's inter_threads). `ratios` divides our tokens/s by
-CTranslate2 float32's, per batch size and search. The load average is read
-before and after (the machine may be shared; ratios within one run are what
-to compare).
+same sentences, batches, beam and length limit. By default it gets the same
+thread setting as ours: --threads intra-op threads (TensorFlow's; CTranslate2's
+intra_threads) and --parallel_batches batches at once (our decode hparam;
+CTranslate2's inter_threads). --ct2_threads and --ct2_parallel_batches give
+CTranslate2 a setting of its own, so that each engine's best setting can be
+timed in one run. `ratios` divides our tokens/s by CTranslate2 float32's, per
+batch size and search.
+
+--rounds=N times every engine N times, after its warm-up, alternating the
+engines and reversing their order every round; an entry's figures are from
+its median time, `round_tokens_per_second` lists every round's, and
+`round_ratios` the ratio of each round (ours and CTranslate2's timed back to
+back). The load
+average is read before and after (the machine may be shared; ratios within
+one run are what to compare).
 """
 
 import argparse
 import json
 import os
+import statistics
 import sys
 import tempfile
 import time
@@ -57,11 +67,18 @@ def main():
     parser.add_argument("--max_sentences_batch1", type=int, default=200,
                         help="cap for batch size 1, which is slow on a CPU")
     parser.add_argument("--threads", type=int, default=os.cpu_count(),
-                        help="intra-op threads of TensorFlow and of CTranslate2")
+                        help="intra-op threads of TensorFlow (and of CTranslate2, "
+                             "unless --ct2_threads)")
     parser.add_argument("--parallel_batches", type=int, default=1,
                         help="batches decoded at once, a thread each: our decode hparam "
-                             "parallel_batches and CTranslate2's inter_threads (each "
-                             "with --threads intra-op threads)")
+                             "parallel_batches (and CTranslate2's inter_threads, unless "
+                             "--ct2_parallel_batches)")
+    parser.add_argument("--ct2_threads", type=int, default=None,
+                        help="CTranslate2's intra_threads (default: --threads)")
+    parser.add_argument("--ct2_parallel_batches", type=int, default=None,
+                        help="CTranslate2's inter_threads (default: --parallel_batches)")
+    parser.add_argument("--rounds", type=int, default=1,
+                        help="timed passes of every engine, alternated; the median is reported")
     parser.add_argument("--ctranslate2", action=argparse.BooleanOptionalAction,
                         default=True, help="also time the CTranslate2 export")
     parser.add_argument("--ct2_compute_types", default="float32")
@@ -69,6 +86,21 @@ def main():
                         help="more decode hparams for our searches, e.g. "
                              "early_stop=best_finished")
     args = parser.parse_args()
+    if args.ct2_threads is None:
+        args.ct2_threads = args.threads
+    if args.ct2_parallel_batches is None:
+        args.ct2_parallel_batches = args.parallel_batches
+    from t2t_revival.errors import UserError
+
+    for flag in ("threads", "parallel_batches", "ct2_threads", "ct2_parallel_batches",
+                 "rounds"):
+        if getattr(args, flag) < 1:
+            raise UserError(f"--{flag} must be at least 1. "
+                            f"Received: --{flag}={getattr(args, flag)}")
+    searches = args.searches.split(",")
+    if not searches or any(s not in ("uncompiled", "xla") for s in searches):
+        raise UserError("--searches must list uncompiled and/or xla, comma-separated. "
+                        f"Received: --searches={args.searches!r}")
     load_before = _loadavg()
 
     import tensorflow as tf
@@ -90,44 +122,43 @@ def main():
     sources = read_text_lines(args.source, "source")
     if args.max_sentences:
         sources = sources[:args.max_sentences]
-    searches = args.searches.split(",")
     results, ct2_results, ratios = [], [], []
     for batch in (int(b) for b in args.batch_sizes.split(",")):
         subset = sources[:args.max_sentences_batch1] if batch == 1 else sources
-        reference, tokens_per_second, vocab = None, {}, None
-        for search in searches:
-            decoder = Decoder(args.output_dir, args.checkpoint_path, decode_hparams=(
-                f"beam_size={args.beam_size},batch_size={batch},"
-                f"xla={'true' if search == 'xla' else 'false'},"
-                f"parallel_batches={args.parallel_batches}"
-                + (f",{args.decode_hparams}" if args.decode_hparams else "")))
-            vocab = decoder.vocab
-            start = time.perf_counter()
-            decoder.translate(subset)                       # trace every length bucket
-            warm_up = time.perf_counter() - start
-            start = time.perf_counter()
-            outputs = decoder.translate(subset)
-            seconds = time.perf_counter() - start
-            if search == "uncompiled":
-                reference = outputs
-            entry = _entry(subset, outputs, seconds, vocab, reference)
-            entry.update(batch_size=batch, search=search,
-                         warm_up_seconds=round(warm_up, 1))
-            tokens_per_second[search] = entry["target_tokens_per_second"]
-            results.append(entry)
+        engines = [_our_engine(args, Decoder, search, batch, subset) for search in searches]
         if ct2_dir:
-            entries = _time_ctranslate2(args, ct2_dir, subset, batch, reference, vocab)
-            ct2_results += entries
-            for entry in entries:
-                if entry["compute_type"] == "float32":
-                    ratios.append({"batch_size": batch, **{
-                        f"{search}_vs_ctranslate2_float32": round(
-                            tps / entry["target_tokens_per_second"], 2)
-                        for search, tps in tokens_per_second.items()}})
+            engines += _ctranslate2_engines(args, ct2_dir, subset, batch)
+        _time_rounds(engines, subset, args.rounds)
+        vocab = engines[0]["vocab"]
+        reference = next((e["outputs"] for e in engines if e["name"] == "uncompiled"), None)
+        ours, theirs = {}, []
+        for engine in engines:
+            entry = _entry(subset, engine, vocab, reference)
+            entry.update(batch_size=batch, **engine["labels"])
+            if "search" in engine["labels"]:
+                results.append(entry)
+                ours[engine["name"]] = (entry, engine)
+            else:
+                ct2_results.append(entry)
+                theirs.append((entry, engine))
+        for entry, engine in theirs:
+            if engine["labels"]["compute_type"] == "float32":
+                ratio = {"batch_size": batch}
+                for search, (our_entry, our_engine) in ours.items():
+                    ratio[f"{search}_vs_ctranslate2_float32"] = round(
+                        our_entry["target_tokens_per_second"]
+                        / entry["target_tokens_per_second"], 2)
+                    if args.rounds > 1:
+                        ratio[f"{search}_round_ratios"] = [
+                            round(ours_tps / theirs_tps, 2) for ours_tps, theirs_tps in
+                            zip(our_entry["round_tokens_per_second"],
+                                entry["round_tokens_per_second"])]
+                ratios.append(ratio)
     report = {
         "benchmark": "decode_speed", "output_dir": args.output_dir,
         "checkpoint_path": args.checkpoint_path, "beam_size": args.beam_size,
         "threads": args.threads, "parallel_batches": args.parallel_batches,
+        "rounds": args.rounds,
         "decode_hparams": args.decode_hparams, "results": results,
         "machine": machine.describe(tensorflow=tf.__version__),
     }
@@ -135,6 +166,8 @@ def main():
         import shutil
 
         import ctranslate2
+        report["ct2_threads"] = args.ct2_threads
+        report["ct2_parallel_batches"] = args.ct2_parallel_batches
         report["ctranslate2_results"] = ct2_results
         report["ratios"] = ratios
         report["machine"] += f", ctranslate2 {ctranslate2.__version__}"
@@ -143,35 +176,68 @@ def main():
     print(json.dumps(report))
 
 
-def _entry(subset, outputs, seconds, vocab, reference):
+def _our_engine(args, Decoder, search, batch, subset) -> dict:
+    """Our decoder with one search, warmed up: a first pass traces (and
+    compiles) every decoding graph."""
+    decoder = Decoder(args.output_dir, args.checkpoint_path, decode_hparams=(
+        f"beam_size={args.beam_size},batch_size={batch},"
+        f"xla={'true' if search == 'xla' else 'false'},"
+        f"parallel_batches={args.parallel_batches}"
+        + (f",{args.decode_hparams}" if args.decode_hparams else "")))
+    start = time.perf_counter()
+    decoder.translate(subset)
+    return {"name": search, "translate": decoder.translate, "vocab": decoder.vocab,
+            "labels": {"search": search},
+            "warm_up_seconds": round(time.perf_counter() - start, 1)}
+
+
+def _ctranslate2_engines(args, ct2_dir, subset, batch) -> list[dict]:
+    """CTranslate2 on the same sentences and batches, one engine per compute type."""
+    from t2t_revival.export.ctranslate2_translator import CTranslate2Translator
+
+    engines = []
+    for compute_type in args.ct2_compute_types.split(","):
+        translator = CTranslate2Translator(
+            ct2_dir, compute_type=compute_type, intra_threads=args.ct2_threads,
+            inter_threads=args.ct2_parallel_batches,
+            beam_size=args.beam_size, batch_size=batch)
+        translator.translate(subset[:max(batch, 1) * 3])  # warm-up
+        engines.append({"name": f"ctranslate2_{compute_type}",
+                        "translate": translator.translate,
+                        "labels": {"compute_type": compute_type}})
+    return engines
+
+
+def _time_rounds(engines: list[dict], subset: list[str], rounds: int) -> None:
+    """Times every engine `rounds` times, alternating them and reversing their
+    order every round: sets each one's `seconds` (per round) and `outputs`
+    (of the first round)."""
+    for engine in engines:
+        engine["seconds"] = []  # one per round
+    for round_ in range(rounds):
+        for engine in (engines if round_ % 2 == 0 else engines[::-1]):
+            start = time.perf_counter()
+            outputs = engine["translate"](subset)
+            engine["seconds"].append(time.perf_counter() - start)
+            engine.setdefault("outputs", outputs)
+
+
+def _entry(subset, engine, vocab, reference) -> dict:
+    """The figures of one engine, from its median round."""
+    outputs, rounds = engine["outputs"], engine["seconds"]
+    seconds = statistics.median(rounds)
     tokens = sum(len(vocab.encode(o)) + 1 for o in outputs)
     entry = {"sentences": len(subset),
              "sentences_per_second": round(len(subset) / seconds, 2),
              "target_tokens_per_second": round(tokens / seconds, 1),
              "seconds": round(seconds, 2)}
+    if len(rounds) > 1:
+        entry["round_tokens_per_second"] = [round(tokens / s, 1) for s in rounds]
+    if "warm_up_seconds" in engine:
+        entry["warm_up_seconds"] = engine["warm_up_seconds"]
     if reference is not None:
         entry["same_output_as_uncompiled"] = sum(a == b for a, b in zip(outputs, reference))
     return entry
-
-
-def _time_ctranslate2(args, ct2_dir, subset, batch, reference, vocab):
-    """CTranslate2 on the same sentences and batches, one entry per compute type."""
-    from t2t_revival.export.ctranslate2_translator import CTranslate2Translator
-
-    entries = []
-    for compute_type in args.ct2_compute_types.split(","):
-        translator = CTranslate2Translator(
-            ct2_dir, compute_type=compute_type, intra_threads=args.threads,
-            inter_threads=args.parallel_batches,
-            beam_size=args.beam_size, batch_size=batch)
-        translator.translate(subset[:max(batch, 1) * 3])  # warm-up
-        start = time.perf_counter()
-        outputs = translator.translate(subset)
-        seconds = time.perf_counter() - start
-        entry = _entry(subset, outputs, seconds, vocab, reference)
-        entry.update(batch_size=batch, compute_type=compute_type)
-        entries.append(entry)
-    return entries
 
 
 if __name__ == "__main__":

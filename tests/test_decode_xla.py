@@ -76,6 +76,7 @@ def test_xla_search_gives_the_uncompiled_search_translations(random_run):
     # 40 sentences, batch 16: batches of 16, 16 and 8 rows; lengths < 32 pad to
     # 16 or 32: a handful of programs, not one per batch.
     assert compiled._search.experimental_get_tracing_count() <= 4
+    assert sorted(compiled._compiled_searches) == [8, 16]
 
 
 def test_token_batching_gives_the_sentence_batching_translations(random_run):
@@ -176,21 +177,28 @@ def test_xla_saved_model_loads_and_serves_like_the_decoder(random_run, tmp_path)
     assert json.loads(out.stdout.strip().splitlines()[-1]) == [expected, expected_two]
 
 
+def _benchmark_report(script, random_run, tmp_path, *flags) -> dict:
+    """The JSON report of benchmarks/<script>.py on the random model's first 6
+    sentences, with the short decode length and `flags`."""
+    out_dir, sentences = random_run
+    source = tmp_path / "source.txt"
+    source.write_text("\n".join(sentences[:6]) + "\n", encoding="utf-8")
+    proc = subprocess.run(
+        [sys.executable, os.path.join(ROOT, "benchmarks", f"{script}.py"),
+         f"--output_dir={out_dir}", f"--source={source}", f"--decode_hparams={FAST}",
+         *flags],
+        env=ENV, capture_output=True, text=True, timeout=600)
+    assert proc.returncode == 0, proc.stderr[-3000:]
+    return json.loads(proc.stdout.strip().splitlines()[-1])
+
+
 def test_decode_profile_splits_the_compiled_search_by_part(random_run, tmp_path):
     """benchmarks/decode_profile.py: XLA's trace of the compiled search, each
     operation named after its TensorFlow op, summed by part of the model. Every
     traced operation is found in the dumped HLO, each decoding step calls the
     output projection once, and the decoder layers' parts are there."""
-    out_dir, sentences = random_run
-    source = tmp_path / "source.txt"
-    source.write_text("\n".join(sentences[:6]) + "\n", encoding="utf-8")
-    proc = subprocess.run(
-        [sys.executable, os.path.join(ROOT, "benchmarks", "decode_profile.py"),
-         f"--output_dir={out_dir}", f"--source={source}", "--batch_size=2",
-         f"--decode_hparams={FAST}", "--threads=1"],
-        env=ENV, capture_output=True, text=True, timeout=600)
-    assert proc.returncode == 0, proc.stderr[-3000:]
-    report = json.loads(proc.stdout.strip().splitlines()[-1])
+    report = _benchmark_report("decode_profile", random_run, tmp_path,
+                               "--batch_size=2", "--threads=1")
     parts = report["parts"]
     assert report["sentences"] == 6 and report["unmapped_ms"] == 0
     # 3 batches of 2, each of at least one step and at most the length limit
@@ -200,6 +208,47 @@ def test_decode_profile_splits_the_compiled_search_by_part(random_run, tmp_path)
                  "encoder and set-up"):
         assert parts[part]["ms"] > 0, part
     assert abs(sum(p["share"] for p in parts.values()) - 1) < 0.01
+
+
+def test_decode_speed_times_each_engine_in_rounds_with_its_own_thread_setting(
+        random_run, tmp_path):
+    """benchmarks/decode_speed.py --rounds: every engine timed in each round
+    (the median reported, each round listed, a ratio per round), CTranslate2
+    with a thread setting of its own, and the XLA search equal to the
+    uncompiled one."""
+    pytest.importorskip("ctranslate2")
+    report = _benchmark_report("decode_speed", random_run, tmp_path, "--batch_sizes=2",
+                               "--threads=1", "--ct2_threads=1",
+                               "--ct2_parallel_batches=2", "--rounds=3")
+    assert (report["threads"], report["parallel_batches"], report["ct2_threads"],
+            report["ct2_parallel_batches"], report["rounds"]) == (1, 1, 1, 2, 3)
+    entries = report["results"] + report["ctranslate2_results"]
+    assert [e.get("search", e.get("compute_type")) for e in entries] == [
+        "uncompiled", "xla", "float32"]
+    for entry in entries:
+        assert entry["sentences"] == 6 and len(entry["round_tokens_per_second"]) == 3
+        assert entry["target_tokens_per_second"] == sorted(entry["round_tokens_per_second"])[1]
+    assert [e["same_output_as_uncompiled"] for e in report["results"]] == [6, 6]
+    (ratio,) = report["ratios"]
+    ct2 = report["ctranslate2_results"][0]
+    for entry in report["results"]:
+        search = entry["search"]
+        assert ratio[f"{search}_vs_ctranslate2_float32"] == pytest.approx(
+            entry["target_tokens_per_second"] / ct2["target_tokens_per_second"], abs=0.01)
+        assert ratio[f"{search}_round_ratios"] == pytest.approx([
+            ours / theirs for ours, theirs in
+            zip(entry["round_tokens_per_second"], ct2["round_tokens_per_second"])], abs=0.01)
+
+
+@pytest.mark.parametrize("flags, needle", [(["--rounds=0"], "--rounds"),
+                                           (["--ct2_threads=0"], "--ct2_threads"),
+                                           (["--searches=xla,fast"], "--searches")])
+def test_decode_speed_refuses_a_bad_setting_in_one_line(flags, needle, tmp_path):
+    proc = subprocess.run(
+        [sys.executable, os.path.join(ROOT, "benchmarks", "decode_speed.py"),
+         f"--output_dir={tmp_path}", *flags],
+        env=ENV, capture_output=True, text=True, timeout=600)
+    one_line_error(proc, "decode_speed", needle)
 
 
 @pytest.mark.parametrize("script, flags", [("decode_profile", []),
