@@ -75,8 +75,14 @@ def part_of(op_name: str, instruction: str) -> str:
 
 
 def read_hlo_dump(dump_dir: str) -> dict:
-    """{module name: {instruction: op_name}} from XLA's after-optimizations dumps."""
-    modules = {}
+    """{module name: {instruction: op_name}} from XLA's after-optimizations dumps.
+
+    The decoder traces its search once per batch bucket and XLA compiles it
+    once per input length: programs of one name, which the trace does not
+    tell apart. Their instructions are merged under that name: they come
+    from one TensorFlow graph, and an instruction name found in several is
+    in practice the same op (the first program's is kept)."""
+    modules = collections.defaultdict(dict)
     for path in glob.glob(os.path.join(dump_dir, "*after_optimizations.txt")):
         with open(path) as f:
             first = f.readline()
@@ -87,8 +93,9 @@ def read_hlo_dump(dump_dir: str) -> dict:
                 if match:
                     op_name = _OP_NAME.search(line)
                     ops[match.group(1)] = op_name.group(1) if op_name else ""
-        modules[name] = ops
-    return modules
+        for instruction, op_name in ops.items():
+            modules[name].setdefault(instruction, op_name)
+    return dict(modules)
 
 
 def read_trace(logdir: str):

@@ -79,9 +79,11 @@ def test_scores_of_the_beam_outputs_equal_the_beam_scores(runs):
 
     decoder = Decoder(runs["a"], decode_hparams="beam_size=4,alpha=0.6,return_beams=true")
     inputs = _batch(decoder, SOURCES)
+    # The decoder's compiled search, with a length limit of the test's choice.
+    search = tf.function(decoder._search_batch, jit_compile=True, autograph=False)
     finished = cut = 0
     for length in (20, 3):                 # 3: some hypotheses are cut without EOS
-        sequences, beam_scores = decoder._search(inputs, length)       # [B, 4, L], [B, 4]
+        sequences, beam_scores = search(inputs, length)                # [B, 4, L], [B, 4]
         sequences, beam_scores = sequences.numpy(), beam_scores.numpy()
         rows = sequences.reshape(-1, length)
         ended = (rows == 1).any(axis=1)
@@ -401,8 +403,10 @@ def test_parallel_batches_give_the_same_translations_and_scores(runs):
         one = Decoder(runs["a"], decode_hparams=settings)
         three = Decoder(runs["a"], decode_hparams=f"{settings},parallel_batches=3")
         threads = set()
-        search = three._search
-        three._search = lambda *a: threads.add(threading.current_thread().name) or search(*a)
+        name = "_compiled_search" if three._compiled else "_search"
+        search = getattr(three, name)
+        setattr(three, name,
+                lambda *a: threads.add(threading.current_thread().name) or search(*a))
         assert three.translate(sources) == one.translate(sources)
         assert threads and all(name.startswith("decode_batch") for name in threads)
         np.testing.assert_allclose(three.score(pairs), one.score(pairs), atol=1e-6)

@@ -73,9 +73,17 @@ def test_xla_search_gives_the_uncompiled_search_translations(random_run):
     compiled = _decoder(out_dir, "xla=true,batch_size=16")
     assert compiled.translate(sentences) == reference
     assert len(set(reference)) > 30                     # input-dependent outputs
-    # 40 sentences, batch 16: batches of 16, 16 and 8 rows; lengths < 32 pad to
-    # 16 or 32: a handful of programs, not one per batch.
-    assert compiled._search.experimental_get_tracing_count() <= 4
+    # 40 sentences, batch 16: batches of 16, 16 and 8 inputs, the last one
+    # decoded as 16 rows too; lengths < 32 pad to 16 or 32: a handful of
+    # programs, not one per batch, and the search is traced once, not once
+    # per length or batch size.
+    lengths = {len(compiled.vocab.encode(s)) + 1 for s in sentences}
+    assert min(lengths) <= 16 < max(lengths)            # both length buckets
+    assert list(compiled._compiled_searches) == [16]
+    assert compiled._compiled_searches[16].experimental_get_tracing_count() == 1
+    # Fewer inputs than a batch: as few rows as a power of two holds.
+    five = sentences[:5]
+    assert compiled.translate(five) == _decoder(out_dir, "xla=false").translate(five)
     assert sorted(compiled._compiled_searches) == [8, 16]
 
 

@@ -9,6 +9,7 @@ training flag is needed again.
 from __future__ import annotations
 
 import sys
+import threading
 import time
 from typing import Callable, Sequence
 
@@ -90,20 +91,23 @@ class Decoder:
         # static. Sampling runs uncompiled: its seed state is a variable that
         # each step advances.
         self._compiled = self.decode_hparams.xla and not self.decode_hparams.sampling
-        if self._compiled:
-            self._search = tf.function(self._search_batch, jit_compile=True,
-                                       autograph=False)
-        else:
+        if not self._compiled:
             self._search = tf.function(self._search_batch, reduce_retracing=True,
                                        autograph=False)
+        # The compiled search of each batch bucket (`_compiled_search`).
+        self._compiled_searches: dict[int, tf.types.experimental.PolymorphicFunction] = {}
+        self._compiled_searches_lock = threading.Lock()
         self._score = tf.function(self._score_batch, reduce_retracing=True,
                                   autograph=False)
         self._seed_generator = keras.random.SeedGenerator(self.decode_hparams.seed) \
             if self.decode_hparams.sampling else None
 
     # ------------------------------------------------------------------
-    def _search_batch(self, inputs, max_decode_length: int):
-        """inputs int32 [B, S] -> (sequences [B, (beam,) L], scores [B, (beam)])."""
+    def _search_batch(self, inputs, max_decode_length):
+        """inputs int32 [B, S] -> (sequences [B, (beam,) L], scores [B, (beam)]).
+
+        max_decode_length: a Python int, or an int32 scalar tensor that
+        follows from S (`_compiled_search`: a constant under XLA)."""
         encoder_output, encoder_padding = self.model.encode(inputs, training=False)
         cache = self.model.init_cache(encoder_output, encoder_padding, max_decode_length)
         dhp = self.decode_hparams
@@ -121,6 +125,28 @@ class Decoder:
                            max_decode_length=max_decode_length,
                            return_beams=dhp.return_beams, early_stop=dhp.early_stop,
                            resize_cache=self.model.resize_cache)
+
+    def _compiled_search(self, rows: int):
+        """The XLA search of batches of `rows` inputs: inputs int32 [rows, S]
+        -> `_search_batch`'s outputs. It is traced once, for any S (the
+        length limit follows from S in the graph, as in the SavedModel's
+        search), and XLA compiles a program per padded length S: tracing the
+        search costs seconds, so a file of many input lengths traces it once
+        per batch bucket, not once per length."""
+        with self._compiled_searches_lock:
+            search = self._compiled_searches.get(rows)
+            if search is None:
+                hp, dhp = self.hparams, self.decode_hparams
+                limit = position_limit(hp.position_encoding, hp.max_length)
+
+                def search_batch(inputs):
+                    return self._search_batch(inputs, max_decode_length(
+                        tf.shape(inputs)[1], dhp.extra_length, limit))
+                search = tf.function(
+                    search_batch, jit_compile=True, autograph=False,
+                    input_signature=[tf.TensorSpec([rows, None], tf.int32)])
+                self._compiled_searches[rows] = search
+        return search
 
     def _encode(self, sentences: Sequence[str]) -> list[list[int]]:
         """EOS-terminated ids; a line longer than max_length is cut (counted in
@@ -155,15 +181,25 @@ class Decoder:
             self._seed_generator.state.assign([dhp.seed, 0])
         limit = position_limit(hp.position_encoding, hp.max_length)
         largest = None if dhp.batch_tokens else dhp.batch_size
+        # Sentence batches, more inputs than one batch holds: the last,
+        # partial batch runs the full batches' program too (its rows
+        # repeated), as decoding the extra rows costs far less than tracing
+        # and compiling a program of its own (seconds).
+        full_batches = not dhp.batch_tokens and sum(1 for ids in encoded if ids) > dhp.batch_size
 
         def decode_batch(chunk: list[int]) -> list[str]:
             length = padded_length(max(len(encoded[i]) for i in chunk), hp.max_length)
             rows = list(chunk)
             if self._compiled:  # a fixed number of rows: the last one repeated
-                rows += [chunk[-1]] * (batch_bucket(len(chunk), largest) - len(chunk))
-            inputs = [encoded[i] + [PAD_ID] * (length - len(encoded[i])) for i in rows]
-            sequences, _ = self._search(tf.constant(inputs, tf.int32),
-                                        max_decode_length(length, dhp.extra_length, limit))
+                bucket = dhp.batch_size if full_batches else batch_bucket(len(chunk), largest)
+                rows += [chunk[-1]] * (bucket - len(chunk))
+            inputs = tf.constant([encoded[i] + [PAD_ID] * (length - len(encoded[i]))
+                                  for i in rows], tf.int32)
+            if self._compiled:
+                sequences, _ = self._compiled_search(len(rows))(inputs)
+            else:
+                sequences, _ = self._search(inputs, max_decode_length(
+                    length, dhp.extra_length, limit))
             sequences = sequences.numpy()[:len(chunk)]
             # one_field: a model's byte pieces can spell a newline or a tab,
             # which would split a translation over lines or n-best columns.
