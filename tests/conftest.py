@@ -119,8 +119,14 @@ def sigkill_once_saved(trainer_args, out_dir, min_step, timeout, settle):
     """Run a trainer (`python <trainer_args>`) until a checkpoint of step >=
     `min_step` exists, let it go on for `settle` seconds (to land in a later
     update or save), SIGKILL it, and return (latest checkpoint, its step,
-    a reader of it). Checks that the checkpoint's optimizer iteration is its step."""
+    a reader of it). Checks that the checkpoint's optimizer iteration is its step.
+
+    The latest checkpoint is the trainer's own choice on resuming, the newest
+    intact one: a kill between writing a checkpoint and updating the
+    `checkpoint` index leaves one the index does not name yet."""
     import tensorflow as tf
+
+    from t2t_revival.run_dir.training_directory import TrainingDirectory
 
     proc = subprocess.Popen([sys.executable, *trainer_args], env=ENV, stdout=subprocess.PIPE,
                             stderr=subprocess.STDOUT, text=True)
@@ -138,7 +144,7 @@ def sigkill_once_saved(trainer_args, out_dir, min_step, timeout, settle):
     finally:
         proc.send_signal(signal.SIGKILL)
         proc.wait()
-    latest = tf.train.latest_checkpoint(str(out_dir))
+    latest = TrainingDirectory(out_dir).latest_checkpoint()
     saved_step = int(latest.rsplit("-", 1)[1])
     reader = tf.train.load_checkpoint(latest)
     key = next(k for k in reader.get_variable_to_shape_map()
