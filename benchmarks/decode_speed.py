@@ -137,14 +137,14 @@ def main():
             entry.update(batch_size=batch, **engine["labels"])
             if "search" in engine["labels"]:
                 results.append(entry)
-                ours[engine["name"]] = (entry, engine)
+                ours[engine["name"]] = entry
             else:
                 ct2_results.append(entry)
-                theirs.append((entry, engine))
-        for entry, engine in theirs:
-            if engine["labels"]["compute_type"] == "float32":
+                theirs.append(entry)
+        for entry in theirs:
+            if entry["compute_type"] == "float32":
                 ratio = {"batch_size": batch}
-                for search, (our_entry, our_engine) in ours.items():
+                for search, our_entry in ours.items():
                     ratio[f"{search}_vs_ctranslate2_float32"] = round(
                         our_entry["target_tokens_per_second"]
                         / entry["target_tokens_per_second"], 2)

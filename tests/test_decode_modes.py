@@ -403,9 +403,9 @@ def test_parallel_batches_give_the_same_translations_and_scores(runs):
         one = Decoder(runs["a"], decode_hparams=settings)
         three = Decoder(runs["a"], decode_hparams=f"{settings},parallel_batches=3")
         threads = set()
-        name = "_compiled_search" if three._compiled else "_search"
-        search = getattr(three, name)
-        setattr(three, name,
+        attribute = "_compiled_search" if three._compiled else "_search"
+        search = getattr(three, attribute)
+        setattr(three, attribute,
                 lambda *a: threads.add(threading.current_thread().name) or search(*a))
         assert three.translate(sources) == one.translate(sources)
         assert threads and all(name.startswith("decode_batch") for name in threads)
