@@ -88,6 +88,10 @@ def _parse_args():
                         help="t2t-trainer --noxla: with --hparams=mixed_precision="
                              "mixed_bfloat16, the faster step on a CPU with avx512_bf16 "
                              "(benchmarks/RESULTS.md)")
+    parser.add_argument("--seed", type=int, default=None,
+                        help="t2t-trainer's --seed (initial weights, dropout, data "
+                             "order; default: t2t-trainer's): another seed measures "
+                             "how far a figure is luck")
     parser.add_argument("--save_checkpoints_steps", type=int, default=250)
     parser.add_argument("--local_eval_frequency", type=int, default=1000)
     parser.add_argument("--eval_decode_sentences", type=int, default=200,
@@ -271,6 +275,7 @@ def _trainer_args(args) -> list[str]:
             f"--output_dir={args.output_dir}", f"--train_steps={args.train_steps}",
             f"--max_train_minutes={args.max_train_minutes}",
             "--xla" if args.xla else "--noxla",
+            *([f"--seed={args.seed}"] if args.seed is not None else []),
             f"--save_checkpoints_steps={args.save_checkpoints_steps}",
             f"--keep_checkpoint_max={kept}",
             f"--local_eval_frequency={args.local_eval_frequency}",
@@ -311,6 +316,7 @@ def main():
         "tokenized_bleu": round(scores["tokenized_bleu"]["score"], 2),
         "sacrebleu_signature": scores["sacrebleu"].get("signature"),
         "hparams_set": args.hparams_set, "hparams": _trainer_hparams(args), "xla": args.xla,
+        "seed": args.seed,  # None: t2t-trainer's default
         "final_step": steps[-1] if steps else None,
         "final_dev": dev[-1] if dev else None,
         "averaged_checkpoints": averaged,

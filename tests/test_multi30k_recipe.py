@@ -32,12 +32,13 @@ def test_recipe_trains_averages_decodes_and_scores(multi30k_data_dir, shared_dat
                   f"--output_dir={out_dir}", "--hparams_set=transformer_tiny",
                   "--train_steps=60", "--cooldown_steps=20", "--save_checkpoints_steps=20",
                   "--local_eval_frequency=30", "--eval_decode_sentences=4", "--average=3",
-                  "--decode_hparams=" + _DECODE, "--tune_on_val=")
+                  "--decode_hparams=" + _DECODE, "--tune_on_val=", "--seed=7")
     assert out.returncode == 0, out.stdout[-3000:] + out.stderr[-3000:]
     lines = out.stdout.strip().splitlines()
     result = json.loads(lines[-1])
     assert result["final_step"] == 60
     assert result["hparams"] == "learning_rate_cooldown_steps=20"
+    assert result["seed"] == 7
     assert result["final_dev"].startswith("eval at step 60: loss ")
     assert "(4 dev sentences" in result["final_dev"]   # --eval_decode_sentences passed on
     assert result["averaged_checkpoints"] == 3
@@ -262,3 +263,13 @@ def test_no_cooldown_passes_the_hparams_as_given(monkeypatch):
     monkeypatch.setattr(sys, "argv", ["multi30k_recipe.py", "--cooldown_steps=0",
                                       "--hparams=dropout=0.2"])
     assert "--hparams=dropout=0.2" in recipe._trainer_args(recipe._parse_args())
+
+
+def test_the_seed_goes_to_the_trainer_only_when_given(monkeypatch):
+    recipe = _load_recipe()
+    monkeypatch.setattr(sys, "argv", ["multi30k_recipe.py", "--seed=7"])
+    assert "--seed=7" in recipe._trainer_args(recipe._parse_args())
+    monkeypatch.setattr(sys, "argv", ["multi30k_recipe.py"])
+    args = recipe._parse_args()
+    assert args.seed is None
+    assert not any(arg.startswith("--seed") for arg in recipe._trainer_args(args))
