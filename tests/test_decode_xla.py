@@ -87,6 +87,46 @@ def test_xla_search_gives_the_uncompiled_search_translations(random_run):
     assert sorted(compiled._compiled_searches) == [8, 16]
 
 
+def test_the_first_batch_of_each_program_is_decoded_side_by_side(random_run):
+    """XLA compiles a program on its first batch: the first batches of a
+    file's programs run at once, in threads of their own, then the rest; a
+    second call with the same programs compiles nothing and runs none ahead."""
+    import threading
+    import time
+
+    out_dir, sentences = random_run
+    decoder = _decoder(out_dir, "xla=true,batch_size=16")
+    calls = []  # (thread name, (rows, padded length), start, end)
+    search_of = decoder._compiled_search
+
+    def spied(rows):
+        search = search_of(rows)
+
+        def run(inputs):
+            start = time.perf_counter()
+            outputs = search(inputs)
+            calls.append((threading.current_thread().name, tuple(inputs.shape), start,
+                          time.perf_counter()))
+            return outputs
+        return run
+
+    decoder._compiled_search = spied
+    reference = _decoder(out_dir, "xla=false,batch_size=16").translate(sentences)
+    assert decoder.translate(sentences) == reference
+    # 40 sentences of both length buckets: batches of 16, 16 and 8 (as 16 rows).
+    programs = {shape for _, shape, _, _ in calls}
+    assert programs == {(16, 16), (16, 32)} and len(calls) == 3
+    ahead = [c for c in calls if c[0].startswith("compile_ahead")]
+    assert sorted(shape for _, shape, _, _ in ahead) == sorted(programs)
+    assert max(c[2] for c in ahead) < min(c[3] for c in ahead)  # at the same time
+    rest = [c for c in calls if c not in ahead]
+    assert len(rest) == 1 and rest[0][0] == threading.current_thread().name
+    assert rest[0][2] > max(c[3] for c in ahead)                # after them
+    calls.clear()
+    assert decoder.translate(sentences) == reference
+    assert len(calls) == 3 and not any(c[0].startswith("compile_ahead") for c in calls)
+
+
 def test_token_batching_gives_the_sentence_batching_translations(random_run):
     from t2t_revival.decode_length import length_sorted_batches
 

@@ -8,6 +8,8 @@ training flag is needed again.
 
 from __future__ import annotations
 
+import concurrent.futures
+import os
 import sys
 import threading
 import time
@@ -22,8 +24,8 @@ from t2t_revival.decode.ensemble import Ensemble, split_checkpoint_paths
 from t2t_revival.decode.forced_scoring import score_targets
 from t2t_revival.decode.sampling import sample_search
 from t2t_revival.decode_length import (batch_bucket, check_input_length, cut_line,
-                                       decode_in_length_order, max_decode_length,
-                                       padded_length, position_limit)
+                                       decode_in_length_order, length_sorted_batches,
+                                       max_decode_length, padded_length, position_limit)
 from t2t_revival.errors import UserError
 from t2t_revival.run_dir.trained_model import TrainedModel
 from t2t_revival.run_dir.training_directory import TrainingDirectory
@@ -97,6 +99,8 @@ class Decoder:
         # The compiled search of each batch bucket (`_compiled_search`).
         self._compiled_searches: dict[int, tf.types.experimental.PolymorphicFunction] = {}
         self._compiled_searches_lock = threading.Lock()
+        # (rows, padded length) of every program the compiled search has run.
+        self._compiled_programs: set[tuple[int, int]] = set()
         self._score = tf.function(self._score_batch, reduce_retracing=True,
                                   autograph=False)
         self._seed_generator = keras.random.SeedGenerator(self.decode_hparams.seed) \
@@ -187,16 +191,23 @@ class Decoder:
         # and compiling a program of its own (seconds).
         full_batches = not dhp.batch_tokens and sum(1 for ids in encoded if ids) > dhp.batch_size
 
-        def decode_batch(chunk: list[int]) -> list[str]:
+        def program(chunk: list[int]) -> tuple[int, int]:
+            """(rows, padded length) of the inputs that decode `chunk`: with
+            xla, one compiled program each."""
             length = padded_length(max(len(encoded[i]) for i in chunk), hp.max_length)
-            rows = list(chunk)
-            if self._compiled:  # a fixed number of rows: the last one repeated
-                bucket = dhp.batch_size if full_batches else batch_bucket(len(chunk), largest)
-                rows += [chunk[-1]] * (bucket - len(chunk))
+            if not self._compiled:
+                return len(chunk), length
+            # A fixed number of rows: the last one repeated.
+            return (dhp.batch_size if full_batches else batch_bucket(len(chunk), largest)), length
+
+        def decode_batch(chunk: list[int]) -> list[str]:
+            rows, length = program(chunk)
+            rows = list(chunk) + [chunk[-1]] * (rows - len(chunk))
             inputs = tf.constant([encoded[i] + [PAD_ID] * (length - len(encoded[i]))
                                   for i in rows], tf.int32)
             if self._compiled:
                 sequences, _ = self._compiled_search(len(rows))(inputs)
+                self._compiled_programs.add((len(rows), length))
             else:
                 sequences, _ = self._search(inputs, max_decode_length(
                     length, dhp.extra_length, limit))
@@ -208,10 +219,47 @@ class Decoder:
                         for beams in sequences]
             return [one_field(self.vocab.decode(s)) for s in sequences]
 
-        return decode_in_length_order([len(ids) for ids in encoded], dhp.batch_size,
-                                      decode_batch, progress, batch_tokens=dhp.batch_tokens,
+        lengths = [len(ids) for ids in encoded]
+        ahead = self._first_batch_of_each_program(
+            lengths, program, decode_batch) if self._compiled else {}
+
+        def decode_or_take(chunk: list[int]) -> list[str]:
+            outputs = ahead.pop(tuple(chunk), None)
+            return decode_batch(chunk) if outputs is None else outputs
+
+        return decode_in_length_order(lengths, dhp.batch_size, decode_or_take, progress,
+                                      batch_tokens=dhp.batch_tokens,
                                       max_length=hp.max_length,
                                       parallel_batches=dhp.parallel_batches)
+
+    def _first_batch_of_each_program(self, lengths: list[int], program, decode_batch
+                                     ) -> dict[tuple[int, ...], list[str]]:
+        """{batch: outputs} of the first batch of each compiled program a file
+        needs and this decoder has not run yet, decoded all at once, before
+        the rest.
+
+        XLA compiles a program on its first batch, in the thread that runs
+        it (8-9 s a program for the Multi30k recipe model on 2 cores, using
+        about 1.4 of them); decoded one after the other, a file of 3
+        input-length buckets waits for 3 compilations in a row. Here they
+        run side by side, as many at a time as there are cores (at least
+        2): 21 s instead of 25 for those 3 (benchmarks/RESULTS.md). Nothing
+        to gain from one program.
+        """
+        dhp = self.decode_hparams
+        first: dict[tuple[int, int], list[int]] = {}
+        for chunk in length_sorted_batches(lengths, dhp.batch_size, dhp.batch_tokens,
+                                           self.hparams.max_length):
+            key = program(chunk)
+            if key not in self._compiled_programs:
+                first.setdefault(key, chunk)
+        if len(first) < 2:
+            return {}
+        workers = min(len(first), max(2, os.cpu_count() or 1))
+        with concurrent.futures.ThreadPoolExecutor(
+                workers, thread_name_prefix="compile_ahead") as pool:
+            return {tuple(chunk): outputs for chunk, outputs in
+                    zip(first.values(), pool.map(decode_batch, first.values()))}
 
     # ------------------------------------------------------------------ scoring
     def _score_batch(self, inputs, targets):
