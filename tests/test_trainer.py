@@ -68,6 +68,7 @@ def test_user_errors_are_one_line(tmp_path):
           f"--tmp_dir={tmp_path / 'no_such_raw_dir'}", f"--output_dir={tmp_path / 'out'}",
           "--train_steps=1"], "no_such_raw_dir"),
         (["--train_steps=0"], "train_steps"),
+        (["--seed=-1"], "--seed=-1: -1 is not an integer in the range [0, 4294967295]"),
     ]
     for args, message in cases:
         out = _python([str(ROOT / "t2t_trainer.py"), *args])

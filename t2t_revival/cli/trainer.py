@@ -67,7 +67,8 @@ flags.DEFINE_integer("steps_per_execution", 1,
                      "every update, so it does not stall the device; a call ends on each "
                      "progress, save, eval and final step, so those keep their frequencies. "
                      "A run-time setting: a resume may change it.", lower_bound=1)
-flags.DEFINE_integer("seed", 1234, "Random seed.")
+flags.DEFINE_integer("seed", 1234, "Random seed (weights, dropout, data order).",
+                     lower_bound=0, upper_bound=2**32 - 1)  # numpy's seed range
 flags.DEFINE_bool("xla", True, "XLA-compile each replica's forward and backward pass.")
 flags.DEFINE_enum("mixed_precision", "", ["", "float32", "mixed_bfloat16", "mixed_float16"],
                   "Overrides the hparam of the same name ('' keeps the set's value).")
