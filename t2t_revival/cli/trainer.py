@@ -8,6 +8,7 @@ Rerunning the same command resumes from the latest checkpoint in output_dir.
 
 from __future__ import annotations
 
+import dataclasses
 import os
 
 from absl import flags
@@ -15,15 +16,18 @@ from absl import flags
 from t2t_revival import registry
 from t2t_revival.cli import common
 from t2t_revival.errors import UserError
+from t2t_revival.train.train_config import TrainConfig
 
 FLAGS = flags.FLAGS
+# The run options' defaults have one owner, `TrainConfig`; the flags show them.
+_DEFAULT = {field.name: field.default for field in dataclasses.fields(TrainConfig)}
 
 common.define_usr_dir_flag(__name__)
 flags.DEFINE_bool("registry_help", False,
                   "Print every registered problem, model and hparam set, then exit.")
 flags.DEFINE_string("problem", "translate_ende_multi30k", "Registered problem name.")
-flags.DEFINE_string("model", "transformer", "Registered model name.")
-flags.DEFINE_string("hparams_set", "transformer_base", "Registered hparam set name.")
+flags.DEFINE_string("model", _DEFAULT["model"], "Registered model name.")
+flags.DEFINE_string("hparams_set", _DEFAULT["hparams_set"], "Registered hparam set name.")
 flags.DEFINE_string("hparams", "",
                     'Overrides of the hparam set, e.g. "num_hidden_layers=2,dropout=0.3,'
                     'bucket_boundaries=[8,16,32]". batch_size is tokens per replica.')
@@ -33,48 +37,53 @@ common.define_path("tmp_dir", "",
                    "Raw corpora for datagen (default: /tmp/t2t_datagen, as tensor2tensor).")
 common.define_path("output_dir", "t2t_train",
                    "Checkpoints, hparams.json, run.json, vocab.model, summaries.")
-flags.DEFINE_integer("train_steps", 250000, "Optimizer updates to train to.", lower_bound=1)
-flags.DEFINE_float("max_train_minutes", 0.0,
+flags.DEFINE_integer("train_steps", _DEFAULT["train_steps"], "Optimizer updates to train to.",
+                     lower_bound=1)
+flags.DEFINE_float("max_train_minutes", _DEFAULT["max_train_minutes"],
                    "Stop at the first progress line (--log_step_count_steps) after this "
                    "many minutes of training, save and evaluate (0 = train to --train_steps).",
                    lower_bound=0.0)
-flags.DEFINE_integer("eval_steps", 0, "Dev batches per evaluation (0 = whole dev split).",
+flags.DEFINE_integer("eval_steps", _DEFAULT["eval_steps"],
+                     "Dev batches per evaluation (0 = whole dev split).",
                      lower_bound=0)
-flags.DEFINE_integer("local_eval_frequency", 1000,
+flags.DEFINE_integer("local_eval_frequency", _DEFAULT["eval_every"],
                      "Evaluate on the dev split every N updates (0 = only at the end).",
                      lower_bound=0)
-flags.DEFINE_integer("eval_decode_sentences", 200,
+flags.DEFINE_integer("eval_decode_sentences", _DEFAULT["eval_decode_sentences"],
                      "At each evaluation, also decode the first N dev sentences with "
                      "t2t-decoder's beam search and settings and score them with the "
                      "problem's metric (BLEU; F1 for parsing): printed on the eval line, "
                      "eval/bleu in TensorBoard, and what best/ and early stopping follow "
                      "(0 = no decoding: they follow the dev loss).", lower_bound=0)
-flags.DEFINE_string("eval_decode_hparams", "",
+flags.DEFINE_string("eval_decode_hparams", _DEFAULT["eval_decode_hparams"],
                     'Overrides of the decode settings for those decodes, as t2t-decoder\'s '
                     '--decode_hparams (e.g. "beam_size=1" for speed).')
-flags.DEFINE_integer("eval_early_stopping_evals", 0,
+flags.DEFINE_integer("eval_early_stopping_evals", _DEFAULT["eval_early_stopping_evals"],
                      "Stop after N evaluations in a row without a better dev metric, then "
                      "save, evaluate and exit 0 (0 = never; needs --local_eval_frequency).",
                      lower_bound=0)
-flags.DEFINE_integer("save_checkpoints_steps", 1000, "Checkpoint every N updates.",
+flags.DEFINE_integer("save_checkpoints_steps", _DEFAULT["save_every"],
+                     "Checkpoint every N updates.",
                      lower_bound=0)
-flags.DEFINE_integer("keep_checkpoint_max", 20, "Checkpoints to keep.", lower_bound=1)
-flags.DEFINE_integer("log_step_count_steps", 50,
+flags.DEFINE_integer("keep_checkpoint_max", _DEFAULT["keep_checkpoint_max"], "Checkpoints to keep.",
+                     lower_bound=1)
+flags.DEFINE_integer("log_step_count_steps", _DEFAULT["log_every"],
                      "Progress line and TensorBoard summaries every N updates.", lower_bound=1)
-flags.DEFINE_integer("steps_per_execution", 1,
+flags.DEFINE_integer("steps_per_execution", _DEFAULT["steps_per_execution"],
                      "Run up to N updates per compiled call (Keras's steps_per_execution): "
                      "the host reads the loss and token count back once per call, not after "
                      "every update, so it does not stall the device; a call ends on each "
                      "progress, save, eval and final step, so those keep their frequencies. "
                      "A run-time setting: a resume may change it.", lower_bound=1)
-flags.DEFINE_integer("seed", 1234, "Random seed (weights, dropout, data order).",
+flags.DEFINE_integer("seed", _DEFAULT["seed"], "Random seed (weights, dropout, data order).",
                      lower_bound=0, upper_bound=2**32 - 1)  # numpy's seed range
-flags.DEFINE_bool("xla", True, "XLA-compile each replica's forward and backward pass.")
+flags.DEFINE_bool("xla", _DEFAULT["xla"], "XLA-compile each replica's forward and backward pass.")
 flags.DEFINE_enum("mixed_precision", "", ["", "float32", "mixed_bfloat16", "mixed_float16"],
                   "Overrides the hparam of the same name ('' keeps the set's value).")
-flags.DEFINE_integer("worker_gpu", 0, "Use the first N visible GPUs (0 = all).",
+flags.DEFINE_integer("worker_gpu", _DEFAULT["worker_gpu"],
+                     "Use the first N visible GPUs (0 = all).",
                      lower_bound=0)
-flags.DEFINE_integer("cpu_devices", 0,
+flags.DEFINE_integer("cpu_devices", _DEFAULT["num_cpu_devices"],
                      "Split the CPU into N logical devices and mirror over them "
                      "(tests the multi-replica path without GPUs).", lower_bound=0)
 common.define_path("warm_start_from", None,
@@ -84,7 +93,7 @@ common.define_path("warm_start_from", None,
                    "schedule start fresh (shorter warmup: --hparams "
                    "learning_rate_warmup_steps=N). Only for a new output_dir; a resume "
                    "continues the run itself.")
-flags.DEFINE_bool("skip_corrupt_records", False,
+flags.DEFINE_bool("skip_corrupt_records", _DEFAULT["skip_corrupt_records"],
                   "Read each data shard up to a truncated or corrupted record and skip the "
                   "rest of it, instead of stopping with an error naming the shard; the "
                   "records skipped are counted and the shards named at the start.")
@@ -133,7 +142,6 @@ def main(argv: list[str]) -> int:
     output_dir = common.check_directory("output_dir", FLAGS.output_dir, writable=True)
     usr_dir = common.import_usr_dir(output_dir)   # the flag, or the run's own when resuming
     data_dir = common.check_directory("data_dir", FLAGS.data_dir)
-    from t2t_revival.train.train_config import TrainConfig
     from t2t_revival.train.trainer import train
 
     overrides = FLAGS.hparams
