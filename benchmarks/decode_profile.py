@@ -63,6 +63,7 @@ def part_of(op_name: str, instruction: str) -> str:
                       ("self_attention", "decoder self-attention"),
                       ("ffn", "decoder feed-forward"),
                       ("LogSoftmax", "log-softmax"),
+                      ("log_softmax", "log-softmax"),  # beam search's row normalizer
                       ("TopKV2", "top-k")):
         if key in op_name:
             return part

@@ -422,6 +422,52 @@ def test_chunked_top_k_equals_top_k_ties_included(compiled):
                                           err_msg=name)
 
 
+@pytest.mark.parametrize("compiled", [False, True])
+def test_best_extensions_equal_top_k_over_every_candidate(compiled):
+    """Each step's 2k best extensions come from each hypothesis's 2k best
+    tokens (`_best_extensions`): the same log-probs, parents and tokens as
+    top_k over all [batch, k * vocab] candidates (hypothesis log-prob +
+    log_softmax), ties to the lower beam, then the lower token; also with
+    dead beams (NEG_INF), beams that tie with each other, and a vocabulary
+    smaller than 2k."""
+    import importlib
+    search_module = importlib.import_module("t2t_revival.decode.beam_search")
+    best = search_module._best_extensions
+    if compiled:
+        best = tf.function(best, jit_compile=True, autograph=False, reduce_retracing=False)
+    rng = np.random.default_rng(3)
+    k = 4
+    neg_inf = search_module.NEG_INF
+    cases = []
+    for vocab in (64 * search_module._TOP_K_CHUNK, 300, 5):
+        logits = rng.normal(size=(3 * k, vocab))
+        tied = rng.integers(0, 4, size=(3 * k, vocab)).astype(float)
+        tied[k:2 * k] = tied[k]          # sentence 1: its beams' logits all equal
+        live = rng.normal(-3.0, 1.0, size=(3, k))
+        live[1] = -2.0                   # ... and their log-probs too: beams tie
+        live[2, 1:] = neg_inf            # sentence 2: only beam 0 alive (a first step)
+        cases += [(f"normal V={vocab}", live, logits), (f"ties V={vocab}", live, tied)]
+    for name, live, logits in cases:
+        live = tf.constant(live, tf.float32)
+        logits = tf.constant(logits, tf.float32)
+        vocab = logits.shape[-1]
+        log_probs, parents, tokens = best(live, logits, 2 * k)
+        flat = tf.reshape(live[:, :, None] + tf.reshape(tf.nn.log_softmax(logits), (-1, k, vocab)),
+                          (-1, k * vocab))
+        expected, indices = tf.math.top_k(flat, 2 * k)
+        # Extensions of dead hypotheses (NEG_INF + a log-prob) are never
+        # chosen, and tie after rounding: their order is not the contract.
+        alive = expected.numpy() > search_module._DEAD
+        assert alive.sum() == 2 * k * 2 + (vocab if vocab < 2 * k else 2 * k), name
+        np.testing.assert_array_equal(log_probs.numpy() > search_module._DEAD, alive, name)
+        np.testing.assert_array_equal(parents.numpy()[alive], (indices.numpy() // vocab)[alive],
+                                      err_msg=name)
+        np.testing.assert_array_equal(tokens.numpy()[alive], (indices.numpy() % vocab)[alive],
+                                      err_msg=name)
+        np.testing.assert_allclose(log_probs.numpy()[alive], expected.numpy()[alive], rtol=1e-6,
+                                   err_msg=name)
+
+
 def _history_toy(batch):
     """A step whose logits depend on the last two tokens fed, read back from a
     history buffer in the cache (so a buffer too short loses tokens and

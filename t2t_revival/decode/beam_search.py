@@ -36,6 +36,7 @@ from __future__ import annotations
 
 from typing import Any, Callable
 
+import keras
 from keras import ops
 
 from t2t_revival.sentence_cache import map_cache, map_caches
@@ -97,8 +98,9 @@ def _top_k(x, k: int):
 
     XLA's CPU TopK goes through every element one after the other: over the
     beam's [batch, k * vocab] candidates that was 1.9 ms of a 22 ms batch-32
-    step. Chunk maxima are a vectorized reduction, and TopK then runs over
-    [rows, n / 128] and [rows, k * 128].
+    step (beam search now runs it over each hypothesis's [vocab] logits,
+    `_best_extensions`). Chunk maxima are a vectorized reduction, and TopK
+    then runs over [rows, n / 128] and [rows, k * 128].
 
     Why the k best lie in those chunks: an element e among the k best lies in
     a chunk c whose maximum is >= e. Every chunk ranked above c has a maximum
@@ -122,6 +124,46 @@ def _top_k(x, k: int):
     where = ops.cast(where, "int32")
     chunk = ops.take_along_axis(best_chunks, where // _TOP_K_CHUNK, axis=1)
     return values, chunk * _TOP_K_CHUNK + where % _TOP_K_CHUNK
+
+
+def _best_extensions(live_log_probs, logits, n: int):
+    """The n best one-token extensions of each sentence's live hypotheses.
+
+    Args:
+        live_log_probs: float32 [B, k], the hypotheses' log-probs.
+        logits: [B * k, V], the step's logits for them (sentence-major rows).
+        n: how many (2k in beam search), at most k * V.
+    Returns:
+        (log_probs float32 [B, n], parents int32 [B, n], tokens int32 [B, n]):
+        what `ops.top_k` over the [B, k * V] candidates (a hypothesis's
+        log-prob + the log-softmax of its logits) gives, ties to the lower
+        beam, then the lower token; `parents` is the beam (in 0..k-1).
+        (Two tokens of one hypothesis whose log-probs differ by less than
+        the sum's rounding tie only in the sum: here the higher log-prob
+        comes first, there the lower token. So do a dead hypothesis's
+        extensions, NEG_INF + a log-prob, which are never chosen.)
+
+    Without writing those candidates: the n best lie among each hypothesis's
+    n best tokens (a candidate with n others above it in its own row has them
+    above it overall), so each row's n best logits are found first (chunked,
+    `_top_k`), their log-softmax computed by its formula (x - max - log(sum(
+    exp(x - max))), as `ops.log_softmax` does), and top_k taken over the
+    k * n, in row order: it breaks ties as top_k over the k * V would.
+    """
+    k = live_log_probs.shape[-1]
+    logits = ops.cast(logits, "float32")
+    per_row = min(n, logits.shape[-1])
+    top_logits, row_tokens = _top_k(logits, per_row)                           # [B*k, m]
+    with keras.name_scope("log_softmax"):  # a part of benchmarks/decode_profile.py
+        row_max = ops.max(logits, axis=-1, keepdims=True)                     # [B*k, 1]
+        log_norm = ops.log(ops.sum(ops.exp(logits - row_max), axis=-1, keepdims=True))
+        row_log_probs = (top_logits - row_max) - log_norm                     # [B*k, m]
+    candidates = live_log_probs[:, :, None] + ops.reshape(row_log_probs, (-1, k, per_row))
+    log_probs, picks = ops.top_k(ops.reshape(candidates, (-1, k * per_row)), n)  # [B, n]
+    picks = ops.cast(picks, "int32")
+    tokens = ops.take_along_axis(
+        ops.reshape(ops.cast(row_tokens, "int32"), (-1, k * per_row)), picks, axis=1)
+    return log_probs, picks // per_row, tokens
 
 
 def beam_search(step: StepFn, cache, batch_size, beam_size: int, alpha: float,
@@ -268,17 +310,9 @@ def beam_search(step: StepFn, cache, batch_size, beam_size: int, alpha: float,
     def body(state):
         index = state["index"]
         logits, new_cache = step(ops.reshape(state["live_ids"], (-1,)), state["cache"], index)
-        vocab_size = logits.shape[-1]
-        log_probs = ops.log_softmax(ops.cast(logits, "float32"), axis=-1)
-        log_probs = ops.reshape(log_probs, (-1, k, vocab_size))               # [B, k, V]
-        candidates = state["live_log_probs"][:, :, None] + log_probs          # [B, k, V]
-        candidates = ops.reshape(candidates, (-1, k * vocab_size))           # [B, k*V]
-
         # The 2k best extensions: enough that k of them do not end in EOS.
-        top_log_probs, top_indices = _top_k(candidates, 2 * k)               # [B, 2k]
-        top_indices = ops.cast(top_indices, "int32")
-        parents = top_indices // vocab_size                                   # [B, 2k]
-        tokens = top_indices % vocab_size                                     # [B, 2k]
+        top_log_probs, parents, tokens = _best_extensions(
+            state["live_log_probs"], logits, 2 * k)                           # [B, 2k] each
         top_seqs = _gather_beams(state["live_seqs"], parents)                 # [B, 2k, L]
         top_seqs = _write_position(top_seqs, tokens, index, length)
         is_eos = ops.equal(tokens, eos_id)
