@@ -111,8 +111,11 @@ def test_the_first_batch_of_each_program_is_decoded_side_by_side(random_run):
         return run
 
     decoder._compiled_search = spied
-    reference = _decoder(out_dir, "xla=false,batch_size=16").translate(sentences)
-    assert decoder.translate(sentences) == reference
+    uncompiled = _decoder(out_dir, "xla=false,batch_size=16")
+    reference = uncompiled.translate(sentences)
+    announced = []  # the `compiling` callback: how many programs, before them
+    assert decoder.translate(sentences, compiling=announced.append) == reference
+    assert announced == [2]
     # 40 sentences of both length buckets: batches of 16, 16 and 8 (as 16 rows).
     programs = {shape for _, shape, _, _ in calls}
     assert programs == {(16, 16), (16, 32)} and len(calls) == 3
@@ -123,8 +126,30 @@ def test_the_first_batch_of_each_program_is_decoded_side_by_side(random_run):
     assert len(rest) == 1 and rest[0][0] == threading.current_thread().name
     assert rest[0][2] > max(c[3] for c in ahead)                # after them
     calls.clear()
-    assert decoder.translate(sentences) == reference
+    assert decoder.translate(sentences, compiling=announced.append) == reference
     assert len(calls) == 3 and not any(c[0].startswith("compile_ahead") for c in calls)
+    assert announced == [2]  # nothing compiled, nothing announced
+    # One new program (a batch of 8 rows): announced, and compiled in the
+    # caller's thread (nothing to run side by side).
+    calls.clear()
+    assert decoder.translate(sentences[:8], compiling=announced.append) == \
+        uncompiled.translate(sentences[:8])
+    assert announced == [2, 1]
+    assert [c[0] for c in calls] == [threading.current_thread().name]
+
+
+def test_the_progress_bar_says_what_the_wait_for_compilation_is():
+    import io
+
+    from t2t_revival.decode.decoder import ProgressBar
+
+    stream = io.StringIO()
+    bar = ProgressBar(stream)
+    bar.compiling(3)
+    bar(0, 10)
+    lines = stream.getvalue().split("\n")
+    assert lines[0].startswith("compiling the search for XLA: 3 programs (one per batch size")
+    assert lines[1].startswith("\rdecoding [") and "0/10" in lines[1]
 
 
 def test_token_batching_gives_the_sentence_batching_translations(random_run):

@@ -195,7 +195,8 @@ def main(argv: list[str]) -> int:
     if FLAGS.decode_from_file:
         out_path = FLAGS.decode_to_file or _default_output(decoder)
         common.check_output_file("decode_to_file", out_path)  # before decoding, not after
-        translations = decoder.translate(sources, progress=ProgressBar())
+        bar = ProgressBar()
+        translations = decoder.translate(sources, progress=bar, compiling=bar.compiling)
         write_text_lines(out_path, translations)
         print(f"Wrote {len(translations)} translations to {out_path}", file=sys.stderr)
         _report_cut(decoder, len(sources))
@@ -207,7 +208,8 @@ def main(argv: list[str]) -> int:
         for number, raw in enumerate(sys.stdin.buffer, start=1):
             try:
                 line = _interactive_line(raw, number)
-                print(decoder.translate([line])[0], flush=True)
+                print(decoder.translate([line], compiling=ProgressBar().compiling)[0],
+                      flush=True)
                 _report_cut(decoder, 1)
             except UserError as e:  # a bad line is reported; the session goes on
                 common.report(PROG, str(e))

@@ -169,7 +169,8 @@ class Decoder:
         return encoded
 
     def translate(self, sentences: Sequence[str],
-                  progress: Callable[[int, int], None] | None = None) -> list[str]:
+                  progress: Callable[[int, int], None] | None = None,
+                  compiling: Callable[[int], None] | None = None) -> list[str]:
         """Translations in input order, one line each (a line break or tab a
         model spells becomes a space); an empty line gives an empty line.
 
@@ -178,6 +179,11 @@ class Decoder:
         than max_length is cut to it (`cut_inputs` counts them) unless
         `long_inputs=refuse`. With return_beams, each output line holds the
         beams, best first, separated by tabs.
+
+        progress: called with (inputs done, all inputs) after each batch.
+        compiling: with xla, called with the number of XLA programs this call
+            compiles (seconds each), before it compiles them; not called
+            when it compiles none.
         """
         encoded = self._encode(sentences)
         hp, dhp = self.hparams, self.decode_hparams
@@ -220,8 +226,10 @@ class Decoder:
             return [one_field(self.vocab.decode(s)) for s in sequences]
 
         lengths = [len(ids) for ids in encoded]
-        ahead = self._first_batch_of_each_program(
-            lengths, program, decode_batch) if self._compiled else {}
+        first = self._first_batch_of_each_program(lengths, program) if self._compiled else {}
+        if first and compiling:
+            compiling(len(first))
+        ahead = self._decode_side_by_side(first, decode_batch)
 
         def decode_or_take(chunk: list[int]) -> list[str]:
             outputs = ahead.pop(tuple(chunk), None)
@@ -232,11 +240,24 @@ class Decoder:
                                       max_length=hp.max_length,
                                       parallel_batches=dhp.parallel_batches)
 
-    def _first_batch_of_each_program(self, lengths: list[int], program, decode_batch
-                                     ) -> dict[tuple[int, ...], list[str]]:
-        """{batch: outputs} of the first batch of each compiled program a file
-        needs and this decoder has not run yet, decoded all at once, before
-        the rest.
+    def _first_batch_of_each_program(self, lengths: list[int], program
+                                     ) -> dict[tuple[int, int], list[int]]:
+        """{program: its first batch} of each compiled program a file needs
+        that this decoder has not run yet (`translate`'s `program`)."""
+        dhp = self.decode_hparams
+        first: dict[tuple[int, int], list[int]] = {}
+        for chunk in length_sorted_batches(lengths, dhp.batch_size, dhp.batch_tokens,
+                                           self.hparams.max_length):
+            key = program(chunk)
+            if key not in self._compiled_programs:
+                first.setdefault(key, chunk)
+        return first
+
+    @staticmethod
+    def _decode_side_by_side(first: dict[tuple[int, int], list[int]], decode_batch
+                             ) -> dict[tuple[int, ...], list[str]]:
+        """{batch: outputs} of the batches of `first` (the first batch of each
+        program not compiled yet), decoded all at once, before the rest.
 
         XLA compiles a program on its first batch, in the thread that runs
         it (8-9 s a program for the Multi30k recipe model on 2 cores, using
@@ -246,13 +267,6 @@ class Decoder:
         2): 21 s instead of 25 for those 3 (benchmarks/RESULTS.md). Nothing
         to gain from one program.
         """
-        dhp = self.decode_hparams
-        first: dict[tuple[int, int], list[int]] = {}
-        for chunk in length_sorted_batches(lengths, dhp.batch_size, dhp.batch_tokens,
-                                           self.hparams.max_length):
-            key = program(chunk)
-            if key not in self._compiled_programs:
-                first.setdefault(key, chunk)
         if len(first) < 2:
             return {}
         workers = min(len(first), max(2, os.cpu_count() or 1))
@@ -304,11 +318,22 @@ class Decoder:
 
 
 class ProgressBar:
-    """A one-line progress display on stderr: `decoded 320/1000 (12.1 sentences/s)`."""
+    """A one-line progress display on stderr: `decoded 320/1000 (12.1 sentences/s)`.
+
+    Its `compiling` method is `Decoder.translate`'s `compiling` callback: a
+    line before the bar, so that the compilations' wait (about 8 s a program
+    on 2 cores, before the first batch is done) says what it is.
+    """
 
     def __init__(self, stream=sys.stderr):
         self.stream = stream
         self.start = time.time()
+
+    def compiling(self, programs: int) -> None:
+        self.stream.write(f"compiling the search for XLA: {programs} program"
+                          f"{'s' if programs > 1 else ''} (one per batch size and "
+                          "padded input length; seconds each, once)\n")
+        self.stream.flush()
 
     def __call__(self, done: int, total: int) -> None:
         rate = done / max(time.time() - self.start, 1e-9)
