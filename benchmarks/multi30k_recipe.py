@@ -22,9 +22,10 @@ The test set is never used to choose. `--tune_on_val=` decodes test with
 last 2,500 with the learning rate falling linearly to 0 (`--cooldown_steps`),
 at most 110 minutes of training, then about 5 of datagen, tuning and
 decoding) fit two hours end to end: 107 minutes on the 2-core development
-host. On a slower machine lower `--train_steps` (and `--cooldown_steps`) so
-training ends at `--train_steps`, not at the time limit: the trainer says
-how far the cooldown got when the time limit stops it. `--noxla --hparams=mixed_precision=mixed_bfloat16` trains in
+host. On a slower machine the trainer fits the cooldown to the time limit:
+when the pace so far will not reach `--train_steps` within
+`--max_train_minutes`, the cooldown ends, and training stops, where the
+limit runs out (t2t-trainer's `--max_train_minutes`). `--noxla --hparams=mixed_precision=mixed_bfloat16` trains in
 bfloat16 without XLA: on a CPU with avx512_bf16 that was the faster step for
 the earlier d_model 256 set, but it is 0.83x of XLA float32 for the
 registered one (benchmarks/RESULTS.md); decoding is float32 either way.
@@ -75,7 +76,8 @@ def _parse_args():
     parser.add_argument("--train_steps", type=int, default=9600,
                         help="the last update; about 103 minutes of training on the "
                              "2-core AVX-512 development host, so the cooldown ends "
-                             "inside --max_train_minutes (lower it on a slower machine)")
+                             "inside --max_train_minutes (on a slower machine the "
+                             "trainer ends it where those run out)")
     parser.add_argument("--cooldown_steps", type=int, default=2500,
                         help="the trainer's learning_rate_cooldown_steps: the learning "
                              "rate falls linearly to 0 over the last N updates before "

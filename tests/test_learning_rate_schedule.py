@@ -111,3 +111,84 @@ def test_a_time_budget_that_cuts_the_cooldown_says_so(tiny_data, tmp_path, coold
     Trainer(config, log=lines.append).train()
     stop = lines.index("Stopping at step 1: the --max_train_minutes=0.01 budget is spent.")
     assert lines[stop + 1] == message
+
+
+def test_the_cooldown_follows_its_end_step_variable():
+    """With `end_step` (a variable the trainer moves, `CooldownFit`), the
+    cooldown ends there: the same rates as a schedule built with that
+    train_steps, before and after the variable moves."""
+    import tensorflow as tf
+
+    end = tf.Variable(9250, dtype=tf.int64)
+    moving = NoamSchedule(128, 2000, 2.53, cooldown_steps=2000, train_steps=9250, end_step=end)
+    fixed = NoamSchedule(128, 2000, 2.53, cooldown_steps=2000, train_steps=9250)
+    for iteration in (0, 7000, 8250, 9249, 9250):
+        assert float(moving(iteration)) == pytest.approx(float(fixed(iteration)), rel=1e-6)
+    end.assign(6000)
+    shorter = NoamSchedule(128, 2000, 2.53, cooldown_steps=2000, train_steps=6000)
+    for iteration in (0, 3999, 4500, 5999, 6000, 8000):
+        assert float(moving(iteration)) == pytest.approx(float(shorter(iteration)), rel=1e-6)
+    assert float(moving(5000)) == pytest.approx(_equation_3(5000) * 0.5, rel=1e-5)
+    assert moving.get_config() == fixed.get_config()   # the variable is not config
+
+
+def test_cooldown_fit_estimates_where_the_budget_runs_out():
+    from t2t_revival.train.cooldown_fit import CooldownFit
+
+    fit = CooldownFit(train_steps=1000, cooldown_steps=200, budget_seconds=100.0, log_every=10)
+    assert fit.estimate(step=20, start_step=0, elapsed=5.0) == 1000   # before the warm-in
+    # 5 updates a second: 100 + 5 * 80 = 500 by the end of the budget.
+    assert fit.estimate(step=100, start_step=0, elapsed=20.0) == 500
+    # From a resumed run's own start; rounded down to a progress line.
+    assert fit.estimate(step=700, start_step=600, elapsed=40.0) == 850
+    assert fit.estimate(step=100, start_step=0, elapsed=10.0) == 1000  # fast enough
+    assert fit.estimate(step=95, start_step=0, elapsed=99.5) == 100    # the next progress line
+    assert fit.estimate(step=100, start_step=0, elapsed=100.0) == 1000  # spent: the time limit's
+    line = fit.move_to(500, step=100, start_step=0, elapsed=20.0)
+    assert fit.end_step == 500
+    assert line == ("At 300 updates a minute the --max_train_minutes=1.66667 budget ends near "
+                    "step 500, before --train_steps=1000: the learning-rate cooldown "
+                    "(learning_rate_cooldown_steps=200) now ends there, from step 300, and "
+                    "training stops there.")
+    assert fit.move_to(510, step=110, start_step=0, elapsed=22.0) is None  # < a tenth of 200
+    assert fit.end_step == 510
+    assert fit.move_to(1000, step=120, start_step=0, elapsed=23.0).endswith(
+        "reaches --train_steps=1000: the learning-rate cooldown ends there again.")
+    with pytest.raises(ValueError, match="needs a cooldown and a time budget"):
+        CooldownFit(1000, 0, 100.0, 10)
+
+
+def test_trainer_ends_the_cooldown_where_the_time_budget_runs_out(tiny_data, tmp_path):
+    """A run whose --train_steps the budget cannot reach (a fake clock: 10 s an
+    update, 60 s of budget) moves the cooldown's end to step 6 and stops there,
+    its learning rate falling to 0 at step 6 rather than being cut off."""
+    from test_faults import PROBLEM, TINY_HPARAMS
+    from t2t_revival.train.train_config import TrainConfig
+    from t2t_revival.train.trainer import Trainer
+
+    lines = []
+    config = TrainConfig(problem=PROBLEM, hparams_set="transformer_tiny",
+                         hparams=TINY_HPARAMS + ",learning_rate_warmup_steps=2,"
+                                                "learning_rate_cooldown_steps=4",
+                         data_dir=str(tiny_data), output_dir=str(tmp_path / "run"),
+                         train_steps=12, max_train_minutes=1.0, log_every=1, eval_steps=1,
+                         eval_every=0, eval_decode_sentences=0, xla=False)
+    trainer = Trainer(config, log=lines.append)
+    trainer.clock = lambda: 10.0 * trainer.step
+    result = trainer.train()
+    assert result["step"] == 6 and result["checkpoint"].endswith("ckpt-6")
+    assert ("At 6 updates a minute the --max_train_minutes=1 budget ends near step 6, "
+            "before --train_steps=12: the learning-rate cooldown "
+            "(learning_rate_cooldown_steps=4) now ends there, from step 2, and training "
+            "stops there.") in lines
+    assert ("Stopped at step 6, where the learning-rate cooldown fitted to "
+            "--max_train_minutes=1 ends (--train_steps=12 was out of its reach).") in lines
+    logged = {int(m[1]): (int(m[2]), float(m[3])) for m in
+              (re.search(r"step (\d+)/(\d+) .*lr (\S+)", line) for line in lines) if m}
+    assert sorted(logged) == [1, 2, 3, 4, 5, 6]
+    assert logged[1][0] == 12 and logged[2][0] == 6   # the line after the estimate
+    for step in (2, 3, 4, 5):
+        expected = _equation_3(step, d_model=16, warmup=2, multiplier=trainer.hparams.learning_rate)
+        assert logged[step][1] == pytest.approx(expected * min(1.0, (6 - step) / 4), rel=6e-3)
+    assert logged[6][1] == 0.0
+    assert not any("budget is spent" in line for line in lines)

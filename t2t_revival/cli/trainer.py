@@ -41,7 +41,11 @@ flags.DEFINE_integer("train_steps", _DEFAULT["train_steps"], "Optimizer updates 
                      lower_bound=1)
 flags.DEFINE_float("max_train_minutes", _DEFAULT["max_train_minutes"],
                    "Stop at the first progress line (--log_step_count_steps) after this "
-                   "many minutes of training, save and evaluate (0 = train to --train_steps).",
+                   "many minutes of training, save and evaluate (0 = train to --train_steps). "
+                   "With the hparam learning_rate_cooldown_steps, the cooldown is fitted "
+                   "to the budget: if the pace so far will not reach --train_steps in "
+                   "time, the cooldown ends, and training stops, where the budget runs "
+                   "out (estimated at each progress line).",
                    lower_bound=0.0)
 flags.DEFINE_integer("eval_steps", _DEFAULT["eval_steps"],
                      "Dev batches per evaluation (0 = whole dev split).",

@@ -26,10 +26,14 @@ class NoamSchedule(keras.optimizers.schedules.LearningRateSchedule):
         cooldown_steps: the `learning_rate_cooldown_steps` hparam (0 = none).
         train_steps: the update count training ends at; needed with
             cooldown_steps, at least cooldown_steps.
+        end_step: optional, an integer variable that replaces `train_steps`
+            as the end of the cooldown, read at every update: the trainer
+            moves it to where a time budget runs out (`CooldownFit`). Not
+            part of the config (the trainer makes it each run).
     """
 
     def __init__(self, d_model, warmup_steps, multiplier=1.0, cooldown_steps=0,
-                 train_steps=None):
+                 train_steps=None, end_step=None):
         if cooldown_steps and (train_steps is None or train_steps < cooldown_steps):
             raise ValueError(f"cooldown_steps={cooldown_steps} needs train_steps >= it. "
                              f"Received: train_steps={train_steps}")
@@ -38,6 +42,7 @@ class NoamSchedule(keras.optimizers.schedules.LearningRateSchedule):
         self.multiplier = multiplier
         self.cooldown_steps = cooldown_steps
         self.train_steps = train_steps
+        self.end_step = end_step
 
     def __call__(self, step):
         iteration = ops.cast(step, "float32")
@@ -46,7 +51,9 @@ class NoamSchedule(keras.optimizers.schedules.LearningRateSchedule):
         rate = (self.multiplier * float(self.d_model) ** -0.5
                 * ops.minimum(ops.rsqrt(step), step * warmup ** -1.5))
         if self.cooldown_steps:
-            left = (float(self.train_steps) - iteration) / float(self.cooldown_steps)
+            end = (float(self.train_steps) if self.end_step is None
+                   else ops.cast(self.end_step, "float32"))
+            left = (end - iteration) / float(self.cooldown_steps)
             rate = rate * ops.clip(left, 0.0, 1.0)
         return rate
 

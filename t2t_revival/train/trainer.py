@@ -37,6 +37,7 @@ import math
 import os
 import shutil
 import tempfile
+import time
 from typing import Any
 
 import keras
@@ -54,6 +55,7 @@ from t2t_revival.run_dir.run_record import RunRecord
 from t2t_revival.run_dir.trained_model import TrainedModel
 from t2t_revival.run_dir.training_directory import CORRUPT_RESTORE_ERRORS, TrainingDirectory
 from t2t_revival.stopped_by_signal import StoppedBySignal
+from t2t_revival.train.cooldown_fit import CooldownFit
 from t2t_revival.train.dev_metric_evaluator import DevMetricEvaluator
 from t2t_revival.train.early_stopping import EarlyStopping
 from t2t_revival.train.losses import smoothed_cross_entropy_sum, token_metrics_sums
@@ -90,6 +92,7 @@ class Trainer:
 
     on_new_best = None
     stop_reason = ""
+    clock = staticmethod(time.time)  # training's clock (tests pass a fake)
     _dev = None            # (EarlyStopping, DevMetricEvaluator | None), at the first eval
     _last_eval = None      # (step, metrics) of the latest evaluation
 
@@ -116,14 +119,24 @@ class Trainer:
         keras.utils.set_random_seed(config.seed)
         keras.mixed_precision.set_global_policy(self.hparams.mixed_precision)
         self.fp16 = self.hparams.mixed_precision == "mixed_float16"
+        cooldown = self.hparams.learning_rate_cooldown_steps
+        # With a cooldown and a time budget, the cooldown ends where the budget
+        # runs out, if that comes before --train_steps (`CooldownFit`).
+        self.cooldown_fit = CooldownFit(config.train_steps, cooldown,
+                                        60.0 * config.max_train_minutes, config.log_every) \
+            if cooldown and config.max_train_minutes else None
         with self.strategy.scope():
             self.model = self.directory.build_model(self.hparams, config.model)
+            # Where the cooldown ends, read by the schedule at every update.
+            self._cooldown_end = tf.Variable(config.train_steps, dtype=tf.int64,
+                                             trainable=False, name="cooldown_end") \
+                if self.cooldown_fit else None
             optimizer = ReducedGradientsAdam(
                 learning_rate=NoamSchedule(self.hparams.d_model,
                                            self.hparams.learning_rate_warmup_steps,
                                            self.hparams.learning_rate,
-                                           self.hparams.learning_rate_cooldown_steps,
-                                           config.train_steps),
+                                           cooldown, config.train_steps,
+                                           end_step=self._cooldown_end),
                 beta_1=self.hparams.adam_beta1, beta_2=self.hparams.adam_beta2,
                 epsilon=self.hparams.adam_epsilon,
                 # The optimizer sees the all-reduced gradient, so this clips
@@ -327,7 +340,7 @@ class Trainer:
         """How many updates the next call runs from `step`: at most
         --steps_per_execution, ending on the next progress, save, eval or final step."""
         config = self.config
-        stop = config.train_steps
+        stop = self.end_step
         for every in (config.log_every, config.save_every, config.eval_every):
             if every:
                 stop = min(stop, (step // every + 1) * every)
@@ -498,8 +511,8 @@ class Trainer:
             return {"step": step}
         iterator = iter(self.train_dataset(step))
         writer, eval_writer = self._summary_writer("train"), self._summary_writer("eval")
-        stats = TrainingStats(step, config.train_steps, writer)
-        while step < config.train_steps:
+        stats = TrainingStats(step, self.end_step, writer, clock=self.clock)
+        while step < self.end_step:
             updates = self._updates_in_next_call(step)
             with self._corrupt_shards_named():
                 if updates == 1:
@@ -509,7 +522,7 @@ class Trainer:
             step = self.step
             self.signals.check()   # a SIGTERM/SIGINT during the update: save and stop
             stats.update(tokens)
-            on_log_step = step % config.log_every == 0 or step == config.train_steps
+            on_log_step = step % config.log_every == 0 or step == self.end_step
             if on_log_step:
                 self.log(stats.report(
                     step, loss, float(self.optimizer.learning_rate), grad_norm,
@@ -517,12 +530,12 @@ class Trainer:
             if config.save_every and step % config.save_every == 0:
                 self.save()
             if config.eval_every and step % config.eval_every == 0 \
-                    and step != config.train_steps:
+                    and step != self.end_step:
                 self._log_eval(step, eval_writer)
                 if self.stop_reason:
                     self.log(f"Stopping at step {step}: {self.stop_reason}.")
                     break
-            if on_log_step and config.max_train_minutes and step < config.train_steps \
+            if on_log_step and config.max_train_minutes and step < self.end_step \
                     and self._time_is_up(stats.elapsed()):
                 self.log(f"Stopping at step {step}: the --max_train_minutes="
                          f"{config.max_train_minutes:g} budget is spent.")
@@ -536,6 +549,12 @@ class Trainer:
                              f"{cooldown}, from step {config.train_steps - cooldown}) did "
                              f"not start; a lower --train_steps fits it inside the budget.")
                 break
+            if on_log_step and self.cooldown_fit and step < self.end_step:
+                self._fit_cooldown(step, stats)
+        if step < config.train_steps and step == self.end_step:
+            self.log(f"Stopped at step {step}, where the learning-rate cooldown fitted to "
+                     f"--max_train_minutes={config.max_train_minutes:g} ends "
+                     f"(--train_steps={config.train_steps} was out of its reach).")
         if self.manager.latest_checkpoint is None or \
                 not self.manager.latest_checkpoint.endswith(f"-{step}"):
             self.save()
@@ -564,6 +583,34 @@ class Trainer:
             if error is None:
                 raise
             raise error from None
+
+    @property
+    def end_step(self) -> int:
+        """The step this run trains to: --train_steps, or before it where the
+        time budget runs out (`CooldownFit`)."""
+        return self.cooldown_fit.end_step if self.cooldown_fit else self.config.train_steps
+
+    def _fit_cooldown(self, step: int, stats: TrainingStats) -> None:
+        """Move the cooldown's end to where the time budget runs out at the
+        pace so far (`CooldownFit`); every worker takes the same."""
+        fit, elapsed = self.cooldown_fit, stats.elapsed()
+        end = fit.estimate(step, stats.start_step, elapsed)
+        if isinstance(self.strategy, tf.distribute.MultiWorkerMirroredStrategy):
+            # Workers' clocks differ; they must stop at the same step, or the
+            # others would wait forever in the next all-reduce: the estimate of
+            # the worker holding replica 0 (the chief) goes to all.
+            values = self.strategy.experimental_distribute_values_from_function(
+                lambda context: tf.constant(
+                    float(end) if context.replica_id_in_sync_group == 0 else 0.0))
+            end = int(float(self.strategy.reduce(tf.distribute.ReduceOp.SUM, values,
+                                                 axis=None)))
+        if end == fit.end_step:
+            return
+        line = fit.move_to(end, step, stats.start_step, elapsed)
+        self._cooldown_end.assign(end)
+        stats.train_steps = end
+        if line:
+            self.log(line)
 
     def _time_is_up(self, elapsed: float) -> bool:
         """Whether the time budget is spent after `elapsed` seconds; every worker
