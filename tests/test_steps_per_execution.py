@@ -21,7 +21,7 @@ def test_a_call_ends_on_the_next_progress_save_eval_or_final_step():
         config = TrainConfig(problem=PROBLEM, output_dir="", data_dir="",
                              train_steps=train_steps, steps_per_execution=steps_per_execution,
                              **every)
-        fake = types.SimpleNamespace(config=config)
+        fake = types.SimpleNamespace(config=config, end_step=train_steps)
         step, calls = 0, []
         while step < train_steps:
             calls.append(Trainer._updates_in_next_call(fake, step))
