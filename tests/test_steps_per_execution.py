@@ -17,13 +17,14 @@ def test_a_call_ends_on_the_next_progress_save_eval_or_final_step():
     from t2t_revival.train.train_config import TrainConfig
     from t2t_revival.train.trainer import Trainer
 
-    def sizes(steps_per_execution, train_steps=23, **every):
+    def sizes(steps_per_execution, train_steps=23, end_step=None, **every):
         config = TrainConfig(problem=PROBLEM, output_dir="", data_dir="",
                              train_steps=train_steps, steps_per_execution=steps_per_execution,
                              **every)
-        fake = types.SimpleNamespace(config=config, end_step=train_steps)
+        end_step = end_step or train_steps   # before it: the cooldown fitted to a budget
+        fake = types.SimpleNamespace(config=config, end_step=end_step)
         step, calls = 0, []
-        while step < train_steps:
+        while step < end_step:
             calls.append(Trainer._updates_in_next_call(fake, step))
             step += calls[-1]
         return calls
@@ -34,6 +35,10 @@ def test_a_call_ends_on_the_next_progress_save_eval_or_final_step():
     assert sizes(10, log_every=50, save_every=0, eval_every=7) == [7, 7, 7, 2]
     assert sizes(100, log_every=100, save_every=1000, eval_every=1000,
                  train_steps=250) == [100, 100, 50]
+    # A fitted end before --train_steps: the last call ends on it.
+    assert sizes(8, log_every=5, save_every=0, eval_every=0, end_step=20) == [5, 5, 5, 5]
+    assert sizes(100, log_every=100, save_every=0, eval_every=0, train_steps=250,
+                 end_step=150) == [100, 50]
 
 
 @pytest.mark.parametrize("updates", [3])
