@@ -192,3 +192,29 @@ def test_trainer_ends_the_cooldown_where_the_time_budget_runs_out(tiny_data, tmp
         assert logged[step][1] == pytest.approx(expected * min(1.0, (6 - step) / 4), rel=6e-3)
     assert logged[6][1] == 0.0
     assert not any("budget is spent" in line for line in lines)
+
+
+def test_a_pace_that_falls_after_the_fit_is_told_from_the_fitted_end(tiny_data, tmp_path):
+    """The fit moves the end to step 6 at 10 s an update; then updates take
+    30 s, and the budget runs out at step 4: the cut is counted from the
+    fitted end (2 updates short), not from --train_steps, and the log says
+    the pace fell rather than to lower --train_steps."""
+    from test_faults import PROBLEM, TINY_HPARAMS
+    from t2t_revival.train.train_config import TrainConfig
+    from t2t_revival.train.trainer import Trainer
+
+    lines = []
+    config = TrainConfig(problem=PROBLEM, hparams_set="transformer_tiny",
+                         hparams=TINY_HPARAMS + ",learning_rate_warmup_steps=2,"
+                                                "learning_rate_cooldown_steps=4",
+                         data_dir=str(tiny_data), output_dir=str(tmp_path / "run"),
+                         train_steps=12, max_train_minutes=1.0, log_every=1, eval_steps=1,
+                         eval_every=0, eval_decode_sentences=0, xla=False)
+    trainer = Trainer(config, log=lines.append)
+    trainer.clock = lambda: 10.0 * min(trainer.step, 3) + 30.0 * max(trainer.step - 3, 0)
+    result = trainer.train()
+    assert result["step"] == 4 and result["checkpoint"].endswith("ckpt-4")
+    stop = lines.index("Stopping at step 4: the --max_train_minutes=1 budget is spent.")
+    assert lines[stop + 1] == (
+        "The learning-rate cooldown (learning_rate_cooldown_steps=4) stopped 2 updates "
+        "short of 0; the pace fell after the cooldown was fitted to the budget.")

@@ -539,15 +539,7 @@ class Trainer:
                     and self._time_is_up(stats.elapsed()):
                 self.log(f"Stopping at step {step}: the --max_train_minutes="
                          f"{config.max_train_minutes:g} budget is spent.")
-                cooldown = self.hparams.learning_rate_cooldown_steps
-                if step > config.train_steps - cooldown:
-                    self.log(f"The learning-rate cooldown (learning_rate_cooldown_steps="
-                             f"{cooldown}) stopped {config.train_steps - step} updates "
-                             f"short of 0; a lower --train_steps ends it inside the budget.")
-                elif cooldown:
-                    self.log(f"The learning-rate cooldown (learning_rate_cooldown_steps="
-                             f"{cooldown}, from step {config.train_steps - cooldown}) did "
-                             f"not start; a lower --train_steps fits it inside the budget.")
+                self._log_cut_cooldown(step)
                 break
             if on_log_step and self.cooldown_fit and step < self.end_step:
                 self._fit_cooldown(step, stats)
@@ -611,6 +603,25 @@ class Trainer:
         stats.train_steps = end
         if line:
             self.log(line)
+
+    def _log_cut_cooldown(self, step: int) -> None:
+        """Say where the time limit, stopping the run at `step`, left the
+        learning-rate cooldown, and what would fit it in."""
+        cooldown, end = self.hparams.learning_rate_cooldown_steps, self.end_step
+        if not cooldown:
+            return
+        # A fitted end (CooldownFit) was within reach at the pace so far.
+        fell = "the pace fell after the cooldown was fitted to the budget"
+        if step > end - cooldown:
+            why = fell if end < self.config.train_steps else \
+                "a lower --train_steps ends it inside the budget"
+            self.log(f"The learning-rate cooldown (learning_rate_cooldown_steps={cooldown}) "
+                     f"stopped {end - step} updates short of 0; {why}.")
+        else:
+            why = fell if end < self.config.train_steps else \
+                "a lower --train_steps fits it inside the budget"
+            self.log(f"The learning-rate cooldown (learning_rate_cooldown_steps={cooldown}, "
+                     f"from step {end - cooldown}) did not start; {why}.")
 
     def _time_is_up(self, elapsed: float) -> bool:
         """Whether the time budget is spent after `elapsed` seconds; every worker
