@@ -158,22 +158,28 @@ def test_cooldown_fit_estimates_where_the_budget_runs_out():
         CooldownFit(1000, 0, 100.0, 10)
 
 
-def test_trainer_ends_the_cooldown_where_the_time_budget_runs_out(tiny_data, tmp_path):
-    """A run whose --train_steps the budget cannot reach (a fake clock: 10 s an
-    update, 60 s of budget) moves the cooldown's end to step 6 and stops there,
-    its learning rate falling to 0 at step 6 rather than being cut off."""
+def _trainer_with_a_one_minute_budget(tiny_data, tmp_path, lines):
+    """A tiny run of 12 updates, the last 4 a cooldown, a 1-minute budget
+    (tests give it a fake clock), logging every update into `lines`."""
     from test_faults import PROBLEM, TINY_HPARAMS
     from t2t_revival.train.train_config import TrainConfig
     from t2t_revival.train.trainer import Trainer
 
-    lines = []
     config = TrainConfig(problem=PROBLEM, hparams_set="transformer_tiny",
                          hparams=TINY_HPARAMS + ",learning_rate_warmup_steps=2,"
                                                 "learning_rate_cooldown_steps=4",
                          data_dir=str(tiny_data), output_dir=str(tmp_path / "run"),
                          train_steps=12, max_train_minutes=1.0, log_every=1, eval_steps=1,
                          eval_every=0, eval_decode_sentences=0, xla=False)
-    trainer = Trainer(config, log=lines.append)
+    return Trainer(config, log=lines.append)
+
+
+def test_trainer_ends_the_cooldown_where_the_time_budget_runs_out(tiny_data, tmp_path):
+    """A run whose --train_steps the budget cannot reach (a fake clock: 10 s an
+    update, 60 s of budget) moves the cooldown's end to step 6 and stops there,
+    its learning rate falling to 0 at step 6 rather than being cut off."""
+    lines = []
+    trainer = _trainer_with_a_one_minute_budget(tiny_data, tmp_path, lines)
     trainer.clock = lambda: 10.0 * trainer.step
     result = trainer.train()
     assert result["step"] == 6 and result["checkpoint"].endswith("ckpt-6")
@@ -199,18 +205,8 @@ def test_a_pace_that_falls_after_the_fit_is_told_from_the_fitted_end(tiny_data, 
     30 s, and the budget runs out at step 4: the cut is counted from the
     fitted end (2 updates short), not from --train_steps, and the log says
     the pace fell rather than to lower --train_steps."""
-    from test_faults import PROBLEM, TINY_HPARAMS
-    from t2t_revival.train.train_config import TrainConfig
-    from t2t_revival.train.trainer import Trainer
-
     lines = []
-    config = TrainConfig(problem=PROBLEM, hparams_set="transformer_tiny",
-                         hparams=TINY_HPARAMS + ",learning_rate_warmup_steps=2,"
-                                                "learning_rate_cooldown_steps=4",
-                         data_dir=str(tiny_data), output_dir=str(tmp_path / "run"),
-                         train_steps=12, max_train_minutes=1.0, log_every=1, eval_steps=1,
-                         eval_every=0, eval_decode_sentences=0, xla=False)
-    trainer = Trainer(config, log=lines.append)
+    trainer = _trainer_with_a_one_minute_budget(tiny_data, tmp_path, lines)
     trainer.clock = lambda: 10.0 * min(trainer.step, 3) + 30.0 * max(trainer.step - 3, 0)
     result = trainer.train()
     assert result["step"] == 4 and result["checkpoint"].endswith("ckpt-4")
