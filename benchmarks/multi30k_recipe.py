@@ -32,7 +32,9 @@ registered one (benchmarks/RESULTS.md); decoding is float32 either way.
 
 Rerunning the command resumes training from the latest checkpoint in
 --output_dir (with a fresh time budget) and redoes averaging and decoding;
-`--skip_train` redoes only the averaging, tuning and decoding.
+`--skip_train` redoes only the averaging, tuning and decoding. A SIGTERM
+(`kill`) or Ctrl-C goes to the stage running: the trainer saves a checkpoint
+at its step and stops, and the recipe exits with 128 + the signal.
 """
 
 import argparse
@@ -40,6 +42,7 @@ import datetime
 import json
 import os
 import re
+import signal
 import subprocess
 import sys
 import time
@@ -162,8 +165,28 @@ class Stages:
                    PYTHONPATH=os.pathsep.join(p for p in (ROOT, os.environ.get("PYTHONPATH"))
                                               if p))
         started = time.time()
+        # Its own session: a Ctrl-C reaches it once, through _PassSignals.
         proc = subprocess.Popen(command, stdout=subprocess.PIPE, stderr=subprocess.STDOUT,
-                                text=True, env=env, bufsize=1)
+                                stdin=subprocess.DEVNULL, text=True, env=env, bufsize=1,
+                                start_new_session=True)
+        with _PassSignals(proc) as signals:
+            lines = self._stream(stage, proc)
+            code = proc.wait()
+        self.seconds[stage] = round(self.seconds.get(stage, 0.0) + time.time() - started, 1)
+        if signals.signum is not None:
+            name = signal.Signals(signals.signum).name
+            rerun = ("rerun the same command to resume training from its last checkpoint"
+                     if stage == "train" else "rerun with --skip_train to redo the stages "
+                                              "after training")
+            self.log(stage, f"stopped by {name} (exit code {code}); {rerun}")
+            sys.exit(128 + signals.signum)
+        if code != 0:
+            self.log(stage, f"failed with exit code {code}")
+            sys.exit(code)
+        return lines
+
+    def _stream(self, stage: str, proc: subprocess.Popen) -> list[str]:
+        """Log the stage's output lines as they come; returns them all."""
         lines, shown_percent = [], -10
         for raw in proc.stdout:
             # The decoder's progress bar redraws with carriage returns.
@@ -179,12 +202,35 @@ class Stages:
                     shown_percent = percent
                 if not line.startswith((" ", "{", "}")):  # not --json output
                     self.log(stage, line.strip())
-        code = proc.wait()
-        self.seconds[stage] = round(self.seconds.get(stage, 0.0) + time.time() - started, 1)
-        if code != 0:
-            self.log(stage, f"failed with exit code {code}")
-            sys.exit(code)
         return lines
+
+
+class _PassSignals:
+    """While a stage runs, SIGTERM and SIGINT (Ctrl-C) to the recipe go to the
+    stage's process instead, once each: the trainer then saves a checkpoint
+    and stops, the other commands stop with one line, and the recipe, having
+    logged that, exits with 128 + the signal. Without it a SIGTERM killed the
+    recipe alone, and the trainer, its output gone, died at its next progress
+    line without a save; a Ctrl-C gave a traceback."""
+
+    def __init__(self, proc: subprocess.Popen):
+        self.proc = proc
+        self.signum: int | None = None
+        self._previous: dict[int, object] = {}
+
+    def __enter__(self) -> "_PassSignals":
+        for signum in (signal.SIGTERM, signal.SIGINT):
+            self._previous[signum] = signal.signal(signum, self._handle)
+        return self
+
+    def __exit__(self, *exc) -> None:
+        for signum, previous in self._previous.items():
+            signal.signal(signum, previous)
+
+    def _handle(self, signum: int, frame) -> None:
+        if self.signum is None:
+            self.signum = signum
+            self.proc.send_signal(signum)
 
 
 def _is_noise(line: str) -> bool:

@@ -273,3 +273,50 @@ def test_the_seed_goes_to_the_trainer_only_when_given(monkeypatch):
     args = recipe._parse_args()
     assert args.seed is None
     assert not any(arg.startswith("--seed") for arg in recipe._trainer_args(args))
+
+
+_STAGE = r"""
+import sys
+sys.path.insert(0, sys.argv[1])
+import multi30k_recipe
+multi30k_recipe.Stages().run("train", "trainer", *sys.argv[2:])
+"""
+
+
+@pytest.mark.parametrize("name, status", [("SIGTERM", 143), ("SIGINT", 130)])
+def test_a_signal_to_the_recipe_stops_its_trainer_with_a_checkpoint(tiny_data, tmp_path,
+                                                                     name, status):
+    """A SIGTERM or Ctrl-C to the recipe reaches the stage's trainer, which
+    saves and stops; the recipe says so and exits 128 + the signal. (A SIGTERM
+    used to kill the recipe alone, the trainer going on without its output
+    until its next progress line killed it, unsaved; a Ctrl-C gave a traceback.)"""
+    import signal
+    import time
+
+    from test_faults_run_dir import _trainer_args
+
+    out = tmp_path / "run"
+    env = dict(os.environ, PYTHONPATH=str(ROOT), PYTHONUNBUFFERED="1")
+    proc = subprocess.Popen([sys.executable, "-c", _STAGE, str(ROOT / "benchmarks"),
+                             *_trainer_args(tiny_data, out, 100000, "--log_step_count_steps=1")],
+                            stdout=subprocess.PIPE, stderr=subprocess.STDOUT, text=True, env=env)
+    try:
+        lines = []
+        for line in proc.stdout:   # wait until training runs
+            lines.append(line)
+            if "train: step 2/" in line:
+                break
+        proc.send_signal(getattr(signal, name))
+        started = time.time()
+        rest, _ = proc.communicate(timeout=120)
+    finally:
+        proc.kill()
+    output = "".join(lines) + rest
+    assert proc.returncode == status, output[-3000:]
+    assert time.time() - started < 60
+    assert f"train: t2t-trainer: stopped by {name} at step" in output
+    assert output.strip().splitlines()[-1].endswith(
+        f"train: stopped by {name} (exit code {status}); rerun the same command to resume "
+        "training from its last checkpoint")
+    assert list(out.glob("ckpt-*.index"))
+    assert "Traceback" not in output
