@@ -220,7 +220,10 @@ class _PassSignals:
 
     def __enter__(self) -> "_PassSignals":
         for signum in (signal.SIGTERM, signal.SIGINT):
-            self._previous[signum] = signal.signal(signum, self._handle)
+            # An ignored one (SIGINT of a background job) stays ignored: the
+            # stage inherits that, and would not stop.
+            if signal.getsignal(signum) is not signal.SIG_IGN:
+                self._previous[signum] = signal.signal(signum, self._handle)
         return self
 
     def __exit__(self, *exc) -> None:

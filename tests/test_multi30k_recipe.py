@@ -320,3 +320,19 @@ def test_a_signal_to_the_recipe_stops_its_trainer_with_a_checkpoint(tiny_data, t
         "training from its last checkpoint")
     assert list(out.glob("ckpt-*.index"))
     assert "Traceback" not in output
+
+
+def test_an_ignored_sigint_stays_ignored_while_a_stage_runs():
+    """A background job's SIGINT is ignored, and so is its stage's (inherited):
+    passing one on would report a stop that never comes."""
+    import signal
+
+    recipe = _load_recipe()
+    previous = signal.signal(signal.SIGINT, signal.SIG_IGN)
+    try:
+        with recipe._PassSignals(proc=None) as passing:
+            assert signal.getsignal(signal.SIGINT) is signal.SIG_IGN
+            assert signal.getsignal(signal.SIGTERM) == passing._handle
+        assert signal.getsignal(signal.SIGINT) is signal.SIG_IGN
+    finally:
+        signal.signal(signal.SIGINT, previous)
