@@ -33,7 +33,7 @@ registered one (benchmarks/RESULTS.md); decoding is float32 either way.
 Rerunning the command resumes training from the latest checkpoint in
 --output_dir (with a fresh time budget) and redoes averaging and decoding;
 `--skip_train` redoes only the averaging, tuning and decoding. A SIGTERM
-(`kill`) or Ctrl-C goes to the stage running: the trainer saves a checkpoint
+(`kill`), Ctrl-C or SIGHUP (a closed terminal) goes to the stage running: the trainer saves a checkpoint
 at its step and stops, and the recipe exits with 128 + the signal.
 """
 
@@ -49,6 +49,7 @@ import time
 
 sys.path.insert(0, os.path.dirname(os.path.abspath(__file__)))  # benchmarks/, also when loaded by path
 import machine  # noqa: E402  (benchmarks/machine.py)
+from t2t_revival.stopped_by_signal import STOP_SIGNALS  # noqa: E402
 
 ROOT = os.path.dirname(os.path.dirname(os.path.abspath(__file__)))
 TEST_SOURCE = "test_2016_flickr.en.gz"
@@ -206,10 +207,10 @@ class Stages:
 
 
 class _PassSignals:
-    """While a stage runs, SIGTERM and SIGINT (Ctrl-C) to the recipe go to the
-    stage's process instead, once each: the trainer then saves a checkpoint
-    and stops, the other commands stop with one line, and the recipe, having
-    logged that, exits with 128 + the signal. Without it a SIGTERM killed the
+    """While a stage runs, SIGTERM, SIGINT (Ctrl-C) and SIGHUP (its terminal
+    closed) to the recipe go to the stage's process instead, once: the
+    trainer then saves a checkpoint and stops, the other commands stop with
+    one line, and the recipe, having logged that, exits with 128 + the signal. Without it a SIGTERM killed the
     recipe alone, and the trainer, its output gone, died at its next progress
     line without a save; a Ctrl-C gave a traceback."""
 
@@ -219,7 +220,7 @@ class _PassSignals:
         self._previous: dict[int, object] = {}
 
     def __enter__(self) -> "_PassSignals":
-        for signum in (signal.SIGTERM, signal.SIGINT):
+        for signum in STOP_SIGNALS:
             # An ignored one (SIGINT of a background job) stays ignored: the
             # stage inherits that, and would not stop.
             if signal.getsignal(signum) is not signal.SIG_IGN:

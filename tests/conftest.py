@@ -244,6 +244,8 @@ def run_cli(module: str, *args: str, stdin: str = ""):
 
     from absl import flags
 
+    from t2t_revival.stopped_by_signal import STOP_SIGNALS
+
     global _cli_module
     name = f"t2t_revival.cli.{module}"
     if _cli_module not in (None, name):
@@ -257,7 +259,7 @@ def run_cli(module: str, *args: str, stdin: str = ""):
         sys.modules.pop(name, None)
     cli = importlib.import_module(name)
     _cli_module = name
-    handlers = {s: signal.getsignal(s) for s in (signal.SIGTERM, signal.SIGINT)}
+    handlers = {s: signal.getsignal(s) for s in STOP_SIGNALS}
     argv, stdin_before = sys.argv, sys.stdin
     stdout, stderr = io.StringIO(), io.StringIO()
     flags.FLAGS.unparse_flags()

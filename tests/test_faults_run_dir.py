@@ -298,7 +298,8 @@ def _wait_for_line(proc, needle, timeout=240):
 
 
 @pytest.mark.parametrize("signum, status, twice", [
-    (signal.SIGTERM, 143, False), (signal.SIGINT, 130, True)])
+    (signal.SIGTERM, 143, False), (signal.SIGINT, 130, True),
+    (signal.SIGHUP, 129, False)])   # the terminal closed (a dropped ssh session)
 def test_a_signal_saves_at_the_current_step_then_stops(signum, status, twice, tiny_data,
                                                         tmp_path):
     import tensorflow as tf
@@ -340,6 +341,109 @@ def test_a_signal_saves_at_the_current_step_then_stops(signum, status, twice, ti
                if k.startswith("optimizer/00000_iteration"))
     assert int(reader.get_tensor(key)) == step
     assert not list(out.glob("*_temp"))
+
+
+def test_a_closed_output_saves_at_the_current_step_then_stops(tiny_data, tmp_path):
+    """`t2t-trainer ... | tee log` whose tee died: the next progress line
+    cannot be written. The run saves at its step and stops, exit 141 (128 +
+    SIGPIPE, as a shell tool whose reader went away), with one line on stderr."""
+    import tensorflow as tf
+
+    out = tmp_path / "run"
+    proc = _popen("trainer", *_trainer_args(tiny_data, out, 100000,
+                                            "--save_checkpoints_steps=1000",
+                                            "--log_step_count_steps=1"))
+    _wait_for_line(proc, "step 3/100000")
+    proc.stdout.close()   # the reader goes away
+    stderr = proc.stderr.read().decode()
+    proc.wait(timeout=120)
+    assert proc.returncode == 141, stderr[-3000:]
+    assert "Traceback" not in stderr
+    lines = [l for l in stderr.splitlines() if l.startswith("t2t-trainer:")]
+    assert len(lines) == 1, stderr[-3000:]
+    line = lines[0]
+    assert line.startswith("t2t-trainer: stopped: its output was closed (broken pipe) "
+                           "at step "), line
+    step = int(line.split(" at step ", 1)[1].split(";", 1)[0])
+    assert step > 3
+    assert line.endswith(f"; checkpoint saved: {out / f'ckpt-{step}'}; rerun the same "
+                         f"command to resume")
+    assert tf.train.latest_checkpoint(str(out)) == str(out / f"ckpt-{step}")
+    assert not list(out.glob("*_temp"))
+
+
+# Runs argv[2:] with the terminal argv[1] as its controlling terminal and its
+# standard streams, as a login shell runs a command (the process is a session
+# leader: the caller starts it in a new session).
+_ON_TERMINAL = r"""
+import os, sys
+fd = os.open(sys.argv[1], os.O_RDWR)   # a session leader's first terminal becomes its own
+for std in (0, 1, 2):
+    os.dup2(fd, std)
+os.execv(sys.executable, [sys.executable, *sys.argv[2:]])
+"""
+
+
+def test_a_closed_terminal_saves_at_the_current_step_then_stops(tiny_data, tmp_path):
+    """A dropped ssh session: the terminal hangs up (SIGHUP, and every later
+    write to it fails with EIO). The run saves at its step and stops, 129."""
+    import pty
+    import select
+
+    import tensorflow as tf
+
+    out = tmp_path / "run"
+    master, slave = pty.openpty()
+    env = dict(os.environ, PYTHONPATH=str(ROOT), TF_CPP_MIN_LOG_LEVEL="2")
+    proc = subprocess.Popen(
+        [sys.executable, "-c", _ON_TERMINAL, os.ttyname(slave), "-m", "t2t_revival.cli.trainer",
+         *_trainer_args(tiny_data, out, 100000, "--save_checkpoints_steps=1000",
+                        "--log_step_count_steps=1")],
+        stdin=subprocess.DEVNULL, stdout=subprocess.DEVNULL, stderr=subprocess.DEVNULL,
+        start_new_session=True, env=env)
+    seen, deadline = b"", time.time() + 240
+    try:
+        # (The slave stays open here until the hang-up: reading a terminal
+        # whose slave side nobody holds fails with EIO, before the run opens it.)
+        while b"step 3/100000" not in seen and time.time() < deadline \
+                and proc.poll() is None:
+            if select.select([master], [], [], 1.0)[0]:
+                seen += os.read(master, 65536)
+        assert b"step 3/100000" in seen, seen.decode(errors="replace")[-3000:]
+    finally:
+        os.close(master)   # the hang-up
+        os.close(slave)
+    proc.wait(timeout=120)
+    assert proc.returncode == 129
+    latest = tf.train.latest_checkpoint(str(out))
+    step = int(latest.rsplit("-", 1)[1])
+    assert step >= 3
+    reader = tf.train.load_checkpoint(latest)
+    key = next(k for k in reader.get_variable_to_shape_map()
+               if k.startswith("optimizer/00000_iteration"))
+    assert int(reader.get_tensor(key)) == step
+    assert not list(out.glob("*_temp"))
+
+
+def test_a_stop_signal_started_ignored_stays_ignored():
+    """SIGHUP under `nohup`, SIGINT of a background job: neither the CLIs'
+    handlers nor the trainer's install themselves over the ignore."""
+    from t2t_revival.cli.common import install_signal_handlers
+    from t2t_revival.stopped_by_signal import STOP_SIGNALS
+    from t2t_revival.train.signal_save import SignalSave
+
+    previous = {s: signal.signal(s, signal.SIG_IGN) for s in STOP_SIGNALS}
+    try:
+        install_signal_handlers()
+        with SignalSave():
+            assert all(signal.getsignal(s) is signal.SIG_IGN for s in STOP_SIGNALS)
+        assert all(signal.getsignal(s) is signal.SIG_IGN for s in STOP_SIGNALS)
+        signal.signal(signal.SIGHUP, signal.SIG_DFL)
+        install_signal_handlers()   # a handler where the signal was not ignored
+        assert signal.getsignal(signal.SIGHUP) not in (signal.SIG_IGN, signal.SIG_DFL)
+    finally:
+        for signum, handler in previous.items():
+            signal.signal(signum, handler)
 
 
 def test_a_cli_stops_promptly_on_sigterm_during_start_up(run3):
@@ -453,20 +557,32 @@ common.run(main, prog="t2t-test")
 """
 
 
-def test_a_stop_that_cannot_unwind_removes_the_temporary_files_of_its_writes(tmp_path):
+@pytest.mark.parametrize("signum, stderr_closed", [
+    (signal.SIGTERM, False),
+    (signal.SIGHUP, False),    # the terminal closed
+    (signal.SIGTERM, True)])   # and nobody reads stderr: the stop line cannot be written
+def test_a_stop_that_cannot_unwind_removes_the_temporary_files_of_its_writes(
+        signum, stderr_closed, tmp_path):
     target = tmp_path / "translations.txt"
     proc = subprocess.Popen([sys.executable, "-c", _STOPPED_WHILE_WRITING, str(target)],
                             stdout=subprocess.PIPE, stderr=subprocess.PIPE, text=True,
                             env=dict(os.environ, PYTHONPATH=str(ROOT)))
+    stderr = None
     try:
         assert proc.stdout.readline() == "writing\n"
         assert len(list(tmp_path.iterdir())) == 1   # the temporary file
-        proc.send_signal(signal.SIGTERM)
-        _, stderr = proc.communicate(timeout=30)
+        if stderr_closed:
+            proc.stderr.close()
+        proc.send_signal(signum)
+        if stderr_closed:
+            proc.wait(timeout=30)
+        else:
+            _, stderr = proc.communicate(timeout=30)
     finally:
         proc.kill()
-    assert proc.returncode == 143, stderr
-    assert stderr == "t2t-test: stopped by SIGTERM\n"
+    assert proc.returncode == 128 + signum, stderr
+    if not stderr_closed:
+        assert stderr == f"t2t-test: stopped by {signal.Signals(signum).name}\n"
     assert list(tmp_path.iterdir()) == []
 
 

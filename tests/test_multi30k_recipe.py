@@ -283,10 +283,11 @@ multi30k_recipe.Stages().run("train", "trainer", *sys.argv[2:])
 """
 
 
-@pytest.mark.parametrize("name, status", [("SIGTERM", 143), ("SIGINT", 130)])
+@pytest.mark.parametrize("name, status", [("SIGTERM", 143), ("SIGINT", 130),
+                                          ("SIGHUP", 129)])
 def test_a_signal_to_the_recipe_stops_its_trainer_with_a_checkpoint(tiny_data, tmp_path,
                                                                      name, status):
-    """A SIGTERM or Ctrl-C to the recipe reaches the stage's trainer, which
+    """A SIGTERM, Ctrl-C or SIGHUP to the recipe reaches the stage's trainer, which
     saves and stops; the recipe says so and exits 128 + the signal. (A SIGTERM
     used to kill the recipe alone, the trainer going on without its output
     until its next progress line killed it, unsaved; a Ctrl-C gave a traceback.)"""

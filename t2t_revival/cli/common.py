@@ -30,7 +30,7 @@ from absl import app, flags
 
 from t2t_revival.atomic_file import remove_pending_temporaries
 from t2t_revival.errors import UserError
-from t2t_revival.stopped_by_signal import StoppedBySignal
+from t2t_revival.stopped_by_signal import STOP_SIGNALS, StoppedBySignal
 
 USAGE_ERROR = 2
 
@@ -352,7 +352,8 @@ def _silence_stderr() -> None:
 
 
 def _stop_on_signal(signum: int, frame) -> None:
-    """SIGTERM/SIGINT outside the trainer's save path: stop now (`run` prints one line).
+    """A stop signal (`STOP_SIGNALS`) outside the trainer's save path: stop now
+    (`run` prints one line).
 
     Raises StoppedBySignal where the main thread is. Code that catches every
     exception (some of TensorFlow's tracing does) could turn it into another
@@ -393,14 +394,15 @@ def _importing(frame) -> bool:
 
 
 def install_signal_handlers() -> None:
-    """Make SIGTERM and SIGINT stop the process promptly with one line (see `run`).
+    """Make the stop signals (SIGTERM, SIGINT, SIGHUP: `STOP_SIGNALS`) stop the
+    process promptly with one line (see `run`).
 
-    A signal the process was started with ignored (SIGINT of a background job)
-    stays ignored. Files being written are left whole: every writer writes a
-    temporary name and renames it (`atomic_file`), and removes the temporary
-    file when interrupted.
+    A signal the process was started with ignored (SIGINT of a background job,
+    SIGHUP under `nohup`) stays ignored. Files being written are left whole:
+    every writer writes a temporary name and renames it (`atomic_file`), and
+    removes the temporary file when interrupted.
     """
-    for signum in (signal.SIGTERM, signal.SIGINT):
+    for signum in STOP_SIGNALS:
         if signal.getsignal(signum) is not signal.SIG_IGN:
             signal.signal(signum, _stop_on_signal)
     _watch_for_stops_the_main_thread_cannot_see()
@@ -416,7 +418,7 @@ def _watch_for_stops_the_main_thread_cannot_see() -> None:
     two bytecodes: inside one long native call (an XLA program decoding to a
     huge length, a TensorFlow op) SIGTERM would wait for the call to end,
     minutes or forever. The C-level handler writes each signal's number to
-    the wakeup pipe at once; a thread reads it and, for SIGTERM/SIGINT while
+    the wakeup pipe at once; a thread reads it and, for a stop signal while
     `_stop_on_signal` handles them (not the trainer's save-then-stop,
     `SignalSave`), gives the main thread `_STOP_GRACE_SECONDS`, then stops
     the process itself with the same one line and exit status. Once per
@@ -432,7 +434,7 @@ def _watch_for_stops_the_main_thread_cannot_see() -> None:
     def watch() -> None:
         while True:
             for signum in os.read(read_fd, 64):
-                if signum in (signal.SIGTERM, signal.SIGINT) and \
+                if signum in STOP_SIGNALS and \
                         signal.getsignal(signum) is _stop_on_signal:
                     threading.Event().wait(_STOP_GRACE_SECONDS)
                     stopped(_prog, StoppedBySignal(signum))
@@ -450,7 +452,8 @@ def stopped(prog: str, stop: StoppedBySignal) -> None:
     """
     _stopping.acquire()   # one line, whichever thread stops first (never released)
     remove_pending_temporaries()
-    print(f"{prog}: {stop.message}", file=_stop_stream or sys.stderr, flush=True)
+    with contextlib.suppress(OSError):   # stderr gone too (a hung-up terminal, a closed pipe)
+        print(f"{prog}: {stop.message}", file=_stop_stream or sys.stderr, flush=True)
     with contextlib.suppress(Exception):
         sys.stdout.flush()
     os._exit(stop.exit_status)
@@ -490,8 +493,8 @@ def _show_module_in_help(module_name: str) -> None:
 def run(main: Callable[[list[str]], int | None], prog: str | None = None) -> None:
     """`absl.app.run(main)` where a bad flag or a UserError is one line, exit 2.
 
-    SIGTERM and SIGINT (Ctrl-C) stop it with one line, `prog: stopped by
-    SIGTERM`, and exit status 128 + the signal number (143, 130). Any other
+    SIGTERM, SIGINT (Ctrl-C) and SIGHUP stop it with one line, `prog: stopped
+    by SIGTERM`, and exit status 128 + the signal number (143, 130, 129). Any other
     exception is a bug and keeps its traceback.
     """
     global _prog

@@ -1,7 +1,8 @@
-"""`SignalSave`: SIGTERM and SIGINT during training save, then stop.
+"""`SignalSave`: SIGTERM, SIGINT and SIGHUP during training save, then stop.
 
-Cloud preemption sends SIGTERM, a user presses Ctrl-C (SIGINT). While armed
-(the model is restored and training has begun), either signal makes the
+Cloud preemption sends SIGTERM, a user presses Ctrl-C (SIGINT), a closed
+terminal or dropped ssh session sends SIGHUP (`STOP_SIGNALS`). While armed
+(the model is restored and training has begun), any of them makes the
 trainer save a checkpoint at the current step, after the update in flight
 (Python runs a signal handler between two bytecodes, so a compiled update
 always completes), and stop with one line. A signal that arrives during a
@@ -9,6 +10,10 @@ save (a periodic one or that last one) waits for the save to finish: a
 second Ctrl-C never leaves a half-written checkpoint. Before it is armed
 (start-up, restore, datagen), a signal stops the run at once: there is
 nothing to save yet.
+
+The trainer asks for the same stop itself (`request`) when its output can no
+longer be written: `t2t-trainer ... | tee log` whose tee died, a hung-up
+terminal.
 """
 
 from __future__ import annotations
@@ -18,9 +23,7 @@ import signal
 import threading
 from typing import Iterator
 
-from t2t_revival.stopped_by_signal import StoppedBySignal
-
-SIGNALS = (signal.SIGTERM, signal.SIGINT)
+from t2t_revival.stopped_by_signal import STOP_SIGNALS, StoppedBySignal
 
 
 class SignalSave:
@@ -48,7 +51,7 @@ class SignalSave:
 
     def __enter__(self) -> "SignalSave":
         if threading.current_thread() is threading.main_thread():
-            for signum in SIGNALS:
+            for signum in STOP_SIGNALS:
                 previous = signal.getsignal(signum)
                 if previous is not signal.SIG_IGN:  # e.g. SIGINT of a background job
                     self._previous[signum] = previous
@@ -63,6 +66,18 @@ class SignalSave:
     def arm(self) -> None:
         """From now on a signal saves before stopping."""
         self._armed = True
+
+    @property
+    def armed(self) -> bool:
+        """Whether a stop now saves first (`arm`)."""
+        return self._armed
+
+    def request(self, signum: int) -> None:
+        """Stop as if `signum` had arrived (armed: after the update in flight
+        or the save in progress, `check`); the first stop asked for wins."""
+        if self.signum is None:
+            self.signum = signum
+            self._pending = True
 
     @contextlib.contextmanager
     def saving(self) -> Iterator[None]:

@@ -32,10 +32,12 @@ or final step, so those keep their own frequencies.
 from __future__ import annotations
 
 import contextlib
+import errno
 import filecmp
 import math
 import os
 import shutil
+import signal
 import tempfile
 import time
 from typing import Any
@@ -99,7 +101,9 @@ class Trainer:
     def __init__(self, config: TrainConfig, strategy: tf.distribute.Strategy | None = None,
                  log=print):
         self.config = config
-        self.log = log
+        self._print = log
+        self._output_closed = False
+        self.signals = SignalSave()  # installed by train()
         self.directory = TrainingDirectory(config.output_dir)
         # User errors first, before TensorFlow sets up its devices.
         registry.load_all()
@@ -149,7 +153,6 @@ class Trainer:
             self.optimizer.build(self.model.trainable_variables)
         self.checkpoint = make_checkpoint(self.model, self.optimizer)
         self._manager = None  # made after the restore: it reads the `checkpoint` index
-        self.signals = SignalSave()  # installed by train()
         # autograph=False throughout: no Python control flow on tensors here,
         # and autograph's conversion cache can go stale in long processes.
         self.grad_fn = tf.function(self._replica_grads, jit_compile=config.xla,
@@ -472,8 +475,9 @@ class Trainer:
     def train(self) -> dict[str, Any]:
         """Train to `config.train_steps`, saving and evaluating on the way.
 
-        Holds output_dir's lock (`RunLock`) throughout; SIGTERM or SIGINT save
-        a checkpoint at the current step and raise StoppedBySignal (`SignalSave`).
+        Holds output_dir's lock (`RunLock`) throughout; SIGTERM, SIGINT, SIGHUP
+        or a closed output (`log`) save a checkpoint at the current step and
+        raise StoppedBySignal (`SignalSave`).
         """
         lock = RunLock(self.directory.path) if self.chief else None
         with lock or contextlib.nullcontext(), self.signals:
@@ -482,12 +486,32 @@ class Trainer:
             except SignalSave.StopRequested as stop:
                 raise self._stop(stop.signum) from None
 
+    def log(self, line: str) -> None:
+        """Print one line of the run's progress (the `log` given, `print` by default).
+
+        If its output cannot be written any more (the reader of a pipe went
+        away: `t2t-trainer ... | tee log` whose tee died; a hung-up terminal),
+        a run in training saves at its step and stops (`SignalSave.request`,
+        as SIGPIPE would); the lines after it are dropped. Before training
+        there is nothing to save, and the error goes on (the CLI ends quietly,
+        status 141).
+        """
+        if self._output_closed:
+            return
+        try:
+            self._print(line)
+        except OSError as e:
+            if e.errno not in (errno.EPIPE, errno.EIO) or not self.signals.armed:
+                raise
+            self._output_closed = True
+            self.signals.request(signal.SIGPIPE)
+
     def _stop(self, signum: int) -> StoppedBySignal:
         """Save at the current step (unless saved already) and say so in one line."""
         latest = self.manager.latest_checkpoint
         if latest is None or not latest.endswith(f"-{self.step}"):
             latest = self.save()
-        name = StoppedBySignal(signum).message
+        name = StoppedBySignal.default_message(signum)
         return StoppedBySignal(signum, f"{name} at step {self.step}; checkpoint saved: "
                                        f"{latest}; rerun the same command to resume")
 
@@ -520,7 +544,7 @@ class Trainer:
                 else:
                     loss, tokens, grad_norm = self.train_steps(iterator, tf.constant(updates))
             step = self.step
-            self.signals.check()   # a SIGTERM/SIGINT during the update: save and stop
+            self.signals.check()   # a stop signal during the update: save and stop
             stats.update(tokens)
             on_log_step = step % config.log_every == 0 or step == self.end_step
             if on_log_step:
