@@ -427,6 +427,10 @@ class Trainer:
                           self.problem.vocab_file(self.config.data_dir), self.log)
 
     def save(self) -> str:
+        """Save `ckpt-<step>`; a model whose weights are no longer finite is
+        never saved (a UserError instead, `_check_diverged`)."""
+        if not self._weights_are_finite():
+            raise self._diverged(self.step, "")
         with self.signals.saving():
             path = self.directory.save_checkpoint(self.manager, self.step)
             if not self.chief:
@@ -546,6 +550,7 @@ class Trainer:
             step = self.step
             self.signals.check()   # a stop signal during the update: save and stop
             stats.update(tokens)
+            self._check_diverged(step, loss, grad_norm)
             on_log_step = step % config.log_every == 0 or step == self.end_step
             if on_log_step:
                 self.log(stats.report(
@@ -585,6 +590,43 @@ class Trainer:
         writer.flush()
         eval_writer.flush()
         return result
+
+    def _check_diverged(self, step: int, loss, grad_norm) -> None:
+        """Stop the run (UserError) if the update to `step` left NaN or
+        infinity in the weights: every later update and checkpoint would hold
+        them too, and the kept checkpoints (`keep_checkpoint_max`) would be
+        overwritten one by one with a model that translates nothing.
+
+        Checked where the loss or the gradient norm is not finite (reading
+        them back costs nothing more: the token count already is, every
+        call). With float16 loss scaling an overflowing gradient is expected
+        now and then: its update is skipped and the weights stay finite, so
+        the run goes on. (`save` checks the weights themselves.)
+        """
+        loss, grad_norm = float(loss), float(grad_norm)
+        if math.isfinite(loss) and math.isfinite(grad_norm):
+            return
+        if not self._weights_are_finite():
+            raise self._diverged(step, f" (its update's loss {loss:g}, gradient norm "
+                                       f"{grad_norm:g})")
+
+    def _weights_are_finite(self) -> bool:
+        return all(bool(tf.reduce_all(tf.math.is_finite(v)))
+                   for v in self.model.trainable_variables)
+
+    def _diverged(self, step: int, figures: str) -> UserError:
+        """The error of a run whose weights went NaN or infinite at `step`."""
+        hp, latest = self.hparams, self.manager.latest_checkpoint
+        kept = (f"the last checkpoint, {latest}, is from before it" if latest else
+                "no checkpoint was saved before it")
+        restart = (f"train a new --output_dir with --warm_start_from={latest}" if latest
+                   else "train a new --output_dir")
+        return UserError(
+            f"the model diverged at step {step}: its weights hold NaN or infinity{figures}, "
+            f"so it is not saved; {kept}. Lower learning_rate (now {hp.learning_rate:g}), "
+            f"lengthen learning_rate_warmup_steps (now {hp.learning_rate_warmup_steps}) or "
+            f"set clip_grad_norm (now {hp.clip_grad_norm:g}), and {restart}. "
+            f"Received: step={step}")
 
     @contextlib.contextmanager
     def _corrupt_shards_named(self):
