@@ -234,6 +234,16 @@ def test_training_refuses_a_vocabulary_larger_than_the_model(tiny_data, tmp_path
     assert not glob.glob(str(out / "ckpt-*")) and not (out / "hparams.json").exists()
 
 
+def test_a_resume_with_other_hparams_is_refused_and_rewrites_nothing(run_copy, tiny_data):
+    before = _files(run_copy)
+    args = [a.replace("--hparams=", "--hparams=learning_rate=1.5,")
+            for a in _trainer_args(tiny_data, run_copy, 5)]
+    _one_error_line(_run("trainer", *args), "t2t-trainer",
+                    f"{run_copy} holds a run with other hparams (learning_rate: saved 2.0, "
+                    f"now 1.5); rerun with the same --hparams_set/--hparams to resume")
+    assert _files(run_copy) == before
+
+
 def test_a_failed_resume_rewrites_nothing(run_copy, tiny_data):
     os.remove(run_copy / "hparams.json")  # the resume cannot compare the hparams first
     before = _files(run_copy)

@@ -234,12 +234,21 @@ class Trainer:
         return self.directory.worker_dir(self.strategy.cluster_resolver.task_id)
 
     def _check_resume_config(self) -> None:
+        """A resume must train with the hparams its checkpoints were trained
+        with. An output_dir whose earlier run saved no checkpoint (it failed
+        or was stopped before its first save) has nothing to resume: the new
+        hparams start the run anew there, and say so."""
         if not os.path.exists(self.directory.hparams_file):
             return
         saved = self.directory.read_hparams()
         if saved != self.hparams:
             diff = [f"{k}: saved {v!r}, now {self.hparams.to_dict()[k]!r}"
                     for k, v in saved.to_dict().items() if self.hparams.to_dict()[k] != v]
+            if not self.directory.checkpoints(log=lambda _: None):
+                self.log(f"{self.config.output_dir} holds the hparams of an earlier run that "
+                         f"saved no checkpoint: starting the run anew with these "
+                         f"({'; '.join(diff)}).")
+                return
             raise UserError(
                 f"{self.config.output_dir} holds a run with other hparams ({'; '.join(diff)}); "
                 f"rerun with the same --hparams_set/--hparams to resume, or use a new "
@@ -542,7 +551,7 @@ class Trainer:
         stats = TrainingStats(step, self.end_step, writer, clock=self.clock)
         while step < self.end_step:
             updates = self._updates_in_next_call(step)
-            with self._corrupt_shards_named():
+            with self._corrupt_shards_named(), self._out_of_memory_named(step):
                 if updates == 1:
                     loss, tokens, grad_norm = self.train_step(iterator)
                 else:
@@ -619,14 +628,40 @@ class Trainer:
         hp, latest = self.hparams, self.manager.latest_checkpoint
         kept = (f"the last checkpoint, {latest}, is from before it" if latest else
                 "no checkpoint was saved before it")
-        restart = (f"train a new --output_dir with --warm_start_from={latest}" if latest
-                   else "train a new --output_dir")
         return UserError(
             f"the model diverged at step {step}: its weights hold NaN or infinity{figures}, "
             f"so it is not saved; {kept}. Lower learning_rate (now {hp.learning_rate:g}), "
             f"lengthen learning_rate_warmup_steps (now {hp.learning_rate_warmup_steps}) or "
-            f"set clip_grad_norm (now {hp.clip_grad_norm:g}), and {restart}. "
+            f"set clip_grad_norm (now {hp.clip_grad_norm:g}), and {self._rerun_advice()}. "
             f"Received: step={step}")
+
+    def _rerun_advice(self) -> str:
+        """How to go on with other hparams: a resume keeps the run's own, so
+        a run with checkpoints continues from its latest in a new output_dir."""
+        latest = self.manager.latest_checkpoint
+        if latest:
+            return f"train a new --output_dir with --warm_start_from={latest}"
+        return "rerun (with no checkpoint saved, the output_dir takes the new hparams)"
+
+    @contextlib.contextmanager
+    def _out_of_memory_named(self, step: int):
+        """A device out of memory in the update after `step` (TensorFlow's
+        ResourceExhaustedError, its allocator's statistics and a traceback
+        of the graph): one line saying which settings need less."""
+        try:
+            yield
+        except tf.errors.ResourceExhaustedError as e:
+            reason = (e.message or str(e)).strip().splitlines()[0][:300] or "no details"
+            hp = self.hparams
+            half = max(hp.batch_size // 2, 1)
+            lighter = "" if hp.mixed_precision != "float32" else \
+                ", or train in mixed_precision=mixed_bfloat16 (now float32)"
+            raise UserError(
+                f"the update after step {step} ran out of memory: {reason}. Lower "
+                f"batch_size (now {hp.batch_size} tokens per replica; batch_size={half},"
+                f"gradient_accumulation_steps={2 * hp.gradient_accumulation_steps} keeps "
+                f"the tokens per update) or max_length (now {hp.max_length}){lighter}, and "
+                f"{self._rerun_advice()}. Received: batch_size={hp.batch_size}") from None
 
     @contextlib.contextmanager
     def _corrupt_shards_named(self):

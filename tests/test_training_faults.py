@@ -1,0 +1,152 @@
+"""Faults of the training itself: a run whose weights go NaN or infinite
+stops with one line and never saves them (its kept checkpoints stay the
+ones from before); a device out of memory is one line naming the settings
+that need less."""
+
+import math
+
+import numpy as np
+import pytest
+
+from test_faults import PROBLEM, TINY_HPARAMS, _one_error_line, _run
+from test_faults_run_dir import _trainer_args
+
+
+def test_a_diverged_run_stops_with_one_line_and_keeps_its_checkpoints(tiny_data, tmp_path):
+    """learning_rate=1e37: the first update makes the weights huge (finite,
+    saved as ckpt-1), the second's loss and gradients are NaN. Before, the run
+    went on to its end, saving NaN checkpoints and calling a NaN dev loss its
+    best, and exited 0."""
+    import tensorflow as tf
+
+    out = tmp_path / "run"
+    args = _trainer_args(tiny_data, out, 12, "--save_checkpoints_steps=1",
+                         "--log_step_count_steps=1")
+    args = [a.replace("--hparams=", "--hparams=learning_rate=1e37,") for a in args]
+    line = _one_error_line(_run("trainer", *args), "t2t-trainer", "the model diverged at step 2",
+                           "its update's loss nan, gradient norm nan",
+                           f"the last checkpoint, {out / 'ckpt-1'}, is from before it",
+                           "Lower learning_rate (now 1e+37)",
+                           f"--warm_start_from={out / 'ckpt-1'}")
+    assert line.endswith("Received: step=2")
+    assert tf.train.latest_checkpoint(str(out)) == str(out / "ckpt-1")
+    assert sorted(p.name for p in out.glob("ckpt-*.index")) == ["ckpt-1.index"]
+    reader = tf.train.load_checkpoint(str(out / "ckpt-1"))
+    for name in reader.get_variable_to_shape_map():
+        value = reader.get_tensor(name)
+        if np.issubdtype(np.asarray(value).dtype, np.floating):
+            assert np.isfinite(value).all(), name
+    assert not (out / "best").exists()
+
+
+def test_a_run_that_diverged_before_its_first_save_is_rerun_with_new_hparams(tiny_data,
+                                                                             tmp_path):
+    """learning_rate=1e45 is infinite in float32: the first update makes the
+    weights infinite, and its save is refused. The output_dir then holds the
+    run's hparams.json but no checkpoint: the rerun with a sane learning
+    rate starts the run anew there, as the error advised."""
+    import json
+
+    out = tmp_path / "run"
+    args = _trainer_args(tiny_data, out, 2, "--save_checkpoints_steps=1")
+    diverging = [a.replace("--hparams=", "--hparams=learning_rate=1e45,") for a in args]
+    line = _one_error_line(_run("trainer", *diverging), "t2t-trainer",
+                           "the model diverged at step 1: its weights hold NaN or infinity, "
+                           "so it is not saved; no checkpoint was saved before it")
+    assert line.endswith("rerun (with no checkpoint saved, the output_dir takes the new "
+                         "hparams). Received: step=1")
+    assert not list(out.glob("ckpt-*"))
+    assert json.loads((out / "hparams.json").read_text())["learning_rate"] == 1e45
+
+    result = _run("trainer", *args)
+    assert result.returncode == 0, result.stderr.decode()[-3000:]
+    assert (f"{out} holds the hparams of an earlier run that saved no checkpoint: starting "
+            f"the run anew with these (learning_rate: saved 1e+45, now 2.0).") \
+        in result.stdout.decode()
+    assert json.loads((out / "hparams.json").read_text())["learning_rate"] == 2.0
+    assert (out / "ckpt-2.index").exists()
+
+
+def _tiny_trainer(tiny_data, tmp_path, train_steps, **config):
+    from t2t_revival.train.train_config import TrainConfig
+    from t2t_revival.train.trainer import Trainer
+
+    config = TrainConfig(problem=PROBLEM, hparams_set="transformer_tiny", hparams=TINY_HPARAMS,
+                         data_dir=str(tiny_data), output_dir=str(tmp_path / "run"),
+                         train_steps=train_steps, log_every=1, eval_steps=1, eval_every=0,
+                         eval_decode_sentences=0, xla=False, **config)
+    return Trainer(config, log=lambda line: None)
+
+
+@pytest.fixture
+def trained(tiny_data, tmp_path):
+    """A Trainer of the tiny model after 2 updates (ckpt-2 saved)."""
+    trainer = _tiny_trainer(tiny_data, tmp_path, 2)
+    assert trainer.train()["checkpoint"].endswith("ckpt-2")
+    return trainer
+
+
+def test_a_weight_gone_infinite_is_not_saved(trained):
+    from t2t_revival.errors import UserError
+
+    weight = trained.model.trainable_variables[0]
+    weight.assign(_filled_like(weight, math.inf))
+    with pytest.raises(UserError, match=r"diverged at step 2: its weights hold NaN or "
+                                        r"infinity, so it is not saved; the last "
+                                        r"checkpoint, .*ckpt-2, is from before it"):
+        trained.save()
+    assert trained.manager.latest_checkpoint.endswith("ckpt-2")
+
+
+def test_an_overflow_that_left_the_weights_finite_goes_on(trained):
+    """float16 loss scaling skips an update whose gradient overflowed: its
+    gradient norm is infinite, the weights are untouched."""
+    from t2t_revival.errors import UserError
+
+    trained._check_diverged(2, 3.5, math.inf)   # nothing raised
+    trained._check_diverged(2, math.nan, math.nan)
+    weight = trained.model.trainable_variables[-1]
+    weight.assign(_filled_like(weight, math.nan))
+    trained._check_diverged(2, 3.5, 1.0)   # not read back: loss and norm are finite
+    with pytest.raises(UserError, match=r"its update's loss 3\.5, gradient norm nan"):
+        trained._check_diverged(2, 3.5, math.nan)
+
+
+def _filled_like(variable, value):
+    return np.full(variable.shape, value, dtype=variable.dtype)
+
+
+_OOM = ("OOM when allocating tensor with shape[256,32,8192] and type float on "
+        "/job:localhost/replica:0/task:0/device:GPU:0 by allocator GPU_0_bfc")
+
+
+@pytest.mark.parametrize("after", [0, 1])
+def test_a_device_out_of_memory_is_one_line_naming_what_needs_less(after, tiny_data,
+                                                                   tmp_path):
+    """TensorFlow's ResourceExhaustedError (its message goes on with the
+    allocator's statistics and the graph's nodes) in the update after step
+    `after` (ckpt-1 saved before the second)."""
+    import tensorflow as tf
+
+    from t2t_revival.errors import UserError
+
+    trainer = _tiny_trainer(tiny_data, tmp_path, 3, save_every=1)
+    update = trainer.train_step
+
+    def out_of_memory_after_step(iterator):
+        if trainer.step >= after:
+            raise tf.errors.ResourceExhaustedError(
+                None, None, _OOM + "\n\t [[{{node transformer/decoder/...}}]]\nHint: ...")
+        return update(iterator)
+
+    trainer.train_step = out_of_memory_after_step
+    with pytest.raises(UserError) as error:
+        trainer.train()
+    rerun = (f"train a new --output_dir with --warm_start_from={tmp_path / 'run' / 'ckpt-1'}"
+             if after else "rerun (with no checkpoint saved, the output_dir takes the new "
+                           "hparams)")
+    assert str(error.value) == (
+        f"the update after step {after} ran out of memory: {_OOM}. Lower batch_size (now 256 "
+        f"tokens per replica; batch_size=128,gradient_accumulation_steps=2 keeps the tokens "
+        f"per update) or max_length (now 32), or train in mixed_precision=mixed_bfloat16 "
+        f"(now float32), and {rerun}. Received: batch_size=256")
