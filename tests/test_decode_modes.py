@@ -420,3 +420,38 @@ def test_interactive_decoding_refuses_a_decode_to_file_it_would_not_write(runs, 
                   f"--decode_to_file={tmp_path / 'o.de'}", stdin="A dog runs.\n")
     one_line_error(out, "t2t-decoder", "--decode_interactive prints to standard output")
     assert not (tmp_path / "o.de").exists()
+
+
+# ------------------------------------------------------- out of memory
+_OOM = ("OOM when allocating tensor with shape[128,4,80,32] and type float on "
+        "/job:localhost/replica:0/task:0/device:GPU:0 by allocator GPU_0_bfc")
+
+
+@pytest.mark.parametrize("decode_hparams, advice", [
+    ("batch_size=8,xla=false",
+     "batch_size (now 8 sentences; e.g. batch_size=4), beam_size (now 4). "
+     "Received: batch_size=8"),
+    ("batch_tokens=64,parallel_batches=2",
+     "batch_tokens (now 64; e.g. batch_tokens=32), beam_size (now 4), parallel_batches "
+     "(now 2). Received: batch_tokens=64"),
+    ("sampling=true,batch_size=2",
+     "batch_size (now 2 sentences; e.g. batch_size=1). Received: batch_size=2")])
+def test_a_device_out_of_memory_while_decoding_is_one_line(runs, decode_hparams, advice):
+    """TensorFlow's ResourceExhaustedError in the search (its message goes on
+    with the allocator's statistics and the graph's nodes), in the main
+    thread or a batch's own (parallel_batches)."""
+    from t2t_revival.decode.decoder import Decoder
+    from t2t_revival.errors import UserError
+
+    decoder = Decoder(runs["a"], None, decode_hparams)
+
+    def out_of_memory(*args):
+        raise tf.errors.ResourceExhaustedError(
+            None, None, _OOM + "\n\t [[{{node while/body/...}}]]\nHint: ...")
+
+    decoder._search = out_of_memory
+    decoder._compiled_search = lambda rows: out_of_memory
+    with pytest.raises(UserError) as error:
+        decoder.translate(SOURCES)
+    assert str(error.value) == (f"decoding ran out of memory: {_OOM}. Lower the decode "
+                                f"hparams' {advice}")

@@ -26,6 +26,7 @@ from t2t_revival.decode.sampling import sample_search
 from t2t_revival.decode_length import (batch_bucket, check_input_length, cut_line,
                                        decode_in_length_order, length_sorted_batches,
                                        max_decode_length, padded_length, position_limit)
+from t2t_revival.device_memory import out_of_memory_error
 from t2t_revival.errors import UserError
 from t2t_revival.run_dir.trained_model import TrainedModel
 from t2t_revival.run_dir.training_directory import TrainingDirectory
@@ -229,16 +230,37 @@ class Decoder:
         first = self._first_batch_of_each_program(lengths, program) if self._compiled else {}
         if first and compiling:
             compiling(len(first))
-        ahead = self._decode_side_by_side(first, decode_batch)
+        try:
+            ahead = self._decode_side_by_side(first, decode_batch)
 
-        def decode_or_take(chunk: list[int]) -> list[str]:
-            outputs = ahead.pop(tuple(chunk), None)
-            return decode_batch(chunk) if outputs is None else outputs
+            def decode_or_take(chunk: list[int]) -> list[str]:
+                outputs = ahead.pop(tuple(chunk), None)
+                return decode_batch(chunk) if outputs is None else outputs
 
-        return decode_in_length_order(lengths, dhp.batch_size, decode_or_take, progress,
-                                      batch_tokens=dhp.batch_tokens,
-                                      max_length=hp.max_length,
-                                      parallel_batches=dhp.parallel_batches)
+            return decode_in_length_order(lengths, dhp.batch_size, decode_or_take, progress,
+                                          batch_tokens=dhp.batch_tokens,
+                                          max_length=hp.max_length,
+                                          parallel_batches=dhp.parallel_batches)
+        except tf.errors.ResourceExhaustedError as e:
+            raise self._out_of_memory(e) from None
+
+    def _out_of_memory(self, error: Exception) -> UserError:
+        """A device out of memory in the search: the decode hparams that need less."""
+        dhp = self.decode_hparams
+        if dhp.batch_tokens:
+            size = (f"batch_tokens (now {dhp.batch_tokens}; e.g. "
+                    f"batch_tokens={max(dhp.batch_tokens // 2, 1)})")
+            received = f"batch_tokens={dhp.batch_tokens}"
+        else:
+            size = (f"batch_size (now {dhp.batch_size} sentences; e.g. "
+                    f"batch_size={max(dhp.batch_size // 2, 1)})")
+            received = f"batch_size={dhp.batch_size}"
+        beams = dhp.beam_size > 1 and not dhp.sampling
+        more = f", beam_size (now {dhp.beam_size})" if beams else ""
+        if dhp.parallel_batches > 1:
+            more += f", parallel_batches (now {dhp.parallel_batches})"
+        return out_of_memory_error(
+            "decoding", error, f"Lower the decode hparams' {size}{more}. Received: {received}")
 
     def _first_batch_of_each_program(self, lengths: list[int], program
                                      ) -> dict[tuple[int, int], list[int]]:

@@ -46,6 +46,7 @@ import keras
 import tensorflow as tf
 
 from t2t_revival import registry
+from t2t_revival.device_memory import out_of_memory_error
 from t2t_revival.errors import UserError
 from t2t_revival.hparams import resolve
 from t2t_revival.run_dir.best_record import BestRecord
@@ -651,14 +652,13 @@ class Trainer:
         try:
             yield
         except tf.errors.ResourceExhaustedError as e:
-            reason = (e.message or str(e)).strip().splitlines()[0][:300] or "no details"
             hp = self.hparams
             half = max(hp.batch_size // 2, 1)
             lighter = "" if hp.mixed_precision != "float32" else \
                 ", or train in mixed_precision=mixed_bfloat16 (now float32)"
-            raise UserError(
-                f"the update after step {step} ran out of memory: {reason}. Lower "
-                f"batch_size (now {hp.batch_size} tokens per replica; batch_size={half},"
+            raise out_of_memory_error(
+                f"the update after step {step}", e,
+                f"Lower batch_size (now {hp.batch_size} tokens per replica; batch_size={half},"
                 f"gradient_accumulation_steps={2 * hp.gradient_accumulation_steps} keeps "
                 f"the tokens per update) or max_length (now {hp.max_length}){lighter}, and "
                 f"{self._rerun_advice()}. Received: batch_size={hp.batch_size}") from None
