@@ -67,7 +67,7 @@ def test_a_run_that_diverged_before_its_first_save_is_rerun_with_new_hparams(tin
     assert (out / "ckpt-2.index").exists()
 
 
-def _tiny_trainer(tiny_data, tmp_path, train_steps, **config):
+def _tiny_trainer(tiny_data, tmp_path, train_steps, log=lambda line: None, **config):
     from t2t_revival.train.train_config import TrainConfig
     from t2t_revival.train.trainer import Trainer
 
@@ -75,7 +75,7 @@ def _tiny_trainer(tiny_data, tmp_path, train_steps, **config):
                          data_dir=str(tiny_data), output_dir=str(tmp_path / "run"),
                          train_steps=train_steps, log_every=1, eval_steps=1, eval_every=0,
                          eval_decode_sentences=0, xla=False, **config)
-    return Trainer(config, log=lambda line: None)
+    return Trainer(config, log=log)
 
 
 @pytest.fixture
@@ -150,3 +150,39 @@ def test_a_device_out_of_memory_is_one_line_naming_what_needs_less(after, tiny_d
         f"tokens per replica; batch_size=128,gradient_accumulation_steps=2 keeps the tokens "
         f"per update) or max_length (now 32), or train in mixed_precision=mixed_bfloat16 "
         f"(now float32), and {rerun}. Received: batch_size=256")
+
+
+def test_shards_deleted_while_training_stop_it_saved_with_one_line(tiny_data, tmp_path):
+    """The train shards deleted at step 2: the next epoch's read fails
+    (NotFoundError). The run saves at its step first, and names the shards."""
+    import glob
+    import os
+    import shutil
+
+    import tensorflow as tf
+
+    from t2t_revival.data.data_error import DataError
+
+    data = tmp_path / "data"
+    shutil.copytree(tiny_data, data)
+
+    def delete_the_train_shards_at_step_2(line):
+        if line.startswith("step 2/"):
+            for path in glob.glob(str(data / f"{PROBLEM}-train-*")):
+                os.remove(path)
+
+    trainer = _tiny_trainer(data, tmp_path, 200, log=delete_the_train_shards_at_step_2,
+                            save_every=1000)
+    with pytest.raises(DataError) as error:
+        trainer.train()
+    step = trainer.step
+    assert step > 2
+    out = tmp_path / "run"
+    assert str(error.value) == (
+        f"training stopped at step {step} and saved it ({out / f'ckpt-{step}'}); repair the "
+        f"data, then rerun the same command to resume: 10 data shard(s) of {PROBLEM} are "
+        f"missing, first {data / f'{PROBLEM}-train-00000-of-00010'} (deleted while in use?); "
+        f"rerun t2t-datagen --problem={PROBLEM} --data_dir={data} (it writes only the "
+        f"missing shards). Received: missing_shards="
+        f"{[f'{PROBLEM}-train-{i:05d}-of-00010' for i in range(10)]}")
+    assert tf.train.latest_checkpoint(str(out)) == str(out / f"ckpt-{step}")

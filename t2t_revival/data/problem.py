@@ -232,6 +232,23 @@ class Problem:
             f"the missing shards). Received: corrupt_shards="
             f"{[os.path.basename(p) for p in bad]}")
 
+    def missing_data_error(self, data_dir: str) -> DataError | None:
+        """A DataError naming the data shards missing from data_dir, or None.
+
+        Call it when reading `dataset` raised `tf.errors.NotFoundError`: a
+        shard deleted while training read it. None means every shard is
+        there and the error came from elsewhere (re-raise it then).
+        """
+        missing = [f for split in self.num_shards for f in self.data_files(split, data_dir)
+                   if not os.path.isfile(f)]
+        if not missing:
+            return None
+        return DataError(
+            f"{len(missing)} data shard(s) of {self.name} are missing, first {missing[0]} "
+            f"(deleted while in use?); rerun t2t-datagen --problem={self.name} "
+            f"--data_dir={data_dir} (it writes only the missing shards). Received: "
+            f"missing_shards={[os.path.basename(p) for p in missing]}")
+
     def dataset(self, mode: str, data_dir: str, hparams: Any, input_context=None,
                 shuffle: bool | None = None, seed: int | None = None,
                 skip_corrupt: bool = False):

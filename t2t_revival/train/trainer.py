@@ -46,6 +46,7 @@ import keras
 import tensorflow as tf
 
 from t2t_revival import registry
+from t2t_revival.data.data_error import DataError
 from t2t_revival.device_memory import out_of_memory_error
 from t2t_revival.errors import UserError
 from t2t_revival.hparams import resolve
@@ -369,7 +370,7 @@ class Trainer:
         dataset = self.problem.dataset("eval", self.config.data_dir, self.hparams,
                                        skip_corrupt=self.config.skip_corrupt_records)
         xent = correct = tokens = 0.0
-        with self._corrupt_shards_named():
+        with self._data_errors_named():
             for i, batch in enumerate(dataset):
                 if self.config.eval_steps and i >= self.config.eval_steps:
                     break
@@ -520,11 +521,16 @@ class Trainer:
             self._output_closed = True
             self.signals.request(signal.SIGPIPE)
 
-    def _stop(self, signum: int) -> StoppedBySignal:
-        """Save at the current step (unless saved already) and say so in one line."""
+    def _save_unless_saved(self) -> str:
+        """The checkpoint of the current step: saved now unless it is already."""
         latest = self.manager.latest_checkpoint
         if latest is None or not latest.endswith(f"-{self.step}"):
             latest = self.save()
+        return latest
+
+    def _stop(self, signum: int) -> StoppedBySignal:
+        """Save at the current step (unless saved already) and say so in one line."""
+        latest = self._save_unless_saved()
         name = StoppedBySignal.default_message(signum)
         return StoppedBySignal(signum, f"{name} at step {self.step}; checkpoint saved: "
                                        f"{latest}; rerun the same command to resume")
@@ -552,7 +558,7 @@ class Trainer:
         stats = TrainingStats(step, self.end_step, writer, clock=self.clock)
         while step < self.end_step:
             updates = self._updates_in_next_call(step)
-            with self._corrupt_shards_named(), self._out_of_memory_named(step):
+            with self._data_errors_named(), self._out_of_memory_named(step):
                 if updates == 1:
                     loss, tokens, grad_norm = self.train_step(iterator)
                 else:
@@ -664,17 +670,31 @@ class Trainer:
                 f"{self._rerun_advice()}. Received: batch_size={hp.batch_size}") from None
 
     @contextlib.contextmanager
-    def _corrupt_shards_named(self):
-        """TensorFlow's DataLossError names no file: name the corrupt data shard.
+    def _data_errors_named(self):
+        """The data's faults as one line (a DataError), a training run saved first.
 
-        Intact shards (the error came from elsewhere) keep the traceback.
+        TensorFlow's DataLossError names no file: the corrupt shard is found
+        and named. A NotFoundError names a shard that went missing (deleted
+        while training read the data). Both come from reading the next batch,
+        before the update it would feed changes anything: while training, the
+        model at its step is saved first, and the rerun resumes there. Where
+        every shard is intact (the error came from elsewhere) the traceback
+        stays.
         """
         try:
             yield
-        except tf.errors.DataLossError:
-            error = self.problem.corrupt_data_error(self.config.data_dir)
+        except (tf.errors.DataLossError, tf.errors.NotFoundError) as e:
+            data_dir = self.config.data_dir
+            error = (self.problem.corrupt_data_error(data_dir)
+                     if isinstance(e, tf.errors.DataLossError)
+                     else self.problem.missing_data_error(data_dir))
             if error is None:
                 raise
+            if self.signals.armed and self.step > 0:   # (nothing trained at step 0)
+                step = self.step
+                error = DataError(f"training stopped at step {step} and saved it "
+                                  f"({self._save_unless_saved()}); repair the data, then "
+                                  f"rerun the same command to resume: {error}")
             raise error from None
 
     @property
