@@ -125,12 +125,12 @@ def test_a_device_out_of_memory_is_one_line_naming_what_needs_less(after, tiny_d
                                                                    tmp_path):
     """TensorFlow's ResourceExhaustedError (its message goes on with the
     allocator's statistics and the graph's nodes) in the update after step
-    `after` (ckpt-1 saved before the second)."""
+    `after`; after step 1, the run is saved first (ckpt-1)."""
     import tensorflow as tf
 
     from t2t_revival.errors import UserError
 
-    trainer = _tiny_trainer(tiny_data, tmp_path, 3, save_every=1)
+    trainer = _tiny_trainer(tiny_data, tmp_path, 3, save_every=1000)
     update = trainer.train_step
 
     def out_of_memory_after_step(iterator):
@@ -142,14 +142,18 @@ def test_a_device_out_of_memory_is_one_line_naming_what_needs_less(after, tiny_d
     trainer.train_step = out_of_memory_after_step
     with pytest.raises(UserError) as error:
         trainer.train()
-    rerun = (f"train a new --output_dir with --warm_start_from={tmp_path / 'run' / 'ckpt-1'}"
+    checkpoint = tmp_path / "run" / f"ckpt-{after}"
+    saved = f"training stopped at step 1 and saved it ({checkpoint}): " if after else ""
+    rerun = (f"train a new --output_dir with --warm_start_from={checkpoint}"
              if after else "rerun (with no checkpoint saved, the output_dir takes the new "
                            "hparams)")
     assert str(error.value) == (
-        f"the update after step {after} ran out of memory: {_OOM}. Lower batch_size (now 256 "
+        f"{saved}the update after step {after} ran out of memory: {_OOM}. Lower batch_size (now 256 "
         f"tokens per replica; batch_size=128,gradient_accumulation_steps=2 keeps the tokens "
         f"per update) or max_length (now 32), or train in mixed_precision=mixed_bfloat16 "
         f"(now float32), and {rerun}. Received: batch_size=256")
+    assert sorted(p.name for p in checkpoint.parent.glob("ckpt-*.index")) == \
+        (["ckpt-1.index"] if after else [])
 
 
 def test_shards_deleted_while_training_stop_it_saved_with_one_line(tiny_data, tmp_path):

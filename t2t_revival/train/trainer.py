@@ -654,32 +654,44 @@ class Trainer:
     def _out_of_memory_named(self, step: int):
         """A device out of memory in the update after `step` (TensorFlow's
         ResourceExhaustedError, its allocator's statistics and a traceback
-        of the graph): one line saying which settings need less."""
+        of the graph): one line saying which settings need less, the run
+        saved first (`_save_at_fault`)."""
         try:
             yield
         except tf.errors.ResourceExhaustedError as e:
+            saved = self._save_at_fault()
             hp = self.hparams
             half = max(hp.batch_size // 2, 1)
             lighter = "" if hp.mixed_precision != "float32" else \
                 ", or train in mixed_precision=mixed_bfloat16 (now float32)"
-            raise out_of_memory_error(
+            error = out_of_memory_error(
                 f"the update after step {step}", e,
                 f"Lower batch_size (now {hp.batch_size} tokens per replica; batch_size={half},"
                 f"gradient_accumulation_steps={2 * hp.gradient_accumulation_steps} keeps "
                 f"the tokens per update) or max_length (now {hp.max_length}){lighter}, and "
-                f"{self._rerun_advice()}. Received: batch_size={hp.batch_size}") from None
+                f"{self._rerun_advice()}. Received: batch_size={hp.batch_size}")
+            raise (UserError(f"{saved}: {error}") if saved else error) from None
+
+    def _save_at_fault(self) -> str:
+        """Save the run at its step (unless saved already) after a fault that
+        changed nothing: reading the next batch, or running out of memory in
+        an update, fails before the update assigns a weight (and the updates
+        before it in a call of several are whole). Returns "training stopped
+        at step N and saved it (<checkpoint>)", or "" where there is nothing
+        to save (before training, or at step 0)."""
+        if not (self.signals.armed and self.step > 0):
+            return ""
+        return f"training stopped at step {self.step} and saved it ({self._save_unless_saved()})"
 
     @contextlib.contextmanager
     def _data_errors_named(self):
-        """The data's faults as one line (a DataError), a training run saved first.
+        """The data's faults as one line (a DataError), a training run saved
+        first (`_save_at_fault`), so the rerun resumes there.
 
         TensorFlow's DataLossError names no file: the corrupt shard is found
         and named. A NotFoundError names a shard that went missing (deleted
-        while training read the data). Both come from reading the next batch,
-        before the update it would feed changes anything: while training, the
-        model at its step is saved first, and the rerun resumes there. Where
-        every shard is intact (the error came from elsewhere) the traceback
-        stays.
+        while training read the data). Where every shard is intact (the error
+        came from elsewhere) the traceback stays.
         """
         try:
             yield
@@ -690,11 +702,10 @@ class Trainer:
                      else self.problem.missing_data_error(data_dir))
             if error is None:
                 raise
-            if self.signals.armed and self.step > 0:   # (nothing trained at step 0)
-                step = self.step
-                error = DataError(f"training stopped at step {step} and saved it "
-                                  f"({self._save_unless_saved()}); repair the data, then "
-                                  f"rerun the same command to resume: {error}")
+            saved = self._save_at_fault()
+            if saved:
+                error = DataError(f"{saved}; repair the data, then rerun the same command "
+                                  f"to resume: {error}")
             raise error from None
 
     @property
