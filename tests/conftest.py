@@ -2,6 +2,7 @@
 helpers several test files use (the subprocess environment, the one-line
 error check, the hparam sets the issues name)."""
 
+import contextlib
 import os
 import pathlib
 import signal
@@ -113,6 +114,29 @@ def tiny_data(tmp_path_factory):
     data = tmp_path_factory.mktemp("data")
     _TinyMulti30k(download=False).generate_data(str(data), str(raw))
     return data
+
+
+@contextlib.contextmanager
+def stop_signals_at_their_defaults():
+    """Processes started inside the block get SIGINT and SIGHUP at their
+    defaults, as from a terminal, even where the tests run as a background
+    job (`cmd &` starts it with SIGINT ignored) or under `nohup` (SIGHUP).
+    An ignored signal stays ignored across exec, and the CLIs keep it so by
+    design; a handler is reset to the default by exec. So where one is
+    ignored here, it gets a handler that ignores it, for the block."""
+    previous = {s: signal.getsignal(s) for s in (signal.SIGINT, signal.SIGHUP)}
+    try:
+        for signum, handler in previous.items():
+            if handler is signal.SIG_IGN:
+                signal.signal(signum, _ignore)
+        yield
+    finally:
+        for signum, handler in previous.items():
+            signal.signal(signum, handler)
+
+
+def _ignore(signum, frame):
+    """A signal this process ignores (`stop_signals_at_their_defaults`)."""
 
 
 def sigkill_once_saved(trainer_args, out_dir, min_step, timeout, settle):

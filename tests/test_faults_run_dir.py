@@ -20,7 +20,7 @@ import time
 
 import pytest
 
-from conftest import ROOT
+from conftest import ROOT, stop_signals_at_their_defaults
 from test_faults import (PROBLEM, TINY_HPARAMS, _digests, _one_error_line, _run,
                          _TinyMulti30k)
 
@@ -315,18 +315,10 @@ def test_a_signal_saves_at_the_current_step_then_stops(signum, status, twice, ti
     import tensorflow as tf
 
     out = tmp_path / "run"
-    # A test run started in the background (`nohup ... &`) has SIGINT ignored,
-    # its children too, and the trainer keeps an ignored signal ignored (by
-    # design: a background job is not Ctrl-C'd). This test is about a
-    # foreground Ctrl-C, so the trainer starts with SIGINT at its default.
-    handler = signal.getsignal(signal.SIGINT)
-    signal.signal(signal.SIGINT, signal.default_int_handler)
-    try:
+    with stop_signals_at_their_defaults():   # as from a terminal
         proc = _popen("trainer", *_trainer_args(tiny_data, out, 100000,
                                                 "--save_checkpoints_steps=1000",
                                                 "--log_step_count_steps=1"))
-    finally:
-        signal.signal(signal.SIGINT, handler)
     _wait_for_line(proc, "step 3/100000")
     proc.send_signal(signum)
     if twice:  # a second Ctrl-C, while it saves
@@ -405,12 +397,14 @@ def test_a_closed_terminal_saves_at_the_current_step_then_stops(tiny_data, tmp_p
     out = tmp_path / "run"
     master, slave = pty.openpty()
     env = dict(os.environ, PYTHONPATH=str(ROOT), TF_CPP_MIN_LOG_LEVEL="2")
-    proc = subprocess.Popen(
-        [sys.executable, "-c", _ON_TERMINAL, os.ttyname(slave), "-m", "t2t_revival.cli.trainer",
-         *_trainer_args(tiny_data, out, 100000, "--save_checkpoints_steps=1000",
-                        "--log_step_count_steps=1")],
-        stdin=subprocess.DEVNULL, stdout=subprocess.DEVNULL, stderr=subprocess.DEVNULL,
-        start_new_session=True, env=env)
+    with stop_signals_at_their_defaults():   # (not the nohup of a test run in the background)
+        proc = subprocess.Popen(
+            [sys.executable, "-c", _ON_TERMINAL, os.ttyname(slave), "-m",
+             "t2t_revival.cli.trainer",
+             *_trainer_args(tiny_data, out, 100000, "--save_checkpoints_steps=1000",
+                            "--log_step_count_steps=1")],
+            stdin=subprocess.DEVNULL, stdout=subprocess.DEVNULL, stderr=subprocess.DEVNULL,
+            start_new_session=True, env=env)
     seen, deadline = b"", time.time() + 240
     try:
         # (The slave stays open here until the hang-up: reading a terminal
@@ -574,9 +568,10 @@ common.run(main, prog="t2t-test")
 def test_a_stop_that_cannot_unwind_removes_the_temporary_files_of_its_writes(
         signum, stderr_closed, tmp_path):
     target = tmp_path / "translations.txt"
-    proc = subprocess.Popen([sys.executable, "-c", _STOPPED_WHILE_WRITING, str(target)],
-                            stdout=subprocess.PIPE, stderr=subprocess.PIPE, text=True,
-                            env=dict(os.environ, PYTHONPATH=str(ROOT)))
+    with stop_signals_at_their_defaults():
+        proc = subprocess.Popen([sys.executable, "-c", _STOPPED_WHILE_WRITING, str(target)],
+                                stdout=subprocess.PIPE, stderr=subprocess.PIPE, text=True,
+                                env=dict(os.environ, PYTHONPATH=str(ROOT)))
     stderr = None
     try:
         assert proc.stdout.readline() == "writing\n"

@@ -9,7 +9,7 @@ import sys
 
 import pytest
 
-from conftest import ROOT
+from conftest import ROOT, stop_signals_at_their_defaults
 
 RECIPE = ROOT / "benchmarks" / "multi30k_recipe.py"
 # The recipe's decodes here: short, and uncompiled (xla=false, the same
@@ -298,9 +298,12 @@ def test_a_signal_to_the_recipe_stops_its_trainer_with_a_checkpoint(tiny_data, t
 
     out = tmp_path / "run"
     env = dict(os.environ, PYTHONPATH=str(ROOT), PYTHONUNBUFFERED="1")
-    proc = subprocess.Popen([sys.executable, "-c", _STAGE, str(ROOT / "benchmarks"),
-                             *_trainer_args(tiny_data, out, 100000, "--log_step_count_steps=1")],
-                            stdout=subprocess.PIPE, stderr=subprocess.STDOUT, text=True, env=env)
+    with stop_signals_at_their_defaults():   # as from a terminal
+        proc = subprocess.Popen([sys.executable, "-c", _STAGE, str(ROOT / "benchmarks"),
+                                 *_trainer_args(tiny_data, out, 100000,
+                                                "--log_step_count_steps=1")],
+                                stdout=subprocess.PIPE, stderr=subprocess.STDOUT, text=True,
+                                env=env)
     try:
         lines = []
         for line in proc.stdout:   # wait until training runs
