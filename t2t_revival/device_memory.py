@@ -13,7 +13,19 @@ from __future__ import annotations
 from t2t_revival.errors import UserError
 
 
-def out_of_memory_error(what: str, error: Exception, advice: str) -> UserError:
+class OutOfMemoryError(UserError):
+    """`<what> ran out of memory: <reason>. <advice>` (`out_of_memory_error`).
+
+    `reason` (the allocation that failed) is kept, so that a caller that knows
+    more of what was running can say it again in its own words
+    (`DevMetricEvaluator`: the dev decoding, and the trainer's flags)."""
+
+    def __init__(self, what: str, reason: str, advice: str):
+        super().__init__(f"{what} ran out of memory: {reason}. {advice}")
+        self.reason = reason
+
+
+def out_of_memory_error(what: str, error: Exception, advice: str) -> OutOfMemoryError:
     """`<what> ran out of memory: <the allocation that failed>. <advice>`.
 
     Args:
@@ -23,4 +35,4 @@ def out_of_memory_error(what: str, error: Exception, advice: str) -> UserError:
     """
     message = (getattr(error, "message", "") or str(error)).strip()
     reason = message.splitlines()[0][:300] if message else "no details"
-    return UserError(f"{what} ran out of memory: {reason}. {advice}")
+    return OutOfMemoryError(what, reason, advice)

@@ -170,11 +170,8 @@ def sigkill_once_saved(trainer_args, out_dir, min_step, timeout, settle):
         proc.wait()
     latest = TrainingDirectory(out_dir).latest_checkpoint()
     saved_step = int(latest.rsplit("-", 1)[1])
-    reader = tf.train.load_checkpoint(latest)
-    key = next(k for k in reader.get_variable_to_shape_map()
-               if k.startswith("optimizer/00000_iteration"))
-    assert int(reader.get_tensor(key)) == saved_step
-    return latest, saved_step, reader
+    assert checkpoint_step(latest) == saved_step
+    return latest, saved_step, tf.train.load_checkpoint(latest)
 
 
 @pytest.fixture(scope="session")
@@ -302,3 +299,14 @@ def run_cli(module: str, *args: str, stdin: str = ""):
         flags.FLAGS.unparse_flags()
     return subprocess.CompletedProcess([name, *args], status, stdout.getvalue(),
                                        stderr.getvalue())
+
+
+def checkpoint_step(prefix) -> int:
+    """The step a trainer's checkpoint holds: its optimizer's iteration count
+    (the step a run resumed from it goes on from)."""
+    import tensorflow as tf
+
+    reader = tf.train.load_checkpoint(str(prefix))
+    key = next(k for k in reader.get_variable_to_shape_map()
+               if k.startswith("optimizer/00000_iteration"))
+    return int(reader.get_tensor(key))

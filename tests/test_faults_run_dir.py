@@ -20,7 +20,7 @@ import time
 
 import pytest
 
-from conftest import ROOT, stop_signals_at_their_defaults
+from conftest import ROOT, checkpoint_step, stop_signals_at_their_defaults
 from test_faults import (PROBLEM, TINY_HPARAMS, _digests, _one_error_line, _run,
                          _TinyMulti30k)
 
@@ -186,10 +186,7 @@ def test_trainer_resumes_from_the_newest_intact_checkpoint_and_repairs_the_index
     state = tf.train.get_checkpoint_state(str(run_copy))
     assert [os.path.basename(p) for p in state.all_model_checkpoint_paths] == \
         ["ckpt-1", "ckpt-2", "ckpt-3", "ckpt-4"]
-    reader = tf.train.load_checkpoint(str(run_copy / "ckpt-3"))  # rewritten, intact
-    key = next(k for k in reader.get_variable_to_shape_map()
-               if k.startswith("optimizer/00000_iteration"))
-    assert int(reader.get_tensor(key)) == 3
+    assert checkpoint_step(run_copy / "ckpt-3") == 3  # rewritten, intact
 
 
 # ---------------------------------------------------------------------------
@@ -338,10 +335,7 @@ def test_a_signal_saves_at_the_current_step_then_stops(signum, status, twice, ti
     assert line.endswith(f"; checkpoint saved: {out / f'ckpt-{step}'}; rerun the same "
                          f"command to resume")
     assert tf.train.latest_checkpoint(str(out)) == str(out / f"ckpt-{step}")
-    reader = tf.train.load_checkpoint(str(out / f"ckpt-{step}"))
-    key = next(k for k in reader.get_variable_to_shape_map()
-               if k.startswith("optimizer/00000_iteration"))
-    assert int(reader.get_tensor(key)) == step
+    assert checkpoint_step(out / f"ckpt-{step}") == step
     assert not list(out.glob("*_temp"))
 
 
@@ -422,10 +416,7 @@ def test_a_closed_terminal_saves_at_the_current_step_then_stops(tiny_data, tmp_p
     latest = tf.train.latest_checkpoint(str(out))
     step = int(latest.rsplit("-", 1)[1])
     assert step >= 3
-    reader = tf.train.load_checkpoint(latest)
-    key = next(k for k in reader.get_variable_to_shape_map()
-               if k.startswith("optimizer/00000_iteration"))
-    assert int(reader.get_tensor(key)) == step
+    assert checkpoint_step(latest) == step
     assert not list(out.glob("*_temp"))
 
 
@@ -866,10 +857,7 @@ def test_kill_series_resumes_each_time_and_ends_sane(tiny_data, tmp_path):
         if not saved:
             continue  # killed during the first save: the rerun starts afresh
         # The rerun resumes at the last saved step: the step its optimizer holds.
-        reader = tf.train.load_checkpoint(str(out / f"ckpt-{saved}"))
-        key = next(k for k in reader.get_variable_to_shape_map()
-                   if k.startswith("optimizer/00000_iteration"))
-        assert int(reader.get_tensor(key)) == saved
+        assert checkpoint_step(out / f"ckpt-{saved}") == saved
     assert during_save >= 1
     result = _run("trainer", *args)
     stdout = result.stdout.decode()

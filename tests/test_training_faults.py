@@ -8,6 +8,7 @@ import math
 import numpy as np
 import pytest
 
+from conftest import checkpoint_step
 from test_faults import PROBLEM, TINY_HPARAMS, _one_error_line, _run
 from test_faults_run_dir import _trainer_args
 
@@ -71,10 +72,11 @@ def _tiny_trainer(tiny_data, tmp_path, train_steps, log=lambda line: None, **con
     from t2t_revival.train.train_config import TrainConfig
     from t2t_revival.train.trainer import Trainer
 
+    config = {"log_every": 1, "eval_steps": 1, "eval_every": 0, "eval_decode_sentences": 0,
+              "xla": False, **config}
     config = TrainConfig(problem=PROBLEM, hparams_set="transformer_tiny", hparams=TINY_HPARAMS,
                          data_dir=str(tiny_data), output_dir=str(tmp_path / "run"),
-                         train_steps=train_steps, log_every=1, eval_steps=1, eval_every=0,
-                         eval_decode_sentences=0, xla=False, **config)
+                         train_steps=train_steps, **config)
     return Trainer(config, log=log)
 
 
@@ -154,6 +156,55 @@ def test_a_device_out_of_memory_is_one_line_naming_what_needs_less(after, tiny_d
         f"(now float32), and {rerun}. Received: batch_size=256")
     assert sorted(p.name for p in checkpoint.parent.glob("ckpt-*.index")) == \
         (["ckpt-1.index"] if after else [])
+
+
+@pytest.mark.parametrize("where", ["dev loss", "dev decoding"])
+def test_a_device_out_of_memory_while_evaluating_saves_the_run_first(where, tiny_data,
+                                                                     tmp_path):
+    """Out of memory in the evaluation at step 2 (the dev loss, or the dev
+    sentences' beam search): the run is saved at step 2 first (no save was
+    due: save_every=1000), and the line names the settings of what ran out.
+    Before, the updates since the last save were lost."""
+    import tensorflow as tf
+
+    from t2t_revival.errors import UserError
+
+    def out_of_memory(*args):
+        raise tf.errors.ResourceExhaustedError(
+            None, None, _OOM + "\n\t [[{{node while/body/...}}]]\nHint: ...")
+
+    trainer = _tiny_trainer(tiny_data, tmp_path, 4, save_every=1000, eval_every=2,
+                            eval_decode_sentences=3 if where == "dev decoding" else 0)
+    if where == "dev loss":
+        trainer.eval_fn = out_of_memory
+    else:
+        dev_tracking = trainer._dev_tracking
+
+        def dev_tracking_out_of_memory():
+            early_stopping, evaluator = dev_tracking()
+            evaluator.decoder._search = out_of_memory
+            evaluator.decoder._compiled_search = lambda rows: out_of_memory
+            return early_stopping, evaluator
+
+        trainer._dev_tracking = dev_tracking_out_of_memory
+    with pytest.raises(UserError) as error:
+        trainer.train()
+    checkpoint = tmp_path / "run" / "ckpt-2"
+    saved = f"training stopped at step 2 and saved it ({checkpoint}): "
+    if where == "dev loss":
+        assert str(error.value) == (
+            f"{saved}the dev loss at step 2 ran out of memory: {_OOM}. Lower batch_size "
+            f"(now 256 tokens per replica; batch_size=128,gradient_accumulation_steps=2 "
+            f"keeps the tokens per update) or max_length (now 32), or train in "
+            f"mixed_precision=mixed_bfloat16 (now float32), and train a new --output_dir "
+            f"with --warm_start_from={checkpoint}. Received: batch_size=256")
+    else:
+        assert str(error.value) == (
+            f"{saved}decoding the dev sentences ran out of memory: {_OOM}. Lower "
+            f"--eval_decode_hparams' batch_size (now 32 sentences; e.g. batch_size=16), "
+            f"beam_size (now 4), and rerun with them to resume. Received: batch_size=32")
+    assert sorted(p.name for p in checkpoint.parent.glob("ckpt-*.index")) == ["ckpt-2.index"]
+    assert checkpoint_step(checkpoint) == 2
 
 
 def test_shards_deleted_while_training_stop_it_saved_with_one_line(tiny_data, tmp_path):

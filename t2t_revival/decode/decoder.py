@@ -26,7 +26,7 @@ from t2t_revival.decode.sampling import sample_search
 from t2t_revival.decode_length import (batch_bucket, check_input_length, cut_line,
                                        decode_in_length_order, length_sorted_batches,
                                        max_decode_length, padded_length, position_limit)
-from t2t_revival.device_memory import out_of_memory_error
+from t2t_revival.device_memory import OutOfMemoryError, out_of_memory_error
 from t2t_revival.errors import UserError
 from t2t_revival.run_dir.trained_model import TrainedModel
 from t2t_revival.run_dir.training_directory import TrainingDirectory
@@ -244,8 +244,14 @@ class Decoder:
         except tf.errors.ResourceExhaustedError as e:
             raise self._out_of_memory(e) from None
 
-    def _out_of_memory(self, error: Exception) -> UserError:
+    def _out_of_memory(self, error: Exception) -> OutOfMemoryError:
         """A device out of memory in the search: the decode hparams that need less."""
+        return out_of_memory_error("decoding", error, self.out_of_memory_advice())
+
+    def out_of_memory_advice(self, settings: str = "the decode hparams'", then: str = "") -> str:
+        """`Lower <settings> batch_size (now 32 sentences; e.g. batch_size=16),
+        beam_size (now 4)<then>. Received: batch_size=32`: the decode hparams
+        that take less device memory, `settings` naming where they are set."""
         dhp = self.decode_hparams
         if dhp.batch_tokens:
             size = (f"batch_tokens (now {dhp.batch_tokens}; e.g. "
@@ -259,8 +265,7 @@ class Decoder:
         more = f", beam_size (now {dhp.beam_size})" if beams else ""
         if dhp.parallel_batches > 1:
             more += f", parallel_batches (now {dhp.parallel_batches})"
-        return out_of_memory_error(
-            "decoding", error, f"Lower the decode hparams' {size}{more}. Received: {received}")
+        return f"Lower {settings} {size}{more}{then}. Received: {received}"
 
     def _first_batch_of_each_program(self, lengths: list[int], program
                                      ) -> dict[tuple[int, int], list[int]]:

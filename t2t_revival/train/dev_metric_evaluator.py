@@ -16,6 +16,7 @@ import time
 from t2t_revival.data.problem import Problem
 from t2t_revival.data.scored_predictions import ScoredPredictions, score_name
 from t2t_revival.decode.decoder import Decoder
+from t2t_revival.device_memory import OutOfMemoryError
 from t2t_revival.errors import UserError
 from t2t_revival.run_dir.trained_model import TrainedModel
 from t2t_revival.text_lines import read_text_lines
@@ -64,7 +65,12 @@ class DevMetricEvaluator:
     def evaluate(self) -> ScoredPredictions:
         """Decode the dev sentences with the current weights and score them."""
         start = time.time()
-        predictions = self.decoder.translate(self.sources)
+        try:
+            predictions = self.decoder.translate(self.sources)
+        except OutOfMemoryError as e:   # said with the trainer's flag
+            raise OutOfMemoryError(
+                "decoding the dev sentences", e.reason, self.decoder.out_of_memory_advice(
+                    "--eval_decode_hparams'", then=", and rerun with them to resume")) from None
         scored = self.problem.score_predictions(predictions, self.references, self.sources)
         self.seconds = time.time() - start
         return scored

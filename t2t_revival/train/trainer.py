@@ -47,7 +47,7 @@ import tensorflow as tf
 
 from t2t_revival import registry
 from t2t_revival.data.data_error import DataError
-from t2t_revival.device_memory import out_of_memory_error
+from t2t_revival.device_memory import OutOfMemoryError, out_of_memory_error
 from t2t_revival.errors import UserError
 from t2t_revival.hparams import resolve
 from t2t_revival.run_dir.best_record import BestRecord
@@ -558,7 +558,8 @@ class Trainer:
         stats = TrainingStats(step, self.end_step, writer, clock=self.clock)
         while step < self.end_step:
             updates = self._updates_in_next_call(step)
-            with self._data_errors_named(), self._out_of_memory_named(step):
+            with self._data_errors_named(), \
+                    self._out_of_memory_named(f"the update after step {step}"):
                 if updates == 1:
                     loss, tokens, grad_norm = self.train_step(iterator)
                 else:
@@ -651,34 +652,39 @@ class Trainer:
         return "rerun (with no checkpoint saved, the output_dir takes the new hparams)"
 
     @contextlib.contextmanager
-    def _out_of_memory_named(self, step: int):
-        """A device out of memory in the update after `step` (TensorFlow's
-        ResourceExhaustedError, its allocator's statistics and a traceback
-        of the graph): one line saying which settings need less, the run
-        saved first (`_save_at_fault`)."""
+    def _out_of_memory_named(self, what: str):
+        """A device out of memory in `what` ("the update after step 3", "the
+        dev loss at step 4"; TensorFlow's ResourceExhaustedError, its
+        allocator's statistics and a traceback of the graph) or in the dev
+        decoding (`DevMetricEvaluator`'s OutOfMemoryError): one line saying
+        which settings need less, the run saved first (`_save_at_fault`)."""
         try:
             yield
-        except tf.errors.ResourceExhaustedError as e:
-            saved = self._save_at_fault()
-            hp = self.hparams
-            half = max(hp.batch_size // 2, 1)
-            lighter = "" if hp.mixed_precision != "float32" else \
-                ", or train in mixed_precision=mixed_bfloat16 (now float32)"
-            error = out_of_memory_error(
-                f"the update after step {step}", e,
-                f"Lower batch_size (now {hp.batch_size} tokens per replica; batch_size={half},"
+        except (tf.errors.ResourceExhaustedError, OutOfMemoryError) as e:
+            saved = self._save_at_fault()   # first: the advice names its checkpoint
+            error = e if isinstance(e, OutOfMemoryError) else \
+                out_of_memory_error(what, e, self._lighter_training_advice())
+            raise (UserError(f"{saved}: {error}") if saved else error) from None
+
+    def _lighter_training_advice(self) -> str:
+        """The hparams that make an update (or the dev loss) take less device memory."""
+        hp = self.hparams
+        half = max(hp.batch_size // 2, 1)
+        lighter = "" if hp.mixed_precision != "float32" else \
+            ", or train in mixed_precision=mixed_bfloat16 (now float32)"
+        return (f"Lower batch_size (now {hp.batch_size} tokens per replica; batch_size={half},"
                 f"gradient_accumulation_steps={2 * hp.gradient_accumulation_steps} keeps "
                 f"the tokens per update) or max_length (now {hp.max_length}){lighter}, and "
                 f"{self._rerun_advice()}. Received: batch_size={hp.batch_size}")
-            raise (UserError(f"{saved}: {error}") if saved else error) from None
 
     def _save_at_fault(self) -> str:
         """Save the run at its step (unless saved already) after a fault that
         changed nothing: reading the next batch, or running out of memory in
         an update, fails before the update assigns a weight (and the updates
-        before it in a call of several are whole). Returns "training stopped
-        at step N and saved it (<checkpoint>)", or "" where there is nothing
-        to save (before training, or at step 0)."""
+        before it in a call of several are whole); an evaluation assigns
+        none. Returns "training stopped at step N and saved it
+        (<checkpoint>)", or "" where there is nothing to save (before
+        training, or at step 0)."""
         if not (self.signals.armed and self.step > 0):
             return ""
         return f"training stopped at step {self.step} and saved it ({self._save_unless_saved()})"
@@ -773,12 +779,14 @@ class Trainer:
         if self._last_eval is not None and self._last_eval[0] == step:
             return dict(self._last_eval[1])   # stopped early right after evaluating
         early_stopping, evaluator = self._dev_tracking()
-        metrics = self.evaluate()
+        with self._out_of_memory_named(f"the dev loss at step {step}"):
+            metrics = self.evaluate()
+            if evaluator is not None:   # the chief decodes; the other workers wait for it
+                scored = evaluator.evaluate()
         line = (f"eval at step {step}: loss {metrics['loss']:.4f}  "
                 f"accuracy {metrics['accuracy']:.4f}  "
                 f"perplexity {metrics['perplexity']:.2f}")
-        if evaluator is not None:   # the chief decodes; the other workers wait for it
-            scored = evaluator.evaluate()
+        if evaluator is not None:
             metrics[scored.score_name] = scored.score
             line += (f"  {scored.score_name} {scored.score:.2f} ({len(evaluator)} dev "
                      f"sentences, {evaluator.seconds:.0f} s)")
