@@ -256,7 +256,7 @@ def _average(stages: Stages, stage: str, output_dir: str, n: int) -> tuple[list[
     lines = stages.run(stage, "avg_checkpoints", f"--output_dir={output_dir}",
                        f"--num_last_checkpoints={n}")
     averaged = next(line for line in lines if line.startswith("Averaged "))
-    # "Averaged <count> checkpoints into <path>"
+    # "Averaged <count> checkpoint(s) into <path>"
     return [f"--checkpoint_path={averaged.rsplit(' ', 1)[-1]}"], int(averaged.split()[1])
 
 

@@ -222,6 +222,10 @@ def test_the_averaged_count_is_what_the_averaging_read():
     assert recipe._average(stages, "average", "out", 4) == (
         ["--checkpoint_path=out/averaged/ckpt-600"], 3)
     assert recipe._average(stages, "average", "out", 1) == ([], 1)
+    lines[:] = ["Only 1 checkpoint in out; averaging it.",
+                "Averaged 1 checkpoint into out/averaged/ckpt-200"]
+    assert recipe._average(stages, "average", "out", 4) == (
+        ["--checkpoint_path=out/averaged/ckpt-200"], 1)
 
 
 def test_the_trainer_gets_the_recipe_s_flags(monkeypatch):

@@ -87,16 +87,21 @@ def test_averaging_copies_of_one_checkpoint_gives_it_back(tmp_path):
                          data_dir=str(tmp_path), hparams_set="transformer_tiny")
     trainer = Trainer(config, log=lambda *a: None)
     trainer.hparams.save(str(tmp_path / "hparams.json"))
+    directory = TrainingDirectory(tmp_path)
     for step in (1, 2, 3):
         trainer.optimizer.iterations.assign(step)
         trainer.save()
+        if step == 1:   # fewer checkpoints than asked for: all of them, said in words
+            logs = []
+            directory.average_checkpoints(2, log=logs.append)
+            assert logs[0] == f"Only 1 checkpoint in {tmp_path}; averaging it."
+            assert logs[-1] == f"Averaged 1 checkpoint into {tmp_path / 'averaged' / 'ckpt-1'}"
     expected = [w.numpy() for w in trainer.model.weights]
     import tensorflow as tf
     saved = tf.train.load_checkpoint(trainer.manager.latest_checkpoint)
     model_keys = [k for k in saved.get_variable_to_shape_map()
                   if k.startswith("model/") and k.endswith("VARIABLE_VALUE")]
     assert len(model_keys) == len(trainer.model.weights) > 30  # every layer's weights
-    directory = TrainingDirectory(tmp_path)
     logs = []
     path = directory.average_checkpoints(3, log=logs.append)
     assert path.endswith("averaged/ckpt-3")

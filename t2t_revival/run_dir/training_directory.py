@@ -467,7 +467,8 @@ class TrainingDirectory:
             raise UserError(f"no checkpoints in {self.path}; train first with t2t-trainer. "
                             f"Received: output_dir={self.path}")
         if num_last > len(paths):
-            log(f"Only {len(paths)} checkpoints in {self.path}; averaging all of them.")
+            log(f"Only {_checkpoints(len(paths))} in {self.path}; averaging "
+                f"{'it' if len(paths) == 1 else 'all of them'}.")
         paths = paths[-num_last:]
         first, last = checkpoint_step(paths[0]), checkpoint_step(paths[-1])
         if len(paths) > 1 and first is not None and last \
@@ -494,7 +495,7 @@ class TrainingDirectory:
             manager = self.checkpoint_manager(make_checkpoint(model), _AVERAGES_KEPT,
                                               directory=self.averaged_dir)
             path = self.save_checkpoint(manager, checkpoint_step(paths[-1]))
-        log(f"Averaged {len(paths)} checkpoints into {path}")
+        log(f"Averaged {_checkpoints(len(paths))} into {path}")
         return path
 
     # -------------------------------------------------------------- the model
@@ -580,3 +581,8 @@ def _listdir(folder: str) -> list[str]:
         return os.listdir(folder)
     except (FileNotFoundError, NotADirectoryError):
         return []
+
+
+def _checkpoints(n: int) -> str:
+    """"1 checkpoint", "3 checkpoints"."""
+    return f"{n} checkpoint{'' if n == 1 else 's'}"
