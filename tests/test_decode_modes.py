@@ -266,7 +266,7 @@ def test_sampling_settings_are_checked():
                               ("sampling=true,num_samples=0", "'num_samples' must be positive"),
                               ("sampling=true,parallel_batches=2",
                                "'parallel_batches' must be 1 with sampling=true"),
-                              ("parallel_batches=0", r"'parallel_batches' must be in \[1, inf\)")]:
+                              ("parallel_batches=-1", r"'parallel_batches' must be in \[0, inf\)")]:
         with pytest.raises(DecodeHParamsError, match=message):
             DecodeHParams.from_hparams(HParams(), settings)
 
@@ -390,6 +390,28 @@ def test_scoring_batches_by_tokens_too(runs):
     assert len(sizes) > 1 and sum(sizes) == len(pairs)
 
 
+def test_parallel_batches_default_to_two_on_a_cpu_and_one_on_a_gpu(runs):
+    """parallel_batches=0, the default, is resolved once, by the decoder:
+    2 batches at once on a CPU (this machine), 1 on a GPU and with
+    sampling; a number given is kept."""
+    from t2t_revival.decode.decode_hparams import CPU_PARALLEL_BATCHES, DecodeHParams
+    from t2t_revival.decode.decoder import Decoder
+    from t2t_revival.hparams import HParams
+
+    assert DecodeHParams().parallel_batches == 0
+    assert CPU_PARALLEL_BATCHES == 2
+    default = DecodeHParams.from_hparams(HParams(), "")
+    assert default.resolved(on_gpu=False).parallel_batches == 2
+    assert default.resolved(on_gpu=True).parallel_batches == 1
+    assert DecodeHParams(sampling=True).resolved(on_gpu=False).parallel_batches == 1
+    assert DecodeHParams(parallel_batches=3).resolved(on_gpu=True).parallel_batches == 3
+    assert DecodeHParams(parallel_batches=1).resolved(on_gpu=False).parallel_batches == 1
+    assert not tf.config.list_physical_devices("GPU")
+    assert Decoder(runs["a"]).decode_hparams.parallel_batches == 2
+    assert Decoder(runs["a"], None, "sampling=true").decode_hparams.parallel_batches == 1
+    assert Decoder(runs["a"], None, "parallel_batches=1").decode_hparams.parallel_batches == 1
+
+
 def test_parallel_batches_give_the_same_translations_and_scores(runs):
     """parallel_batches=3 decodes batches in worker threads (xla and the
     uncompiled search, beams and scores): the same outputs, in input order."""
@@ -429,8 +451,8 @@ _OOM = ("OOM when allocating tensor with shape[128,4,80,32] and type float on "
 
 @pytest.mark.parametrize("decode_hparams, advice", [
     ("batch_size=8,xla=false",
-     "batch_size (now 8 sentences; e.g. batch_size=4), beam_size (now 4). "
-     "Received: batch_size=8"),
+     "batch_size (now 8 sentences; e.g. batch_size=4), beam_size (now 4), parallel_batches "
+     "(now 2). Received: batch_size=8"),
     ("batch_tokens=64,parallel_batches=2",
      "batch_tokens (now 64; e.g. batch_tokens=32), beam_size (now 4), parallel_batches "
      "(now 2). Received: batch_tokens=64"),

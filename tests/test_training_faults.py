@@ -202,7 +202,8 @@ def test_a_device_out_of_memory_while_evaluating_saves_the_run_first(where, tiny
         assert str(error.value) == (
             f"{saved}decoding the dev sentences ran out of memory: {_OOM}. Lower "
             f"--eval_decode_hparams' batch_size (now 32 sentences; e.g. batch_size=16), "
-            f"beam_size (now 4), and rerun with them to resume. Received: batch_size=32")
+            f"beam_size (now 4), parallel_batches (now 2), and rerun with them to resume. "
+            f"Received: batch_size=32")
     assert sorted(p.name for p in checkpoint.parent.glob("ckpt-*.index")) == ["ckpt-2.index"]
     assert checkpoint_step(checkpoint) == 2
 

@@ -65,8 +65,8 @@ flags.DEFINE_string("decode_hparams", "",
                     'batch_tokens=0,xla=true,long_inputs=cut" (batch_tokens > 0: batches of '
                     'that many source tokens; xla=false: the uncompiled search; '
                     'long_inputs=refuse: stop at a line longer than max_length; '
-                    'parallel_batches=2: two batches at once, a thread each, faster '
-                    'for a small model on a CPU); '
+                    'parallel_batches=N: N batches at once, a thread each; the default 0 '
+                    'decodes 2 at once on a CPU, 1 on a GPU); '
                     'sampling instead of beam search: "sampling=true,temperature=1.0,'
                     'top_k=0,top_p=1.0,num_samples=1,seed=1" (top_k 0 and top_p 1.0 keep '
                     'every token; return_beams=true writes all num_samples, best first).')

@@ -25,6 +25,14 @@ class DecodeHParamsError(UserError):
     """A malformed `--decode_hparams` string, an unknown field or a bad value."""
 
 
+# The batches a CPU decodes at once by default (`DecodeHParams.parallel_batches`
+# = 0): 2 was 1.3-1.4x faster than 1 at batch 32 and 1.3-1.7x at batch 1 on
+# the 2-core machine, for the Multi30k recipe model and a transformer_base
+# shape (benchmarks/RESULTS.md); 4 gains more at batch 1 on a small model, not
+# at batch 32.
+CPU_PARALLEL_BATCHES = 2
+
+
 @dataclasses.dataclass(frozen=True)
 class DecodeHParams:
     """How to decode: beam width, length penalty, length limit, batching."""
@@ -76,11 +84,14 @@ class DecodeHParams:
     finished one beats every live one scored as if it ended at the next
     step; fewer steps, not guaranteed to find the same best)."""
 
-    parallel_batches: int = 1
+    parallel_batches: int = 0
     """Batches decoded at once, each in a thread of its own (CTranslate2's
-    inter_threads): on a CPU a small model's search leaves cores idle that a
-    second batch fills (benchmarks/RESULTS.md). The same translations, in
-    the same order; more memory. Not with sampling (one seeded stream)."""
+    inter_threads): on a CPU a search leaves cores idle between its many
+    small operations, and a second batch fills them (benchmarks/RESULTS.md:
+    1.3-1.7x on 2 cores, for the Multi30k recipe model and a transformer_base
+    shape alike). The same translations, in the same order; more memory.
+    0 (the default) picks it: `CPU_PARALLEL_BATCHES` on a CPU, 1 on a GPU and
+    with sampling (one seeded stream), see `resolved`."""
 
     def __post_init__(self):
         hints = typing.get_type_hints(DecodeHParams)
@@ -139,6 +150,16 @@ class DecodeHParams:
         """The longest output for an input of `input_length` tokens (no position
         cap; `decode_length` has the whole rule)."""
         return max_decode_length(input_length, self.extra_length)
+
+    def resolved(self, on_gpu: bool) -> "DecodeHParams":
+        """These settings with parallel_batches=0 (the default) made a number:
+        `CPU_PARALLEL_BATCHES` on a CPU (`on_gpu` False), 1 on a GPU (its
+        kernels are not that small, and a second batch only takes memory) and
+        with sampling."""
+        if self.parallel_batches:
+            return self
+        return dataclasses.replace(
+            self, parallel_batches=1 if on_gpu or self.sampling else CPU_PARALLEL_BATCHES)
 
     @classmethod
     def from_hparams(cls, hparams: HParams, overrides: str = "") -> "DecodeHParams":
