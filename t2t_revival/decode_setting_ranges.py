@@ -23,7 +23,8 @@ RANGES: dict[str, tuple[float, float | None, str]] = {
                      "for every row"),
     "batch_size": (1, None, "sentences per decoding batch"),
     "parallel_batches": (0, None, "batches decoded at once, a thread each; 0 picks: "
-                                  "2 on a CPU, 1 on a GPU or with sampling"),
+                                  "2 on a CPU (4 at batch_size=1), 1 on a GPU or with "
+                                  "sampling"),
     "batch_tokens": (0, None,
                      "source tokens per batch, padding included; 0 batches by sentences"),
 }

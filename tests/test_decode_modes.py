@@ -392,17 +392,21 @@ def test_scoring_batches_by_tokens_too(runs):
 
 def test_parallel_batches_default_to_two_on_a_cpu_and_one_on_a_gpu(runs):
     """parallel_batches=0, the default, is resolved once, by the decoder:
-    2 batches at once on a CPU (this machine), 1 on a GPU and with
-    sampling; a number given is kept."""
-    from t2t_revival.decode.decode_hparams import CPU_PARALLEL_BATCHES, DecodeHParams
+    2 batches at once on a CPU (this machine), 4 of one sentence each, 1 on
+    a GPU and with sampling; a number given is kept."""
+    from t2t_revival.decode.decode_hparams import DecodeHParams
     from t2t_revival.decode.decoder import Decoder
     from t2t_revival.hparams import HParams
 
     assert DecodeHParams().parallel_batches == 0
-    assert CPU_PARALLEL_BATCHES == 2
     default = DecodeHParams.from_hparams(HParams(), "")
     assert default.resolved(on_gpu=False).parallel_batches == 2
     assert default.resolved(on_gpu=True).parallel_batches == 1
+    one = DecodeHParams.from_hparams(HParams(), "batch_size=1")
+    assert one.resolved(on_gpu=False).parallel_batches == 4
+    assert one.resolved(on_gpu=True).parallel_batches == 1
+    assert DecodeHParams(batch_size=1, batch_tokens=64).resolved(
+        on_gpu=False).parallel_batches == 2   # batches by tokens: not of one sentence
     assert DecodeHParams(sampling=True).resolved(on_gpu=False).parallel_batches == 1
     assert DecodeHParams(parallel_batches=3).resolved(on_gpu=True).parallel_batches == 3
     assert DecodeHParams(parallel_batches=1).resolved(on_gpu=False).parallel_batches == 1
@@ -410,6 +414,7 @@ def test_parallel_batches_default_to_two_on_a_cpu_and_one_on_a_gpu(runs):
     assert Decoder(runs["a"]).decode_hparams.parallel_batches == 2
     assert Decoder(runs["a"], None, "sampling=true").decode_hparams.parallel_batches == 1
     assert Decoder(runs["a"], None, "parallel_batches=1").decode_hparams.parallel_batches == 1
+    assert Decoder(runs["a"], None, "batch_size=1").decode_hparams.parallel_batches == 4
 
 
 def test_parallel_batches_give_the_same_translations_and_scores(runs):

@@ -66,7 +66,7 @@ flags.DEFINE_string("decode_hparams", "",
                     'that many source tokens; xla=false: the uncompiled search; '
                     'long_inputs=refuse: stop at a line longer than max_length; '
                     'parallel_batches=N: N batches at once, a thread each; the default 0 '
-                    'decodes 2 at once on a CPU, 1 on a GPU); '
+                    'decodes 2 at once on a CPU, 4 at batch_size=1, and 1 on a GPU); '
                     'sampling instead of beam search: "sampling=true,temperature=1.0,'
                     'top_k=0,top_p=1.0,num_samples=1,seed=1" (top_k 0 and top_p 1.0 keep '
                     'every token; return_beams=true writes all num_samples, best first).')

@@ -28,9 +28,11 @@ class DecodeHParamsError(UserError):
 # The batches a CPU decodes at once by default (`DecodeHParams.parallel_batches`
 # = 0): 2 was 1.3-1.4x faster than 1 at batch 32 and 1.3-1.7x at batch 1 on
 # the 2-core machine, for the Multi30k recipe model and a transformer_base
-# shape (benchmarks/RESULTS.md); 4 gains more at batch 1 on a small model, not
-# at batch 32.
+# shape; more gained nothing at batch 32 (benchmarks/RESULTS.md).
 CPU_PARALLEL_BATCHES = 2
+# ... and at batch_size=1: 4 was 1.3x faster than 2 on the recipe model, the
+# same as 2 at transformer_base's shape.
+CPU_PARALLEL_SINGLE_SENTENCES = 4
 
 
 @dataclasses.dataclass(frozen=True)
@@ -90,7 +92,7 @@ class DecodeHParams:
     small operations, and a second batch fills them (benchmarks/RESULTS.md:
     1.3-1.7x on 2 cores, for the Multi30k recipe model and a transformer_base
     shape alike). The same translations, in the same order; more memory.
-    0 (the default) picks it: `CPU_PARALLEL_BATCHES` on a CPU, 1 on a GPU and
+    0 (the default) picks it: 2 on a CPU (4 at batch_size=1), 1 on a GPU and
     with sampling (one seeded stream), see `resolved`."""
 
     def __post_init__(self):
@@ -153,13 +155,19 @@ class DecodeHParams:
 
     def resolved(self, on_gpu: bool) -> "DecodeHParams":
         """These settings with parallel_batches=0 (the default) made a number:
-        `CPU_PARALLEL_BATCHES` on a CPU (`on_gpu` False), 1 on a GPU (its
-        kernels are not that small, and a second batch only takes memory) and
-        with sampling."""
+        on a CPU (`on_gpu` False) `CPU_PARALLEL_BATCHES`, or
+        `CPU_PARALLEL_SINGLE_SENTENCES` for batches of one sentence; 1 on a
+        GPU (its kernels are not that small, and a second batch only takes
+        memory) and with sampling."""
         if self.parallel_batches:
             return self
-        return dataclasses.replace(
-            self, parallel_batches=1 if on_gpu or self.sampling else CPU_PARALLEL_BATCHES)
+        if on_gpu or self.sampling:
+            parallel_batches = 1
+        elif self.batch_size == 1 and not self.batch_tokens:
+            parallel_batches = CPU_PARALLEL_SINGLE_SENTENCES
+        else:
+            parallel_batches = CPU_PARALLEL_BATCHES
+        return dataclasses.replace(self, parallel_batches=parallel_batches)
 
     @classmethod
     def from_hparams(cls, hparams: HParams, overrides: str = "") -> "DecodeHParams":

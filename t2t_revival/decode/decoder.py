@@ -48,7 +48,8 @@ class Decoder:
             directory (built from its own hparams.json, its vocabulary checked).
         decode_hparams: `"beam_size=4,alpha=0.6,extra_length=50,batch_size=32,
             return_beams=false,xla=true,batch_tokens=0,long_inputs=cut,
-            early_stop=exact,parallel_batches=0"` (0: 2 on a CPU, 1 on a GPU)
+            early_stop=exact,parallel_batches=0"` (0: 2 on a CPU, 4 at
+            batch_size=1; 1 on a GPU)
             overrides of the defaults in hparams.json (see `DecodeHParams`);
             `sampling=true,temperature=..,top_k=..,top_p=..,num_samples=..,seed=..`
             samples instead of beam search.
@@ -81,7 +82,8 @@ class Decoder:
         """Take the model, hparams, run record and vocabulary of `trained` (a
         `TrainedModel` or an `Ensemble`)."""
         self.hparams, self.run_record = trained.hparams, trained.run_record
-        # parallel_batches=0 (the default) becomes 2 on a CPU, 1 on a GPU.
+        # parallel_batches=0 (the default) becomes 2 on a CPU (4 at
+        # batch_size=1), 1 on a GPU.
         self.decode_hparams = DecodeHParams.from_hparams(self.hparams, decode_hparams).resolved(
             on_gpu=bool(tf.config.list_physical_devices("GPU")))
         self.vocab, self.checkpoint_path = trained.vocab, trained.checkpoint_path
