@@ -63,6 +63,18 @@ MAX_EXTRA_LENGTH = 1024
 # cut it (the default, as the SavedModel does) or refuse it.
 LONG_INPUTS = ("cut", "refuse")
 
+# The batches a CPU decodes at once by default (`parallel_batches` = 0 in the
+# decode hparams; `inter_threads` = 0 for `CTranslate2Translator`): on the
+# 2-core machine 2 made our decoder 1.3-1.4x faster than 1 at batch 32 and
+# 1.3-1.7x at batch 1 (the Multi30k recipe model and a transformer_base
+# shape), and CTranslate2 2 x 1 thread 1.05x faster than 1 x 2 at batch 32
+# and 2.1-2.8x at batch 1; more gained nothing at batch 32
+# (benchmarks/RESULTS.md).
+CPU_PARALLEL_BATCHES = 2
+# ... and our decoder's at batch_size=1: 4 was 1.3x faster than 2 on the
+# recipe model, the same as 2 at transformer_base's shape.
+CPU_PARALLEL_SINGLE_SENTENCES = 4
+
 
 def _is_int(*values) -> bool:
     return all(isinstance(v, numbers.Integral) for v in values)

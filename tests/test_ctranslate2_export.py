@@ -10,6 +10,7 @@ import numpy as np
 import pytest
 
 from conftest import ENV, one_line_error
+from t2t_revival.usable_cores import usable_cores
 
 ctranslate2 = pytest.importorskip("ctranslate2")
 
@@ -136,6 +137,32 @@ def test_export_matches_our_model_and_beam_search(variant, vocab_file, tmp_path)
         CTranslate2Translator(path, beam_size=4, intra_threads=1, inter_threads=n,
                               batch_size=1).translate(SENTENCES) for n in (1, 2))
     assert parallel == one_at_a_time
+    # The default threads: on this CPU, the cores shared by 2 translations
+    # (1 on a 1-core host); the same outputs.
+    default = CTranslate2Translator(path, beam_size=4, batch_size=1)
+    cores = usable_cores()
+    assert default.inter_threads == min(2, cores)
+    assert default.intra_threads == cores // min(2, cores)
+    assert default._translator.num_translators == default.inter_threads
+    assert default.translate(SENTENCES) == one_at_a_time
+
+
+@pytest.mark.parametrize("intra, inter, on_gpu, cores, expected", [
+    (0, 0, False, 2, (1, 2)),       # the 2-core machine: 2 translations of 1 thread
+    (0, 0, False, 16, (8, 2)),
+    (0, 0, False, 1, (1, 1)),
+    (2, 0, False, 2, (2, 1)),       # 2 threads each leave room for one translation
+    (4, 0, False, 16, (4, 2)),
+    (0, 3, False, 16, (5, 3)),      # an explicit inter_threads shares the cores
+    (3, 3, False, 2, (3, 3)),       # explicit values are kept
+    (0, 0, True, 16, (0, 1)),       # a GPU: one translation, CTranslate2's own threads
+    (0, 2, True, 16, (0, 2)),
+])
+def test_translator_threads_default_to_two_translations_sharing_the_cores(
+        intra, inter, on_gpu, cores, expected):
+    from t2t_revival.export.ctranslate2_translator import thread_setting
+
+    assert thread_setting(intra, inter, on_gpu, cores) == expected
 
 
 def test_int8_export_loads_and_stays_close(vocab_file, tmp_path):
@@ -175,6 +202,9 @@ def test_int8_export_loads_and_stays_close(vocab_file, tmp_path):
     ({"beam_size": 0}, "'beam_size' must be in [1, inf)"),
     ({"alpha": float("nan")}, "'alpha' must be a finite number in [0, inf)"),
     ({"batch_size": "32"}, "'batch_size' must be a number in [1, inf)"),
+    ({"inter_threads": -1}, "inter_threads must be >= 0 (0: the default). Received: "
+                            "inter_threads=-1"),
+    ({"intra_threads": -2}, "intra_threads must be >= 0"),
 ])
 def test_translator_overrides_out_of_range_are_refused_before_loading(override, message,
                                                                        tmp_path):

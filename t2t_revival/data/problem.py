@@ -14,17 +14,10 @@ from t2t_revival.data.scored_predictions import ScoredPredictions
 from t2t_revival.data.subword_vocabulary import SubwordVocabulary
 from t2t_revival.errors import UserError
 from t2t_revival.registry import snake_case
+from t2t_revival.usable_cores import usable_cores
 
 SPLITS = ("train", "dev", "test")
 MODES = {"train": "train", "eval": "dev"}
-
-
-def default_num_workers() -> int:
-    """The cores this process may run on (its CPU affinity), at least 1."""
-    try:
-        return max(1, len(os.sched_getaffinity(0)))
-    except AttributeError:  # not Linux
-        return max(1, os.cpu_count() or 1)
 
 
 class Problem:
@@ -87,7 +80,7 @@ class Problem:
         if num_workers is not None and num_workers < 1:
             raise UserError(f"num_workers must be at least 1. Received: "
                             f"num_workers={num_workers}")
-        self.num_workers = num_workers or default_num_workers()
+        self.num_workers = num_workers or usable_cores()
         """Worker processes that encode and write the shards (output identical for any)."""
 
     @property

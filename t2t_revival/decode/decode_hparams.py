@@ -14,7 +14,8 @@ import typing
 from typing import Any
 
 from t2t_revival.decode.beam_search import EARLY_STOP_RULES
-from t2t_revival.decode_length import LONG_INPUTS, max_decode_length
+from t2t_revival.decode_length import (CPU_PARALLEL_BATCHES, CPU_PARALLEL_SINGLE_SENTENCES,
+                                       LONG_INPUTS, max_decode_length)
 from t2t_revival.decode_setting_ranges import RANGES, out_of_range
 from t2t_revival.errors import UserError
 from t2t_revival.hparams import HParams, _type_name, _type_ok, parse_typed_pairs
@@ -23,16 +24,6 @@ from t2t_revival.registry import closest
 
 class DecodeHParamsError(UserError):
     """A malformed `--decode_hparams` string, an unknown field or a bad value."""
-
-
-# The batches a CPU decodes at once by default (`DecodeHParams.parallel_batches`
-# = 0): 2 was 1.3-1.4x faster than 1 at batch 32 and 1.3-1.7x at batch 1 on
-# the 2-core machine, for the Multi30k recipe model and a transformer_base
-# shape; more gained nothing at batch 32 (benchmarks/RESULTS.md).
-CPU_PARALLEL_BATCHES = 2
-# ... and at batch_size=1: 4 was 1.3x faster than 2 on the recipe model, the
-# same as 2 at transformer_base's shape.
-CPU_PARALLEL_SINGLE_SENTENCES = 4
 
 
 @dataclasses.dataclass(frozen=True)

@@ -41,10 +41,31 @@ from t2t_revival.decode_setting_ranges import out_of_range
 from t2t_revival.errors import UserError
 from t2t_revival.run_dir.file_names import VOCAB_FILE
 from t2t_revival.text_lines import one_field
+from t2t_revival.usable_cores import usable_cores
 
 EXPORT_CONFIG = "t2t_export.json"
 """The export's decode settings, written by `export_ctranslate2`."""
 EOS_PIECE = "</s>"
+
+
+def thread_setting(intra_threads: int, inter_threads: int, on_gpu: bool,
+                   cores: int) -> tuple[int, int]:
+    """(intra_threads, inter_threads) with their defaults (0) made numbers.
+
+    On a GPU: inter_threads 1, intra_threads as given (0: CTranslate2's own
+    default). On a CPU of `cores` cores: inter_threads `CPU_PARALLEL_BATCHES`,
+    or fewer where the given intra_threads leave too few cores (never more
+    threads than cores); intra_threads the cores shared among them.
+    An explicit value is kept.
+    """
+    if on_gpu:
+        return intra_threads, inter_threads or 1
+    if not inter_threads:
+        free = cores // intra_threads if intra_threads else cores
+        inter_threads = max(1, min(decode_length.CPU_PARALLEL_BATCHES, free))
+    if not intra_threads:
+        intra_threads = max(1, cores // inter_threads)
+    return intra_threads, inter_threads
 
 
 class CTranslate2Translator:
@@ -58,10 +79,16 @@ class CTranslate2Translator:
         device: "cpu", "cuda" or "auto".
         compute_type: CTranslate2's compute type ("default" = as stored,
             "int8", "int8_float32", "float32", "float16", ...).
-        intra_threads: threads per translation (0 = CTranslate2's default).
+        intra_threads: threads per translation; 0 (the default): on a CPU,
+            the cores shared among the inter_threads (`thread_setting`), on a
+            GPU CTranslate2's own default.
         inter_threads: translations run in parallel: `translate` decodes
             that many batches at once (`decode_in_length_order`'s
-            parallel_batches).
+            parallel_batches); 0 (the default): on a CPU
+            `CPU_PARALLEL_BATCHES` (2) if the cores allow one thread each,
+            on a GPU 1. On the 2-core machine the default (2 x 1 thread) was
+            1.05x faster than CTranslate2's own (1 x 2) at batch 32 and
+            2.1-2.8x at batch 1 (benchmarks/RESULTS.md).
         beam_size, alpha, extra_length, batch_size: overrides of the export's
             settings (None keeps them).
         long_inputs: "cut" (the default) cuts a sentence longer than the
@@ -71,7 +98,7 @@ class CTranslate2Translator:
     """
 
     def __init__(self, export_dir: str, device: str = "cpu", compute_type: str = "default",
-                 intra_threads: int = 0, inter_threads: int = 1,
+                 intra_threads: int = 0, inter_threads: int = 0,
                  beam_size: int | None = None, alpha: float | None = None,
                  extra_length: int | None = None, batch_size: int | None = None,
                  long_inputs: str = "cut"):
@@ -81,12 +108,15 @@ class CTranslate2Translator:
             problem = value is not None and out_of_range(name, value)
             if problem:
                 raise UserError(f"CTranslate2Translator: {problem}")
+        for name, value in (("intra_threads", intra_threads), ("inter_threads", inter_threads)):
+            if value < 0:
+                raise UserError(f"CTranslate2Translator: {name} must be >= 0 (0: the "
+                                f"default). Received: {name}={value}")
         if long_inputs not in decode_length.LONG_INPUTS:
             raise UserError(f"CTranslate2Translator: long_inputs must be one of "
                             f"{', '.join(decode_length.LONG_INPUTS)}. "
                             f"Received: long_inputs={long_inputs!r}")
         self.long_inputs = long_inputs
-        self._inter_threads = max(1, inter_threads)
         # How many sentences of the last `translate` call were cut to max_length.
         self.cut_inputs = 0
         try:
@@ -98,6 +128,10 @@ class CTranslate2Translator:
                             f'pip install "t2t-revival[ctranslate2]". '
                             f"Received: export_dir={export_dir!r}") from None
         export_dir = _newest_version(export_dir)
+        on_gpu = device == "cuda" or (device == "auto" and ctranslate2.get_cuda_device_count() > 0)
+        # The threads used (after the defaults): per translation, and translations at once.
+        self.intra_threads, self.inter_threads = thread_setting(
+            intra_threads, inter_threads, on_gpu, usable_cores())
         config_file = os.path.join(export_dir, EXPORT_CONFIG)
         try:
             with open(config_file, encoding="utf-8") as f:
@@ -116,7 +150,7 @@ class CTranslate2Translator:
         try:
             self._translator = ctranslate2.Translator(
                 export_dir, device=device, compute_type=compute_type,
-                intra_threads=intra_threads, inter_threads=inter_threads)
+                intra_threads=self.intra_threads, inter_threads=self.inter_threads)
         except (RuntimeError, ValueError) as e:
             raise UserError(f"CTranslate2 cannot load {export_dir} on {device} with "
                             f"compute_type {compute_type} ({e}). "
@@ -195,7 +229,7 @@ class CTranslate2Translator:
         # The same order and batches as `Decoder.translate`.
         return decode_length.decode_in_length_order(
             [len(p) for p in encoded], int(self.settings["batch_size"]), decode_batch,
-            progress, parallel_batches=self._inter_threads)
+            progress, parallel_batches=self.inter_threads)
 
 
 def _newest_version(export_dir: str) -> str:
