@@ -463,7 +463,11 @@ _OOM = ("OOM when allocating tensor with shape[128,4,80,32] and type float on "
      "batch_tokens (now 64; e.g. batch_tokens=32), beam_size (now 4), parallel_batches "
      "(now 2). Received: batch_tokens=64"),
     ("sampling=true,batch_size=2",
-     "batch_size (now 2 sentences; e.g. batch_size=1). Received: batch_size=2")])
+     "batch_size (now 2 sentences; e.g. batch_size=1). Received: batch_size=2"),
+    # One sentence at a time: batch_size is not named (it cannot be lower).
+    ("batch_size=1,parallel_batches=3",
+     "beam_size (now 4), parallel_batches (now 3). Received: batch_size=1"),
+    ("sampling=true,batch_size=1", None)])
 def test_a_device_out_of_memory_while_decoding_is_one_line(runs, decode_hparams, advice):
     """TensorFlow's ResourceExhaustedError in the search (its message goes on
     with the allocator's statistics and the graph's nodes), in the main
@@ -481,5 +485,11 @@ def test_a_device_out_of_memory_while_decoding_is_one_line(runs, decode_hparams,
     decoder._compiled_search = lambda rows: out_of_memory
     with pytest.raises(UserError) as error:
         decoder.translate(SOURCES)
-    assert str(error.value) == (f"decoding ran out of memory: {_OOM}. Lower the decode "
-                                f"hparams' {advice}")
+    if advice is None:   # nothing left to lower
+        assert str(error.value) == (
+            f"decoding ran out of memory: {_OOM}. Nothing in the decode hparams' settings is "
+            f"left to lower (one sentence at a time, one hypothesis): decode on a device "
+            f"with more memory. Received: batch_size=1")
+    else:
+        assert str(error.value) == (f"decoding ran out of memory: {_OOM}. Lower the decode "
+                                    f"hparams' {advice}")

@@ -255,21 +255,29 @@ class Decoder:
     def out_of_memory_advice(self, settings: str = "the decode hparams'", then: str = "") -> str:
         """`Lower <settings> batch_size (now 32 sentences; e.g. batch_size=16),
         beam_size (now 4)<then>. Received: batch_size=32`: the decode hparams
-        that take less device memory, `settings` naming where they are set."""
+        that take less device memory, `settings` naming where they are set
+        (batch_size only above 1; with none left to lower, a device with more
+        memory)."""
         dhp = self.decode_hparams
+        lower = []
         if dhp.batch_tokens:
-            size = (f"batch_tokens (now {dhp.batch_tokens}; e.g. "
-                    f"batch_tokens={max(dhp.batch_tokens // 2, 1)})")
+            lower.append(f"batch_tokens (now {dhp.batch_tokens}; e.g. "
+                         f"batch_tokens={max(dhp.batch_tokens // 2, 1)})")
             received = f"batch_tokens={dhp.batch_tokens}"
         else:
-            size = (f"batch_size (now {dhp.batch_size} sentences; e.g. "
-                    f"batch_size={max(dhp.batch_size // 2, 1)})")
+            if dhp.batch_size > 1:
+                lower.append(f"batch_size (now {dhp.batch_size} sentences; e.g. "
+                             f"batch_size={dhp.batch_size // 2})")
             received = f"batch_size={dhp.batch_size}"
-        beams = dhp.beam_size > 1 and not dhp.sampling
-        more = f", beam_size (now {dhp.beam_size})" if beams else ""
+        if dhp.beam_size > 1 and not dhp.sampling:
+            lower.append(f"beam_size (now {dhp.beam_size})")
         if dhp.parallel_batches > 1:
-            more += f", parallel_batches (now {dhp.parallel_batches})"
-        return f"Lower {settings} {size}{more}{then}. Received: {received}"
+            lower.append(f"parallel_batches (now {dhp.parallel_batches})")
+        if not lower:
+            return (f"Nothing in {settings} settings is left to lower (one sentence at a "
+                    f"time, one hypothesis): decode on a device with more memory. "
+                    f"Received: {received}")
+        return f"Lower {settings} {', '.join(lower)}{then}. Received: {received}"
 
     def _first_batch_of_each_program(self, lengths: list[int], program
                                      ) -> dict[tuple[int, int], list[int]]:
