@@ -20,7 +20,11 @@ thread setting as ours: --threads intra-op threads (TensorFlow's; CTranslate2's
 intra_threads) and --parallel_batches batches at once (our decode hparam;
 CTranslate2's inter_threads). --ct2_threads and --ct2_parallel_batches give
 CTranslate2 a setting of its own, so that each engine's best setting can be
-timed in one run. `ratios` divides our tokens/s by CTranslate2 float32's, per
+timed in one run; 0 for --parallel_batches, --ct2_threads or
+--ct2_parallel_batches leaves that setting at the engine's own default
+(`DecodeHParams.resolved`, `CTranslate2Translator`'s `thread_setting`), and
+each entry reports the setting it ran with (`parallel_batches`;
+`intra_threads` and `inter_threads`). `ratios` divides our tokens/s by CTranslate2 float32's, per
 batch size and search.
 
 --rounds=N times every engine N times, after its warm-up, alternating the
@@ -92,10 +96,11 @@ def main():
         args.ct2_parallel_batches = args.parallel_batches
     from t2t_revival.errors import UserError
 
-    for flag in ("threads", "parallel_batches", "ct2_threads", "ct2_parallel_batches",
-                 "rounds"):
-        if getattr(args, flag) < 1:
-            raise UserError(f"--{flag} must be at least 1. "
+    for flag, least in (("threads", 1), ("rounds", 1), ("parallel_batches", 0),
+                        ("ct2_threads", 0), ("ct2_parallel_batches", 0)):
+        if getattr(args, flag) < least:
+            raise UserError(f"--{flag} must be at least {least}"
+                            f"{' (0: the default)' if not least else ''}. "
                             f"Received: --{flag}={getattr(args, flag)}")
     searches = args.searches.split(",")
     if not searches or any(s not in ("uncompiled", "xla") for s in searches):
@@ -187,7 +192,8 @@ def _our_engine(args, Decoder, search, batch, subset) -> dict:
     start = time.perf_counter()
     decoder.translate(subset)
     return {"name": search, "translate": decoder.translate, "vocab": decoder.vocab,
-            "labels": {"search": search},
+            "labels": {"search": search,
+                       "parallel_batches": decoder.decode_hparams.parallel_batches},
             "warm_up_seconds": round(time.perf_counter() - start, 1)}
 
 
@@ -204,7 +210,9 @@ def _ctranslate2_engines(args, ct2_dir, subset, batch) -> list[dict]:
         translator.translate(subset[:max(batch, 1) * 3])  # warm-up
         engines.append({"name": f"ctranslate2_{compute_type}",
                         "translate": translator.translate,
-                        "labels": {"compute_type": compute_type}})
+                        "labels": {"compute_type": compute_type,
+                                   "intra_threads": translator.intra_threads,
+                                   "inter_threads": translator.inter_threads}})
     return engines
 
 

@@ -303,6 +303,9 @@ def test_decode_speed_times_each_engine_in_rounds_with_its_own_thread_setting(
         assert entry["sentences"] == 6 and len(entry["round_tokens_per_second"]) == 3
         assert entry["target_tokens_per_second"] == sorted(entry["round_tokens_per_second"])[1]
     assert [e["same_output_as_uncompiled"] for e in report["results"]] == [6, 6]
+    assert [e["parallel_batches"] for e in report["results"]] == [1, 1]
+    assert (ct2_entry := report["ctranslate2_results"][0])["intra_threads"] == 1
+    assert ct2_entry["inter_threads"] == 2
     (ratio,) = report["ratios"]
     ct2 = report["ctranslate2_results"][0]
     for entry in report["results"]:
@@ -314,8 +317,26 @@ def test_decode_speed_times_each_engine_in_rounds_with_its_own_thread_setting(
             zip(entry["round_tokens_per_second"], ct2["round_tokens_per_second"])], abs=0.01)
 
 
+def test_decode_speed_leaves_a_zero_setting_at_each_engines_default(random_run, tmp_path):
+    """0: our decoder's parallel_batches and the CTranslate2 translator's
+    threads as each resolves them by default, reported per entry."""
+    pytest.importorskip("ctranslate2")
+    import tensorflow as tf
+
+    from t2t_revival.export.ctranslate2_translator import thread_setting
+    from t2t_revival.usable_cores import usable_cores
+
+    report = _benchmark_report("decode_speed", random_run, tmp_path, "--batch_sizes=2",
+                               "--searches=xla", "--parallel_batches=0", "--ct2_threads=0",
+                               "--ct2_parallel_batches=0")
+    (ours,), (theirs,) = report["results"], report["ctranslate2_results"]
+    assert ours["parallel_batches"] == (1 if tf.config.list_physical_devices("GPU") else 2)
+    assert (theirs["intra_threads"], theirs["inter_threads"]) == thread_setting(
+        0, 0, False, usable_cores())
+
+
 @pytest.mark.parametrize("flags, needle", [(["--rounds=0"], "--rounds"),
-                                           (["--ct2_threads=0"], "--ct2_threads"),
+                                           (["--ct2_threads=-1"], "--ct2_threads"),
                                            (["--searches=xla,fast"], "--searches")])
 def test_decode_speed_refuses_a_bad_setting_in_one_line(flags, needle, tmp_path):
     proc = subprocess.run(
