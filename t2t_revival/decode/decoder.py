@@ -9,7 +9,6 @@ training flag is needed again.
 from __future__ import annotations
 
 import concurrent.futures
-import os
 import sys
 import threading
 import time
@@ -34,6 +33,7 @@ from t2t_revival.special_ids import EOS_ID, PAD_ID
 # Re-exported for callers: the decoder reads and writes text files.
 from t2t_revival.text_lines import one_field
 from t2t_revival.text_lines import read_text_lines, write_text_lines  # noqa: F401
+from t2t_revival.usable_cores import usable_cores
 
 
 class Decoder:
@@ -308,7 +308,7 @@ class Decoder:
         """
         if len(first) < 2:
             return {}
-        workers = min(len(first), max(2, os.cpu_count() or 1))
+        workers = min(len(first), max(2, usable_cores()))
         with concurrent.futures.ThreadPoolExecutor(
                 workers, thread_name_prefix="compile_ahead") as pool:
             return {tuple(chunk): outputs for chunk, outputs in
