@@ -202,9 +202,9 @@ def test_int8_export_loads_and_stays_close(vocab_file, tmp_path):
     ({"beam_size": 0}, "'beam_size' must be in [1, inf)"),
     ({"alpha": float("nan")}, "'alpha' must be a finite number in [0, inf)"),
     ({"batch_size": "32"}, "'batch_size' must be a number in [1, inf)"),
-    ({"inter_threads": -1}, "inter_threads must be >= 0 (0: the default). Received: "
-                            "inter_threads=-1"),
-    ({"intra_threads": -2}, "intra_threads must be >= 0"),
+    ({"inter_threads": -1}, "inter_threads must be an integer >= 0 (0: the default). "
+                            "Received: inter_threads=-1"),
+    ({"intra_threads": "2"}, "intra_threads must be an integer >= 0"),
 ])
 def test_translator_overrides_out_of_range_are_refused_before_loading(override, message,
                                                                        tmp_path):

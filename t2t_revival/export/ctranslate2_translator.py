@@ -86,9 +86,9 @@ class CTranslate2Translator:
             that many batches at once (`decode_in_length_order`'s
             parallel_batches); 0 (the default): on a CPU
             `CPU_PARALLEL_BATCHES` (2) if the cores allow one thread each,
-            on a GPU 1. On the 2-core machine the default (2 x 1 thread) was
-            1.05x faster than CTranslate2's own (1 x 2) at batch 32 and
-            2.1-2.8x at batch 1 (benchmarks/RESULTS.md).
+            on a GPU 1. On the 2-core machine the default (2 x 1 thread)
+            translated 1.3-1.5x faster than CTranslate2's own (1 x 2) at
+            batch 32 and 1.2-1.7x at batch 1 (benchmarks/RESULTS.md).
         beam_size, alpha, extra_length, batch_size: overrides of the export's
             settings (None keeps them).
         long_inputs: "cut" (the default) cuts a sentence longer than the
@@ -109,9 +109,9 @@ class CTranslate2Translator:
             if problem:
                 raise UserError(f"CTranslate2Translator: {problem}")
         for name, value in (("intra_threads", intra_threads), ("inter_threads", inter_threads)):
-            if value < 0:
-                raise UserError(f"CTranslate2Translator: {name} must be >= 0 (0: the "
-                                f"default). Received: {name}={value}")
+            if isinstance(value, bool) or not isinstance(value, int) or value < 0:
+                raise UserError(f"CTranslate2Translator: {name} must be an integer >= 0 "
+                                f"(0: the default). Received: {name}={value!r}")
         if long_inputs not in decode_length.LONG_INPUTS:
             raise UserError(f"CTranslate2Translator: long_inputs must be one of "
                             f"{', '.join(decode_length.LONG_INPUTS)}. "
