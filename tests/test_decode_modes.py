@@ -467,6 +467,8 @@ _OOM = ("OOM when allocating tensor with shape[128,4,80,32] and type float on "
     # One sentence at a time: batch_size is not named (it cannot be lower).
     ("batch_size=1,parallel_batches=3",
      "beam_size (now 4), parallel_batches (now 3). Received: batch_size=1"),
+    ("sampling=true,batch_size=1,num_samples=3",
+     "num_samples (now 3). Received: batch_size=1"),
     ("sampling=true,batch_size=1", None)])
 def test_a_device_out_of_memory_while_decoding_is_one_line(runs, decode_hparams, advice):
     """TensorFlow's ResourceExhaustedError in the search (its message goes on

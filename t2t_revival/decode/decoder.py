@@ -271,6 +271,8 @@ class Decoder:
             received = f"batch_size={dhp.batch_size}"
         if dhp.beam_size > 1 and not dhp.sampling:
             lower.append(f"beam_size (now {dhp.beam_size})")
+        if dhp.sampling and dhp.num_samples > 1:   # num_samples rows per sentence
+            lower.append(f"num_samples (now {dhp.num_samples})")
         if dhp.parallel_batches > 1:
             lower.append(f"parallel_batches (now {dhp.parallel_batches})")
         if not lower:
