@@ -41,7 +41,7 @@ import time
 
 sys.path.insert(0, os.path.dirname(os.path.abspath(__file__)))  # benchmarks/, also when loaded by path
 import machine  # noqa: E402  (benchmarks/machine.py)
-from model_arguments import add_model_arguments, user_errors_exit  # noqa: E402  (benchmarks/model_arguments.py)
+from model_arguments import add_model_arguments, sources_and_decoder, user_errors_exit  # noqa: E402  (benchmarks/model_arguments.py)
 
 sys.path.insert(0, os.path.dirname(os.path.dirname(os.path.abspath(__file__))))
 
@@ -141,16 +141,7 @@ def main():
     try:
         import tensorflow as tf
         tf.config.threading.set_intra_op_parallelism_threads(args.threads)
-        from t2t_revival.decode.decoder import Decoder, read_text_lines
-
-        from t2t_revival.errors import UserError
-
-        sources = read_text_lines(args.source, "source")[:args.max_sentences]
-        if not sources:
-            raise UserError(f"--source has no lines to translate. Received: --source={args.source!r}")
-        decoder = Decoder(args.output_dir, args.checkpoint_path, decode_hparams=(
-            f"batch_size={args.batch_size},xla=true"
-            + (f",{args.decode_hparams}" if args.decode_hparams else "")))
+        sources, decoder = sources_and_decoder(args, f"batch_size={args.batch_size},xla=true")
         decoder.translate(sources)  # compile every program
         tf.profiler.experimental.start(logdir)
         start = time.perf_counter()

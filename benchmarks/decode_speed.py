@@ -51,6 +51,12 @@ from model_arguments import add_model_arguments, user_errors_exit  # noqa: E402 
 sys.path.insert(0, os.path.dirname(os.path.dirname(os.path.abspath(__file__))))
 
 
+def target_tokens(vocab, outputs) -> int:
+    """The target tokens of `outputs` (translations): their SentencePiece
+    pieces, EOS included; what every decoding benchmark's tokens/s counts."""
+    return sum(len(vocab.encode(o)) + 1 for o in outputs)
+
+
 def _loadavg() -> list[str]:
     try:
         with open("/proc/loadavg") as f:
@@ -234,7 +240,7 @@ def _entry(subset, engine, vocab, reference) -> dict:
     """The figures of one engine, from its median round."""
     outputs, rounds = engine["outputs"], engine["seconds"]
     seconds = statistics.median(rounds)
-    tokens = sum(len(vocab.encode(o)) + 1 for o in outputs)
+    tokens = target_tokens(vocab, outputs)
     entry = {"sentences": len(subset),
              "sentences_per_second": round(len(subset) / seconds, 2),
              "target_tokens_per_second": round(tokens / seconds, 1),

@@ -34,3 +34,19 @@ def user_errors_exit(prog: str):
     except UserError as e:
         print(f"{prog}: error: {e}", file=sys.stderr)
         sys.exit(2)
+
+
+def sources_and_decoder(args: argparse.Namespace, decode_hparams: str):
+    """(the first `args.max_sentences` lines of --source, a `Decoder` of
+    --output_dir and --checkpoint_path with `decode_hparams`, then the
+    user's --decode_hparams): what decode_profile and decode_steps decode.
+    A UserError when --source has no lines."""
+    from t2t_revival.decode.decoder import Decoder, read_text_lines
+    from t2t_revival.errors import UserError
+
+    sources = read_text_lines(args.source, "source")[:args.max_sentences]
+    if not sources:
+        raise UserError(f"--source has no lines to translate. Received: --source={args.source!r}")
+    decoder = Decoder(args.output_dir, args.checkpoint_path, decode_hparams=(
+        decode_hparams + (f",{args.decode_hparams}" if args.decode_hparams else "")))
+    return sources, decoder

@@ -284,6 +284,38 @@ def test_decode_profile_splits_the_compiled_search_by_part(random_run, tmp_path)
     assert abs(sum(p["share"] for p in parts.values()) - 1) < 0.01
 
 
+def test_decode_steps_counts_the_staged_loops_steps(random_run, tmp_path):
+    """benchmarks/decode_steps.py: every step of beam search's staged loop
+    counted, by stage size, with the batch elements still searching. 6
+    sentences at batch 8 run as one batch of 8 rows (the last sentence
+    repeated), in stages of 8 and 4 elements; at batch 1 every step is of
+    one element, which searches until its last step."""
+    report = _benchmark_report("decode_steps", random_run, tmp_path, "--batch_size=8")
+    stages = {int(k): v for k, v in report["stage_steps"].items()}
+    assert report["sentences"] == 6 and set(stages) <= {8, 4} and stages[8] >= 1
+    assert sum(stages.values()) == report["steps"] <= MAX_LENGTH + 6
+    assert report["element_steps"] == sum(k * v for k, v in stages.items())
+    # 8 rows search at the first step; the 2 repeated rows are among them.
+    assert 8 <= report["searching_element_steps"] <= report["element_steps"]
+    assert report["searching_share"] == round(
+        report["searching_element_steps"] / report["element_steps"], 4)
+
+    single = _benchmark_report("decode_steps", random_run, tmp_path, "--batch_size=1")
+    assert single["stage_steps"] == {"1": single["steps"]}
+    assert single["searching_element_steps"] == single["element_steps"] == single["steps"]
+    assert single["searching_share"] == 1.0
+    assert 6 <= single["steps"] <= 6 * (MAX_LENGTH + 6) and single["target_tokens"] >= 6
+
+
+def test_decode_steps_refuses_a_search_without_beams_in_one_line(random_run, tmp_path):
+    out_dir, _ = random_run
+    proc = subprocess.run(
+        [sys.executable, os.path.join(ROOT, "benchmarks", "decode_steps.py"),
+         f"--output_dir={out_dir}", "--decode_hparams=beam_size=1"],
+        env=ENV, capture_output=True, text=True, timeout=600)
+    one_line_error(proc, "decode_steps", "beam_size >= 2")
+
+
 def test_decode_speed_times_each_engine_in_rounds_with_its_own_thread_setting(
         random_run, tmp_path):
     """benchmarks/decode_speed.py --rounds: every engine timed in each round
@@ -347,7 +379,8 @@ def test_decode_speed_refuses_a_bad_setting_in_one_line(flags, needle, tmp_path)
 
 
 @pytest.mark.parametrize("script, flags", [("decode_profile", []),
-                                           ("decode_speed", ["--no-ctranslate2"])])
+                                           ("decode_speed", ["--no-ctranslate2"]),
+                                           ("decode_steps", [])])
 def test_a_decoding_benchmark_without_a_model_says_so_in_one_line(script, flags, tmp_path):
     proc = subprocess.run(
         [sys.executable, os.path.join(ROOT, "benchmarks", f"{script}.py"),
