@@ -71,12 +71,21 @@ def main():
 
     from t2t_revival.errors import UserError
 
+    from t2t_revival.decode.decode_hparams import parse_decode_hparams
+
+    def refuse_without_beams(beam_size: int | None, sampling: bool) -> None:
+        if sampling or (beam_size is not None and beam_size < 2):
+            raise UserError("decode_steps counts beam search's stages: it needs beam_size >= 2 "
+                            f"and no sampling. Received: --decode_hparams={args.decode_hparams!r}")
+
+    # What --decode_hparams asks for is refused before the model loads; the
+    # run's own default beam, after.
+    asked = parse_decode_hparams(args.decode_hparams)
+    refuse_without_beams(asked.get("beam_size"), asked.get("sampling", False))
     sources, decoder = sources_and_decoder(
         args, f"batch_size={args.batch_size},xla=true,parallel_batches=1")
     dhp = decoder.decode_hparams
-    if dhp.sampling or dhp.beam_size < 2:
-        raise UserError("decode_steps counts beam search's stages: it needs beam_size >= 2 "
-                        f"and no sampling. Received: --decode_hparams={args.decode_hparams!r}")
+    refuse_without_beams(dhp.beam_size, dhp.sampling)
     search = importlib.import_module("t2t_revival.decode.beam_search")
     counts = collections.Counter()
     staged_loop = search._staged_loop

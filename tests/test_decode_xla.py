@@ -316,6 +316,18 @@ def test_decode_steps_refuses_a_search_without_beams_in_one_line(random_run, tmp
     one_line_error(proc, "decode_steps", "beam_size >= 2")
 
 
+@pytest.mark.parametrize("decode_hparams", ["beam_size=1", "sampling=true"])
+def test_decode_steps_refuses_a_search_without_beams_before_loading_a_model(
+        decode_hparams, tmp_path):
+    """The refusal of what --decode_hparams asks for comes first: no model
+    (here not even a run) is loaded for a setting that cannot be counted."""
+    proc = subprocess.run(
+        [sys.executable, os.path.join(ROOT, "benchmarks", "decode_steps.py"),
+         f"--output_dir={tmp_path / 'missing'}", f"--decode_hparams={decode_hparams}"],
+        env=ENV, capture_output=True, text=True, timeout=600)
+    one_line_error(proc, "decode_steps", "beam_size >= 2")
+
+
 def test_decode_speed_times_each_engine_in_rounds_with_its_own_thread_setting(
         random_run, tmp_path):
     """benchmarks/decode_speed.py --rounds: every engine timed in each round
