@@ -69,9 +69,8 @@ def main():
 
     import tensorflow as tf
 
-    from t2t_revival.errors import UserError
-
     from t2t_revival.decode.decode_hparams import parse_decode_hparams
+    from t2t_revival.errors import UserError
 
     def refuse_without_beams(beam_size: int | None, sampling: bool) -> None:
         if sampling or (beam_size is not None and beam_size < 2):
