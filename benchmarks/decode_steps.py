@@ -69,7 +69,7 @@ def main():
 
     import tensorflow as tf
 
-    from t2t_revival.decode.decode_hparams import parse_decode_hparams
+    from t2t_revival.decode_hparams import parse_decode_hparams
     from t2t_revival.errors import UserError
 
     def refuse_without_beams(beam_size: int | None, sampling: bool) -> None:

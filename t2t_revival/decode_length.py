@@ -63,6 +63,11 @@ MAX_EXTRA_LENGTH = 1024
 # cut it (the default, as the SavedModel does) or refuse it.
 LONG_INPUTS = ("cut", "refuse")
 
+# When a batch element's beam search stops (`beam_search`'s docstring):
+# "exact" (tensor2tensor's bound: no live hypothesis can still win) or
+# "best_finished" (the best finished one beats every live one as it stands).
+EARLY_STOP_RULES = ("exact", "best_finished")
+
 # The batches a CPU decodes at once by default (`parallel_batches` = 0 in the
 # decode hparams; `inter_threads` = 0 for `CTranslate2Translator`): on the
 # 2-core machine 2 made our decoder 1.3-1.4x faster than 1 at batch 32 and

@@ -13,16 +13,14 @@ Need" (section and table numbers below are the paper's).
 from __future__ import annotations
 
 import dataclasses
-import json
 import math
 import typing
-from typing import Any, Callable
+from typing import Any, ClassVar
 
-from t2t_revival.atomic_file import write_atomically
-from t2t_revival.decode_length import MAX_EXTRA_LENGTH
 from t2t_revival.errors import UserError
+from t2t_revival.json_record import JsonRecord
 from t2t_revival.registry import closest
-from t2t_revival.text_lines import read_record_text
+from t2t_revival.typed_settings import check_settings, from_json_value, parse_typed_pairs
 
 # Choices for enumerated string fields.
 _CHOICES = {
@@ -38,11 +36,17 @@ class HParamsError(UserError):
 
 
 @dataclasses.dataclass(frozen=True)
-class HParams:
+class HParams(JsonRecord):
     """Hyperparameters of the Transformer, its training and its decoding.
 
-    Defaults are the paper's base model (Table 3, row "base").
+    Defaults are the paper's base model (Table 3, row "base"). Saved as
+    `output_dir/hparams.json` (`JsonRecord`). Valid ranges:
+    `setting_ranges.RANGES`.
     """
+
+    REPAIR: ClassVar[str] = ("delete it and rerun t2t-trainer in that directory with the run's "
+                             "--hparams_set and --hparams, which writes it again")
+    ERROR: ClassVar[type[UserError]] = HParamsError
 
     # ---- Model (section 3, Table 3) ----
     num_hidden_layers: int = 6
@@ -148,14 +152,7 @@ class HParams:
 
     # ------------------------------------------------------------------
     def __post_init__(self):
-        for f in dataclasses.fields(self):
-            value = getattr(self, f.name)
-            expected = _field_type(f)
-            if not _type_ok(value, expected):
-                raise HParamsError(
-                    f"hparam '{f.name}' expects {_type_name(expected)}, got "
-                    f"{type(value).__name__}. Received: {f.name}={value!r}"
-                )
+        check_settings(self, "hparam", HParamsError)
         for name, choices in _CHOICES.items():
             value = getattr(self, name)
             if value not in choices:
@@ -163,19 +160,7 @@ class HParams:
                     f"hparam '{name}' must be one of {', '.join(choices)}. "
                     f"Received: {name}={value!r}"
                 )
-        _check_ranges(self)
-        if (self.d_k == 0 or self.d_v == 0) and self.d_model % self.num_heads:
-            raise HParamsError(
-                "d_model must be divisible by num_heads when d_k or d_v is 0 "
-                "(derived as d_model / num_heads); set d_k and d_v explicitly or "
-                f"change num_heads. Received: d_model={self.d_model}, "
-                f"num_heads={self.num_heads}"
-            )
-        if list(self.bucket_boundaries) != sorted(set(self.bucket_boundaries)):
-            raise HParamsError(
-                "bucket_boundaries must be strictly increasing. "
-                f"Received: bucket_boundaries={list(self.bucket_boundaries)}"
-            )
+        _check_combinations(self)
 
     # ---- derived values -------------------------------------------------
     @property
@@ -189,9 +174,20 @@ class HParams:
         return self.d_v or self.d_model // self.num_heads
 
     # ---- variants, overrides and serialization ----------------------------
+    def for_inference(self) -> "HParams":
+        """These hparams for decoding and exporting: float32 compute.
+
+        Mixed precision is a training setting (as in OpenNMT-tf and fairseq):
+        the checkpoint's weights are float32 under every policy, and a model
+        trained in bfloat16 or float16 decodes in float32 as it would have
+        with a float32 run, its beam scores at full precision (XLA's CPU dots
+        are no faster in bfloat16 either, benchmarks/RESULTS.md).
+        """
+        return self.replace(mixed_precision="float32")
+
     def replace(self, **changes: Any) -> "HParams":
         """A copy with `changes` applied (type-checked like every HParams)."""
-        unknown = [k for k in changes if k not in _field_map()]
+        unknown = [k for k in changes if k not in _TYPES]
         if unknown:
             raise _unknown_field(unknown[0], changes[unknown[0]])
         return dataclasses.replace(self, **changes)
@@ -200,107 +196,49 @@ class HParams:
         """Apply `--hparams "k=v,k2=[1,2],flag=true"` overrides."""
         return self.replace(**parse_overrides(overrides))
 
-    def to_dict(self) -> dict[str, Any]:
-        return {k: list(v) if isinstance(v, tuple) else v
-                for k, v in dataclasses.asdict(self).items()}
-
-    def to_json(self) -> str:
-        return json.dumps(self.to_dict(), indent=2, sort_keys=True) + "\n"
-
     @classmethod
     def from_dict(cls, values: dict[str, Any]) -> "HParams":
-        fields = _field_map()
-        unknown = [k for k in values if k not in fields]
+        unknown = [k for k in values if k not in _TYPES]
         if unknown:
             raise _unknown_field(unknown[0], values[unknown[0]])
-        converted = {}
-        for key, value in values.items():
-            if _field_type(fields[key]) in _TUPLES and isinstance(value, list):
-                value = tuple(float(v) if _field_type(fields[key]) == tuple[float, ...]
-                              and isinstance(v, int) else v for v in value)
-            if _field_type(fields[key]) is float and isinstance(value, int) \
-                    and not isinstance(value, bool):
-                value = float(value)
-            converted[key] = value
-        return cls(**converted)
+        return cls(**{k: from_json_value(v, _TYPES[k]) for k, v in values.items()})
 
     @classmethod
-    def from_json(cls, text: str) -> "HParams":
-        try:
-            values = json.loads(text)
-        except json.JSONDecodeError as e:
-            raise HParamsError(f"hparams JSON is malformed: {e}. Received: {text[:80]!r}")
-        if not isinstance(values, dict):
-            raise HParamsError(f"hparams JSON must be an object. Received: {text[:80]!r}")
-        return cls.from_dict(values)
-
-    def save(self, path: str) -> None:
-        """Write JSON to `path` atomically (temp file, then rename), mode 0644."""
-        write_atomically(path, self.to_json())
+    def from_json(cls, text: str, path: str = "the hparams JSON") -> "HParams":
+        return super().from_json(text, path)
 
     @classmethod
     def load(cls, path: str) -> "HParams":
         """The hparams saved at `path`; a one-line HParamsError naming `path`
         when it is missing or corrupt (not UTF-8, not JSON, unknown fields)."""
         try:
-            text = read_record_text(path, lambda why: cls._corrupt(path, why))
+            return super().load(path)
         except FileNotFoundError:
             raise HParamsError(
                 f"No hparams file at {path}; point --output_dir at a training "
                 f"directory that holds hparams.json. Received: path={path!r}"
             ) from None
-        except IsADirectoryError as e:
-            raise cls._corrupt(path, e.strerror) from None
-        try:
-            return cls.from_json(text)
-        except HParamsError as e:
-            raise cls._corrupt(path, str(e).split(". Received: ")[0]) from None
-
-    @staticmethod
-    def _corrupt(path: str, why: str) -> HParamsError:
-        return HParamsError(
-            f"{path} is corrupt ({why}); delete it and rerun t2t-trainer in that "
-            f"directory with the run's --hparams_set and --hparams, which writes it "
-            f"again. Received: path={path!r}")
 
 
-# ---------------------------------------------------------------------------
-# Valid ranges: settings that parse but make no sense are refused here
-# ---------------------------------------------------------------------------
-
-# The valid range of each numeric field, as (its text, a test).
-_POSITIVE = ("must be positive (> 0)", lambda v: v > 0)
-_NOT_NEGATIVE = ("must not be negative (>= 0)", lambda v: v >= 0)
-_PROBABILITY = ("is a probability in [0, 1)", lambda v: 0 <= v < 1)
-_RANGES: dict[str, tuple[str, Callable[[Any], bool]]] = {
-    **{name: _POSITIVE for name in (
-        "num_hidden_layers", "d_model", "d_ff", "num_heads", "max_length",
-        "batch_size", "gradient_accumulation_steps", "beam_size",
-        "learning_rate", "adam_epsilon", "layer_norm_epsilon")},
-    **{name: _NOT_NEGATIVE for name in (
-        "d_k", "d_v", "vocab_size", "learning_rate_warmup_steps",
-        "learning_rate_cooldown_steps", "clip_grad_norm")},
-    "extra_length": (f"must be in [0, {MAX_EXTRA_LENGTH}] (output tokens beyond the input; "
-                     f"the paper uses 50, parsing 300)",
-                     lambda v: 0 <= v <= MAX_EXTRA_LENGTH),
-    **{name: _PROBABILITY for name in (
-        "dropout", "attention_dropout", "relu_dropout", "label_smoothing")},
-    "adam_beta1": ("must be in [0, 1) (Adam's decay rate)", lambda v: 0 <= v < 1),
-    "adam_beta2": ("must be in [0, 1) (Adam's decay rate)", lambda v: 0 <= v < 1),
-}
+# The type of every field, for the parser and for JSON values.
+_TYPES: dict[str, Any] = {f.name: typing.get_type_hints(HParams)[f.name]
+                          for f in dataclasses.fields(HParams)}
 
 
-def _check_ranges(hp: "HParams") -> None:
-    """Refuse NaN/inf and out-of-range values, naming the valid range."""
-    for f in dataclasses.fields(hp):
-        value = getattr(hp, f.name)
-        if isinstance(value, float) and not math.isfinite(value):
-            raise HParamsError(f"hparam '{f.name}' must be a finite number, not "
-                               f"NaN or infinity. Received: {f.name}={value!r}")
-    for name, (valid, test) in _RANGES.items():
-        value = getattr(hp, name)
-        if not test(value):
-            raise HParamsError(f"hparam '{name}' {valid}. Received: {name}={value!r}")
+def _check_combinations(hp: HParams) -> None:
+    """Refuse values that are each in range but do not go together."""
+    if (hp.d_k == 0 or hp.d_v == 0) and hp.d_model % hp.num_heads:
+        raise HParamsError(
+            "d_model must be divisible by num_heads when d_k or d_v is 0 "
+            "(derived as d_model / num_heads); set d_k and d_v explicitly or "
+            f"change num_heads. Received: d_model={hp.d_model}, "
+            f"num_heads={hp.num_heads}"
+        )
+    if list(hp.bucket_boundaries) != sorted(set(hp.bucket_boundaries)):
+        raise HParamsError(
+            "bucket_boundaries must be strictly increasing. "
+            f"Received: bucket_boundaries={list(hp.bucket_boundaries)}"
+        )
     if any(not (math.isfinite(w) and w > 0) for w in hp.corpus_weights):
         raise HParamsError("corpus_weights must all be positive numbers (a corpus's share "
                            f"of the training examples). Received: corpus_weights="
@@ -325,148 +263,14 @@ def _check_ranges(hp: "HParams") -> None:
 # Override parsing
 # ---------------------------------------------------------------------------
 
-_TRUE = {"true", "1", "yes", "on"}
-_FALSE = {"false", "0", "no", "off"}
-
-
-def _field_map() -> dict[str, dataclasses.Field]:
-    return {f.name: f for f in dataclasses.fields(HParams)}
-
-
-_HINTS: dict[str, Any] = {}
-
-
-def _field_type(field: dataclasses.Field) -> Any:
-    if not _HINTS:
-        _HINTS.update(typing.get_type_hints(HParams))
-    return _HINTS[field.name]
-
-
-_TUPLES = (tuple[int, ...], tuple[float, ...])
-
-
-def _type_name(tp: Any) -> str:
-    if tp == tuple[int, ...]:
-        return "a list of int, e.g. [8,16,32]"
-    if tp == tuple[float, ...]:
-        return "a list of numbers, e.g. [3,1]"
-    return {int: "int", float: "float", bool: "bool (true/false)", str: "str"}[tp]
-
-
-def _type_ok(value: Any, tp: Any) -> bool:
-    if tp is bool:
-        return isinstance(value, bool)
-    if tp is int:
-        return isinstance(value, int) and not isinstance(value, bool)
-    if tp is float:
-        return isinstance(value, float)
-    if tp is str:
-        return isinstance(value, str)
-    if tp == tuple[int, ...]:
-        return isinstance(value, tuple) and all(_type_ok(v, int) for v in value)
-    if tp == tuple[float, ...]:
-        return isinstance(value, tuple) and all(_type_ok(v, float) for v in value)
-    raise TypeError(f"unsupported hparam type {tp}")
-
 
 def _unknown_field(key: str, value: Any) -> HParamsError:
-    near = closest(key, _field_map())
+    near = closest(key, _TYPES)
     hint = f" Did you mean '{near}'?" if near else ""
     return HParamsError(
         f"Unknown hparam '{key}'.{hint} Run with --registry_help or see "
         f"t2t_revival/hparams.py for the fields. Received: {key}={value}"
     )
-
-
-def _split_top_level(text: str, flag: str = "--hparams",
-                     error: type[UserError] = HParamsError) -> list[str]:
-    """Split on commas that are not inside [...]."""
-    parts, depth, start = [], 0, 0
-    for i, ch in enumerate(text):
-        if ch == "[":
-            depth += 1
-        elif ch == "]":
-            depth -= 1
-            if depth < 0:
-                raise error(f"Unbalanced ']' in {flag}. Received: {text!r}")
-        elif ch == "," and depth == 0:
-            parts.append(text[start:i])
-            start = i + 1
-    if depth:
-        raise error(f"Unbalanced '[' in {flag}. Received: {text!r}")
-    parts.append(text[start:])
-    return [p.strip() for p in parts if p.strip()]
-
-
-def _convert(key: str, raw: str, tp: Any, names=None, what: str = "hparam",
-             error: type[UserError] = HParamsError) -> Any:
-    def bad() -> UserError:
-        near = closest(key, names if names is not None else _field_map())
-        return error(
-            f"{what} '{key}' expects {_type_name(tp)}, and '{raw}' is not one. "
-            f"Received: {key}={raw}"
-            + (f" (closest field: '{near}')" if near and near != key else "")
-        )
-
-    text = raw.strip()
-    if tp is bool:
-        if text.lower() in _TRUE:
-            return True
-        if text.lower() in _FALSE:
-            return False
-        raise bad()
-    if tp is int:
-        try:
-            return int(text)
-        except ValueError:
-            raise bad() from None
-    if tp is float:
-        try:
-            return float(text)
-        except ValueError:
-            raise bad() from None
-    if tp is str:
-        if len(text) >= 2 and text[0] == text[-1] and text[0] in "'\"":
-            text = text[1:-1]
-        return text
-    if tp in _TUPLES:
-        if not (text.startswith("[") and text.endswith("]")):
-            raise bad()
-        inner = text[1:-1].strip()
-        if not inner:
-            return ()
-        try:
-            return tuple((int if tp == tuple[int, ...] else float)(v)
-                         for v in inner.split(","))
-        except ValueError:
-            raise bad() from None
-    raise TypeError(f"unsupported hparam type {tp}")
-
-
-def parse_typed_pairs(text: str, types: dict[str, Any], *, flag: str,
-                      what: str, error: type[UserError],
-                      unknown: Callable[[str, str], UserError]) -> dict[str, Any]:
-    """Parse `"k=v,k2=[1,2,3],flag=false"` against `types` (name -> type).
-
-    The one parser behind `--hparams` and `--decode_hparams`. Supported types:
-    int, float, bool, str and tuple[int, ...]. `unknown(key, raw)` builds the
-    error for a key not in `types`; other problems raise `error` naming `flag`.
-    """
-    result: dict[str, Any] = {}
-    for pair in _split_top_level(text or "", flag, error):
-        if "=" not in pair:
-            raise error(
-                f"{flag} entries are key=value pairs separated by commas; "
-                f"'{pair}' has no '='. Received: {text!r}"
-            )
-        key, raw = (s.strip() for s in pair.split("=", 1))
-        if key not in types:
-            raise unknown(key, raw)
-        if key in result:
-            raise error(f"{what} '{key}' is set twice in {flag}. "
-                        f"Received: {text!r}")
-        result[key] = _convert(key, raw, types[key], types, what, error)
-    return result
 
 
 def parse_overrides(overrides: str) -> dict[str, Any]:
@@ -475,8 +279,7 @@ def parse_overrides(overrides: str) -> dict[str, Any]:
     Raises HParamsError naming the field, the expected type and the closest
     field name on an unknown key, a malformed pair or a bad value.
     """
-    types = {name: _field_type(f) for name, f in _field_map().items()}
-    return parse_typed_pairs(overrides, types, flag="--hparams", what="hparam",
+    return parse_typed_pairs(overrides, _TYPES, flag="--hparams", what="hparam",
                              error=HParamsError, unknown=_unknown_field)
 
 

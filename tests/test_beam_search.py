@@ -16,8 +16,8 @@ import pytest
 import tensorflow as tf
 from keras import ops
 
-from t2t_revival.decode import (DecodeHParams, DecodeHParamsError, beam_search,
-                                greedy_search, length_penalty)
+from t2t_revival.decode import beam_search, greedy_search, length_penalty
+from t2t_revival.decode_hparams import DecodeHParams, DecodeHParamsError, parse_decode_hparams
 from t2t_revival.decode.sampling import sample_search
 from t2t_revival.hparams import HParams
 from t2t_revival.sentence_cache import PER_SENTENCE
@@ -357,7 +357,7 @@ def test_decode_hparams_defaults_overrides_and_errors():
     assert (dhp.beam_size, dhp.alpha, dhp.extra_length, dhp.batch_size,
             dhp.return_beams) == (4, 0.6, 50, 32, False)
     parsing = HParams(beam_size=21, alpha=0.3, extra_length=300)
-    dhp = DecodeHParams.from_hparams(parsing, "batch_size=8, return_beams=true,alpha=1")
+    dhp = DecodeHParams.from_hparams(parsing, parse_decode_hparams("batch_size=8, return_beams=true,alpha=1"))
     assert (dhp.beam_size, dhp.alpha, dhp.extra_length, dhp.batch_size,
             dhp.return_beams) == (21, 1.0, 300, 8, True)
     assert isinstance(dhp.alpha, float)
@@ -375,7 +375,7 @@ def test_decode_hparams_defaults_overrides_and_errors():
         ("alpha=1,alpha=2", r"set twice in --decode_hparams"),
     ]:
         with pytest.raises(DecodeHParamsError, match=pattern):
-            DecodeHParams.from_hparams(HParams(), text)
+            DecodeHParams.from_hparams(HParams(), parse_decode_hparams(text))
 
 
 @pytest.mark.parametrize("compiled", [False, True])

@@ -6,7 +6,8 @@ import numpy as np
 import pytest
 import tensorflow as tf
 
-from t2t_revival.decode import DecodeHParams, DecodeHParamsError, beam_search
+from t2t_revival.decode import beam_search
+from t2t_revival.decode_hparams import DecodeHParams, DecodeHParamsError, parse_decode_hparams
 from t2t_revival.hparams import HParams
 from tests.test_beam_search import (EOS, brute_force_finished, make_cache, make_step,
                                     strip)
@@ -145,12 +146,12 @@ def test_with_alpha_zero_the_rules_are_the_same():
 
 def test_early_stop_decode_hparam():
     assert DecodeHParams.from_hparams(HParams()).early_stop == "exact"
-    dhp = DecodeHParams.from_hparams(HParams(), "early_stop=best_finished")
+    dhp = DecodeHParams.from_hparams(HParams(), parse_decode_hparams("early_stop=best_finished"))
     assert dhp.early_stop == "best_finished"
     with pytest.raises(DecodeHParamsError,
                        match=r"'early_stop' must be one of exact, best_finished.*"
                              r"early_stop='soon'"):
-        DecodeHParams.from_hparams(HParams(), "early_stop=soon")
+        DecodeHParams.from_hparams(HParams(), parse_decode_hparams("early_stop=soon"))
     step = make_step(np.zeros((1, 3, 3, 3)), 4)
     with pytest.raises(ValueError, match="early_stop must be one of"):
         beam_search(step, make_cache([0], 4), 1, 2, 0.6, 4, early_stop="soon")

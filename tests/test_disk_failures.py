@@ -175,7 +175,7 @@ def test_damaged_run_files_are_one_line_naming_the_file(tmp_path):
 
     path = tmp_path / "hparams.json"
     for content, why in ((b"\xff\xfe garbage", "'utf-8' codec can't decode byte 0xff"),
-                         (b'{"d_model": ', "hparams JSON is malformed: Expecting value"),
+                         (b'{"d_model": ', "malformed JSON: Expecting value"),
                          (b'{"d_mdoel": 128}', "Unknown hparam 'd_mdoel'. Did you mean "
                                                "'d_model'?")):
         path.write_bytes(content)
@@ -227,17 +227,18 @@ def test_a_relative_training_directory_finds_its_checkpoints_once(tmp_path, monk
     monkeypatch.chdir(tmp_path)
     _two_checkpoints("run")
     said = []
-    directory = TrainingDirectory("run")
-    assert directory.newest_intact_checkpoint(said.append) == os.path.join("run", "ckpt-200")
-    assert directory.checkpoints(said.append) == [os.path.join("run", "ckpt-100"),
-                                                  os.path.join("run", "ckpt-200")]
+    folder = TrainingDirectory("run").checkpoints
+    assert folder.restore_newest(log=said.append) == os.path.join("run", "ckpt-200")
+    assert folder.intact(said.append) == [os.path.join("run", "ckpt-100"),
+                                          os.path.join("run", "ckpt-200")]
     index = (tmp_path / "run" / "checkpoint").read_text()
-    directory.repair_checkpoint_index(os.path.join("run", "ckpt-200"), said.append)
+    folder.repair_index(os.path.join("run", "ckpt-200"), said.append)
     assert said == []
     assert (tmp_path / "run" / "checkpoint").read_text() == index   # sound: left as it was
 
 
 def test_averaging_a_folder_of_damaged_checkpoints_says_they_are_damaged(tmp_path):
+    from t2t_revival.models.build_model import build_model
     from t2t_revival.run_dir.training_directory import TrainingDirectory
 
     _two_checkpoints(tmp_path / "run")
@@ -245,7 +246,7 @@ def test_averaging_a_folder_of_damaged_checkpoints_says_they_are_damaged(tmp_pat
         os.truncate(data, 10)
     said = []
     with pytest.raises(UserError) as e:
-        TrainingDirectory(tmp_path / "run").average_checkpoints(5, log=said.append)
+        TrainingDirectory(tmp_path / "run").average_last(build_model, 5, log=said.append)
     assert str(e.value).startswith(f"none of the 2 checkpoint(s) in {tmp_path / 'run'} can "
                                    f"be read (each is named above)")
     assert len(said) == 2 and all("its .data file is truncated" in s for s in said), said

@@ -111,7 +111,7 @@ def test_override_parsing_good_values():
     ("bucket_boundaries=[8,16", r"Unbalanced"),
     ("norm_type=middle", r"'norm_type' must be one of post, pre"),
     ("dropout=1.5", r"probability"),
-    ("num_heads=0", r"must be positive"),
+    ("num_heads=0", r"must be in \[1, inf\)"),
     ("d_model=100,num_heads=8", r"divisible"),
     ("bucket_boundaries=[16,8]", r"strictly increasing"),
     ("d_model=1.5", r"'d_model' expects int"),

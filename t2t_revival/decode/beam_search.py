@@ -39,6 +39,7 @@ from typing import Any, Callable
 import keras
 from keras import ops
 
+from t2t_revival.decode_length import EARLY_STOP_RULES
 from t2t_revival.sentence_cache import map_cache, map_caches
 from t2t_revival.special_ids import EOS_ID, PAD_ID
 
@@ -50,10 +51,6 @@ _DEAD = NEG_INF / 2
 
 StepFn = Callable[[Any, Any, Any], tuple[Any, Any]]
 
-# When a batch element's beam search stops (`beam_search`'s docstring):
-# "exact" (tensor2tensor's bound: no live hypothesis can still win) or
-# "best_finished" (the best finished one beats every live one as it stands).
-EARLY_STOP_RULES = ("exact", "best_finished")
 
 
 def length_penalty(length, alpha: float):

@@ -37,7 +37,7 @@ import os
 from typing import Callable, Sequence
 
 from t2t_revival import decode_length
-from t2t_revival.decode_setting_ranges import out_of_range
+from t2t_revival.setting_ranges import out_of_range
 from t2t_revival.errors import UserError
 from t2t_revival.run_dir.file_names import VOCAB_FILE
 from t2t_revival.text_lines import one_field

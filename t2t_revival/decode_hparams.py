@@ -2,24 +2,28 @@
 
 Defaults come from the resolved training `HParams` (which the problem and the
 hparam set already filled: translation beam 4, alpha 0.6, extra 50; parsing
-beam 21, alpha 0.3, extra 300), then `--decode_hparams "beam_size=8,..."`
-overrides them, parsed by the same strict parser as `--hparams`.
+beam 21, alpha 0.3, extra 300), then the `--decode_hparams "beam_size=8,..."`
+overrides, which the command line parses once (`parse_decode_hparams`, the
+same parser as `--hparams`) into typed values that the library takes
+(`DecodeHParams.from_hparams`). Ranges: `setting_ranges.RANGES`. No
+TensorFlow here: a command line checks the string before loading anything.
 """
 
 from __future__ import annotations
 
 import dataclasses
-import math
 import typing
-from typing import Any
+from typing import Any, Mapping
 
-from t2t_revival.decode.beam_search import EARLY_STOP_RULES
 from t2t_revival.decode_length import (CPU_PARALLEL_BATCHES, CPU_PARALLEL_SINGLE_SENTENCES,
-                                       LONG_INPUTS, max_decode_length)
-from t2t_revival.decode_setting_ranges import RANGES, out_of_range
+                                       EARLY_STOP_RULES, LONG_INPUTS, max_decode_length)
 from t2t_revival.errors import UserError
-from t2t_revival.hparams import HParams, _type_name, _type_ok, parse_typed_pairs
+from t2t_revival.hparams import HParams
 from t2t_revival.registry import closest
+from t2t_revival.typed_settings import check_settings, parse_typed_pairs
+
+DecodeOverrides = Mapping[str, Any]
+"""`--decode_hparams` parsed: {field name: typed value} (`parse_decode_hparams`)."""
 
 
 class DecodeHParamsError(UserError):
@@ -87,51 +91,19 @@ class DecodeHParams:
     with sampling (one seeded stream), see `resolved`."""
 
     def __post_init__(self):
-        hints = typing.get_type_hints(DecodeHParams)
-        for f in dataclasses.fields(self):
-            value = getattr(self, f.name)
-            if not _type_ok(value, hints[f.name]):
+        check_settings(self, "decode hparam", DecodeHParamsError)
+        for name, choices in (("long_inputs", LONG_INPUTS), ("early_stop", EARLY_STOP_RULES)):
+            if getattr(self, name) not in choices:
                 raise DecodeHParamsError(
-                    f"decode hparam '{f.name}' expects {_type_name(hints[f.name])}, "
-                    f"got {type(value).__name__}. Received: {f.name}={value!r}")
-        if self.long_inputs not in LONG_INPUTS:
-            raise DecodeHParamsError(
-                f"decode hparam 'long_inputs' must be one of {', '.join(LONG_INPUTS)}. "
-                f"Received: long_inputs={self.long_inputs!r}")
-        if self.early_stop not in EARLY_STOP_RULES:
-            raise DecodeHParamsError(
-                f"decode hparam 'early_stop' must be one of {', '.join(EARLY_STOP_RULES)}. "
-                f"Received: early_stop={self.early_stop!r}")
-        for name in RANGES:
-            problem = out_of_range(name, getattr(self, name))
-            if problem:
-                raise DecodeHParamsError(f"decode hparam {problem}")
-        self._check_sampling()
-
-    def _check_sampling(self) -> None:
-        if self.num_samples <= 0:
-            raise DecodeHParamsError(
-                "decode hparam 'num_samples' must be positive. "
-                f"Received: num_samples={self.num_samples!r}")
-        if not (math.isfinite(self.temperature) and self.temperature > 0):
-            raise DecodeHParamsError(
-                "decode hparam 'temperature' must be > 0 (top_k=1 samples greedily). "
-                f"Received: temperature={self.temperature!r}")
-        if self.top_k < 0:
-            raise DecodeHParamsError(
-                "decode hparam 'top_k' must not be negative (0 keeps every token). "
-                f"Received: top_k={self.top_k!r}")
-        if not 0.0 < self.top_p <= 1.0:
-            raise DecodeHParamsError(
-                "decode hparam 'top_p' must be in (0, 1] (1 keeps every token). "
-                f"Received: top_p={self.top_p!r}")
-        defaults = DecodeHParams.__dataclass_fields__
+                    f"decode hparam '{name}' must be one of {', '.join(choices)}. "
+                    f"Received: {name}={getattr(self, name)!r}")
         if self.sampling and self.parallel_batches > 1:
             raise DecodeHParamsError(
                 "decode hparam 'parallel_batches' must be 1 with sampling=true: the "
                 "samples come from one seeded stream, in batch order. "
                 f"Received: parallel_batches={self.parallel_batches!r}")
-        changed = [name for name in ("temperature", "top_k", "top_p", "num_samples", "seed")
+        defaults = DecodeHParams.__dataclass_fields__
+        changed = [name for name in SAMPLING_ONLY
                    if getattr(self, name) != defaults[name].default]
         if changed and not self.sampling:
             raise DecodeHParamsError(
@@ -161,29 +133,37 @@ class DecodeHParams:
         return dataclasses.replace(self, parallel_batches=parallel_batches)
 
     @classmethod
-    def from_hparams(cls, hparams: HParams, overrides: str = "") -> "DecodeHParams":
-        """Defaults from the resolved `hparams`, then `--decode_hparams` overrides."""
+    def from_hparams(cls, hparams: HParams,
+                     overrides: DecodeOverrides | None = None) -> "DecodeHParams":
+        """Defaults from the resolved `hparams`, then the parsed `--decode_hparams`."""
         base = cls(beam_size=hparams.beam_size, alpha=hparams.alpha,
                    extra_length=hparams.extra_length)
-        return dataclasses.replace(base, **parse_decode_hparams(overrides))
+        return dataclasses.replace(base, **dict(overrides or {}))
 
 
-def _types() -> dict[str, Any]:
-    return typing.get_type_hints(DecodeHParams)
+SAMPLING_ONLY = ("temperature", "top_k", "top_p", "num_samples", "seed")
+"""The decode hparams that only sampling reads."""
+
+_TYPES: dict[str, Any] = {f.name: typing.get_type_hints(DecodeHParams)[f.name]
+                          for f in dataclasses.fields(DecodeHParams)}
 
 
 def _unknown(key: str, raw: str) -> DecodeHParamsError:
-    near = closest(key, _types())
+    near = closest(key, _TYPES)
     hint = f" Did you mean '{near}'?" if near else ""
     return DecodeHParamsError(
         f"Unknown decode hparam '{key}'.{hint} The fields are "
-        f"{', '.join(_types())}. Received: {key}={raw}")
+        f"{', '.join(_TYPES)}. Received: {key}={raw}")
 
 
-def parse_decode_hparams(text: str) -> dict[str, Any]:
+def parse_decode_hparams(text: str) -> DecodeOverrides:
     """Parse `"beam_size=4,alpha=0.6,return_beams=true"` into typed values,
-    each in its range (a DecodeHParamsError saying the range otherwise)."""
-    values = parse_typed_pairs(text, _types(), flag="--decode_hparams",
+    each in its range (a DecodeHParamsError saying the range otherwise).
+
+    For the command line: it parses the flag once and hands the result to the
+    library (`DecodeHParams.from_hparams`, `Decoder.load`, the exporters).
+    """
+    values = parse_typed_pairs(text, _TYPES, flag="--decode_hparams",
                                what="decode hparam", error=DecodeHParamsError,
                                unknown=_unknown)
     DecodeHParams(**values)  # the ranges, before any model is loaded
