@@ -28,10 +28,7 @@ from t2t_revival.atomic_file import (FILE_MODE, disk_failure, disk_failure_fix,
                                      old_directory_name, replace_directory, write_atomically)
 from t2t_revival.errors import UserError
 from t2t_revival.run_dir.best_record import BestRecord
-from t2t_revival.run_dir.file_names import BEST_DIR, BEST_FILE
-
-CHECKPOINT_INDEX = "checkpoint"
-"""TensorFlow's name for the file naming a folder's latest checkpoint."""
+from t2t_revival.run_dir.file_names import BEST_DIR, BEST_FILE, CHECKPOINT_INDEX
 
 
 class BestCheckpoint:

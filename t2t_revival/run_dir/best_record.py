@@ -3,15 +3,14 @@
 from __future__ import annotations
 
 import dataclasses
-import json
 import math
+from typing import Any, ClassVar
 
-from t2t_revival.errors import UserError
-from t2t_revival.text_lines import read_record_text
+from t2t_revival.json_record import JsonRecord
 
 
 @dataclasses.dataclass(frozen=True)
-class BestRecord:
+class BestRecord(JsonRecord):
     """The checkpoint with the best dev metric so far, and its figure.
 
     Attributes:
@@ -24,6 +23,9 @@ class BestRecord:
         checkpoint: the checkpoint's prefix inside best/ (e.g. "ckpt-3000").
         sentences: how many dev sentences were decoded for `value` (0 for loss).
     """
+
+    REPAIR: ClassVar[str] = ("delete the folder holding it (the trainer writes a new one at "
+                             "its next evaluation)")
 
     step: int
     metric: str
@@ -50,30 +52,10 @@ class BestRecord:
         figure = f"{self.value:.4f}" if self.metric == "loss" else f"{self.value:.2f}"
         return f"dev {self.metric} {figure} at step {self.step}"
 
-    def to_json(self) -> str:
-        return json.dumps(dataclasses.asdict(self), indent=2, sort_keys=True) + "\n"
-
     @classmethod
-    def load(cls, path: str) -> "BestRecord":
-        """Read and parse the best.json at `path`; a UserError naming it when it
-        is damaged (FileNotFoundError is the caller's)."""
-        return cls.from_json(read_record_text(path, lambda why: cls._corrupt(path, why)), path)
-
-    @staticmethod
-    def _corrupt(path: str, why: str) -> UserError:
-        return UserError(f"{path} is corrupt ({why}); delete the folder holding it (the "
-                         f"trainer writes a new one at its next evaluation). "
-                         f"Received: path={path!r}")
-
-    @classmethod
-    def from_json(cls, text: str, path: str) -> "BestRecord":
-        """Parse best.json text; a UserError naming `path` when it is not a record."""
-        try:
-            values = json.loads(text)
-            record = cls(**values)
-            if not isinstance(record.step, int) or not isinstance(record.checkpoint, str) \
-                    or not isinstance(record.value, (int, float)):
-                raise TypeError("wrong field types")
-            return record
-        except (json.JSONDecodeError, TypeError) as e:
-            raise cls._corrupt(path, str(e)) from None
+    def from_dict(cls, values: dict[str, Any]) -> "BestRecord":
+        record = cls(**values)
+        if not isinstance(record.step, int) or not isinstance(record.checkpoint, str) \
+                or not isinstance(record.value, (int, float)):
+            raise TypeError("wrong field types")
+        return record

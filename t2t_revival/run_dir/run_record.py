@@ -3,10 +3,9 @@
 from __future__ import annotations
 
 import dataclasses
-import json
+from typing import Any, ClassVar
 
-from t2t_revival.errors import UserError
-from t2t_revival.text_lines import read_record_text
+from t2t_revival.json_record import JsonRecord
 from t2t_revival.run_dir.file_names import VOCAB_FILE
 
 
@@ -15,7 +14,7 @@ _OPTIONAL = ("usr_dir", "warm_start_from")
 
 
 @dataclasses.dataclass(frozen=True)
-class RunRecord:
+class RunRecord(JsonRecord):
     """The run's names and flags, written by the trainer, read by every other tool.
 
     `run.json` is this record as a JSON object with these keys. A key missing
@@ -36,6 +35,9 @@ class RunRecord:
             (`--warm_start_from`, resolved to a checkpoint prefix; "" for none).
     """
 
+    REPAIR: ClassVar[str] = ("delete it and rerun t2t-trainer in that directory with the "
+                             "run's flags, which writes it again")
+
     problem: str = ""
     model: str = "transformer"
     hparams_set: str = ""
@@ -46,34 +48,15 @@ class RunRecord:
     usr_dir: str = ""
     warm_start_from: str = ""
 
-    def to_json(self) -> str:
-        """The record as JSON; the optional keys only when set, so a plain run's
+    def to_dict(self) -> dict[str, Any]:
+        """The record's keys; the optional keys only when set, so a plain run's
         run.json reads as it always has."""
-        values = {k: v for k, v in dataclasses.asdict(self).items()
-                  if v or k not in _OPTIONAL}
-        return json.dumps(values, indent=2, sort_keys=True) + "\n"
+        return {k: v for k, v in dataclasses.asdict(self).items() if v or k not in _OPTIONAL}
 
     @classmethod
-    def load(cls, path: str) -> "RunRecord":
-        """Read and parse the run.json at `path`; a UserError naming it when it
-        is damaged (FileNotFoundError and other OS errors are the caller's)."""
-        return cls.from_json(read_record_text(path, lambda why: cls._corrupt(path, why)), path)
-
-    @staticmethod
-    def _corrupt(path: str, why: str) -> UserError:
-        return UserError(f"{path} is corrupt ({why}); delete it and rerun t2t-trainer in "
-                         f"that directory with the run's flags, which writes it again. "
-                         f"Received: path={path!r}")
-
-    @classmethod
-    def from_json(cls, text: str, path: str) -> "RunRecord":
-        """Parse `run.json` text; a UserError naming `path` when it is not a record."""
-        try:
-            values = json.loads(text)
-        except json.JSONDecodeError as e:
-            raise cls._corrupt(path, str(e)) from None
+    def from_dict(cls, values: dict[str, Any]) -> "RunRecord":
+        """A missing key takes its default; an unknown one is ignored."""
         names = {f.name for f in dataclasses.fields(cls)}
-        if not isinstance(values, dict) or not all(
-                isinstance(values[k], str) for k in names & set(values)):
-            raise cls._corrupt(path, "not an object of strings")
+        if not all(isinstance(values[k], str) for k in names & set(values)):
+            raise TypeError("not an object of strings")
         return cls(**{k: v for k, v in values.items() if k in names})

@@ -1,0 +1,18 @@
+"""`build_model`: a registered model for resolved hparams, its weights created."""
+
+from __future__ import annotations
+
+from t2t_revival import registry
+from t2t_revival.hparams import HParams
+
+
+def build_model(hparams: HParams, model_name: str = "transformer"):
+    """The registered model `model_name` for `hparams`, built (its weights
+    created, so a checkpoint can be restored into it)."""
+    import tensorflow as tf
+
+    registry.load_all()
+    model = registry.models.get(model_name)(hparams)
+    dummy = tf.zeros([1, 8], tf.int32)
+    model({"inputs": dummy, "targets": dummy}, training=False)
+    return model
