@@ -16,9 +16,10 @@ import time
 from t2t_revival.data.problem import Problem
 from t2t_revival.data.scored_predictions import ScoredPredictions, score_name
 from t2t_revival.decode.decoder import Decoder
+from t2t_revival.decode_hparams import DecodeHParams
 from t2t_revival.device_memory import OutOfMemoryError
 from t2t_revival.errors import UserError
-from t2t_revival.run_dir.trained_model import TrainedModel
+from t2t_revival.models.trained_model import TrainedModel
 from t2t_revival.text_lines import read_text_lines
 
 
@@ -31,12 +32,12 @@ class DevMetricEvaluator:
         trained: the trainer's model, hparams, run record and vocabulary; the
             weights are read as they are at each `evaluate` call.
         num_sentences: how many dev sentences, from the first (> 0).
-        decode_hparams: overrides of the decode settings of the hparams, as
-            t2t-decoder's --decode_hparams ("" = the same defaults).
+        decode_hparams: the decode settings (--eval_decode_hparams resolved;
+            t2t-decoder's defaults unless set).
     """
 
     def __init__(self, problem: Problem, data_dir: str, trained: TrainedModel,
-                 num_sentences: int, decode_hparams: str = ""):
+                 num_sentences: int, decode_hparams: DecodeHParams):
         source_file, target_file = problem.source_target_files("dev", data_dir)
         sources = read_text_lines(source_file, "dev source")[:num_sentences]
         references = read_text_lines(target_file, "dev target")[:num_sentences]
@@ -55,7 +56,7 @@ class DevMetricEvaluator:
         self.references = [references[i] for i in keep]
         self.problem = problem
         self.metric = score_name(problem.eval_metric)
-        self.decoder = Decoder.from_trained(trained, decode_hparams)
+        self.decoder = Decoder(trained, decode_hparams)
         self.seconds = 0.0
         """How long the last `evaluate` took."""
 

@@ -73,3 +73,12 @@ def is_chief(strategy: tf.distribute.Strategy) -> bool:
     return resolver.task_type == "chief" or (
         resolver.task_type == "worker" and resolver.task_id == 0
         and "chief" not in resolver.cluster_spec().as_dict())
+
+
+def on_cpu_only(strategy: tf.distribute.Strategy) -> bool:
+    """Whether every device of `strategy` is a CPU."""
+    try:
+        devices = strategy.extended.worker_devices
+    except RuntimeError:   # the default strategy: TensorFlow's default device
+        devices = [d.name for d in tf.config.list_logical_devices("GPU")] or ["CPU"]
+    return all("CPU" in d.upper() for d in devices)

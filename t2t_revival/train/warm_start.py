@@ -16,6 +16,7 @@ import os
 import tensorflow as tf
 
 from t2t_revival.errors import UserError
+from t2t_revival.run_dir.checkpoint_folder import restore_model_weights
 from t2t_revival.run_dir.checkpoint_variables import model_variables
 from t2t_revival.run_dir.file_names import RUN_FILE
 from t2t_revival.run_dir.training_directory import TrainingDirectory
@@ -36,7 +37,7 @@ def resolve_checkpoint(source: str) -> tuple[str, TrainingDirectory | None]:
             raise UserError(f"--warm_start_from names {source}, which holds no checkpoint; "
                             f"name a training directory with checkpoints or a checkpoint "
                             f"prefix (DIR/ckpt-N). Received: warm_start_from={source!r}")
-        return directory.checkpoint_path(), directory
+        return directory.checkpoints.find(), directory
     if not tf.io.gfile.exists(source + ".index"):
         raise UserError(f"--warm_start_from names no checkpoint ({source}.index is missing); "
                         f"pass a checkpoint prefix (DIR/ckpt-N) or a training directory. "
@@ -100,7 +101,7 @@ def warm_start(model, source: str, vocab_file: str, log=print) -> str:
         log(f"Warning: no run.json beside {checkpoint_path}, so its vocabulary cannot be "
             f"checked against {vocab_file}; only the shapes are.")
     check_shapes(model, checkpoint_path)
-    TrainingDirectory.restore_weights(model, checkpoint_path)
+    restore_model_weights(model, checkpoint_path)
     log(f"Warm-started the model weights from {checkpoint_path} (the optimizer, the step "
         f"and the learning-rate schedule start fresh).")
     return checkpoint_path

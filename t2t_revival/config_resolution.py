@@ -1,0 +1,63 @@
+"""The door: command-line strings resolved, once, into the typed configs.
+
+The library takes typed objects (`HParams`, `DecodeHParams`, `TrainConfig`)
+and parses no flag string. `t2t-trainer` (and a test or benchmark that
+starts a run as it would) resolves its flags here, in one place, in
+tensor2tensor's precedence: defaults < --hparams_set < problem < --hparams
+(and `--mixed_precision`, which overrides the hparam of that name).
+
+    config = resolve_train_config(problem="translate_ende_multi30k",
+                                  output_dir="t2t_train/tiny", data_dir="t2t_data",
+                                  hparams_set="transformer_tiny",
+                                  hparams="num_hidden_layers=2", train_steps=2000)
+"""
+
+from __future__ import annotations
+
+from typing import Any
+
+from t2t_revival import registry
+from t2t_revival.decode_hparams import DecodeHParams, parse_decode_hparams
+from t2t_revival.hparams import resolve
+from t2t_revival.train.train_config import DEFAULT_TMP_DIR, TrainConfig
+
+
+def problem_for(name: str, data_dir: str, tmp_dir: str = ""):
+    """The registered problem `name`, its data located (`Problem.locate_data`:
+    a problem of your own corpora reads their corpora.json here); an unknown
+    name is a UserError listing the registered ones."""
+    registry.load_all()
+    problem = registry.problems.get(name)()
+    problem.locate_data(data_dir, tmp_dir or DEFAULT_TMP_DIR)
+    return problem
+
+
+def resolve_train_config(*, problem: str, output_dir: str, data_dir: str,
+                         hparams_set: str = "transformer_base", hparams: str = "",
+                         mixed_precision: str = "", eval_decode_hparams: str = "",
+                         model: str = "transformer", tmp_dir: str = "",
+                         **options: Any) -> TrainConfig:
+    """The `TrainConfig` of t2t-trainer's flags.
+
+    Args:
+        problem, output_dir, data_dir, hparams_set, model, tmp_dir: the flags.
+        hparams: the `--hparams` overrides text.
+        mixed_precision: `--mixed_precision` ("" keeps the set's).
+        eval_decode_hparams: the `--eval_decode_hparams` overrides text.
+        options: the other `TrainConfig` fields, typed.
+
+    Raises:
+        UserError: an unknown problem, model or hparam set; a malformed or
+            out-of-range `hparams` or `eval_decode_hparams`.
+    """
+    located = problem_for(problem, data_dir, tmp_dir)
+    registry.models.get(model)   # an unknown name is a UserError here
+    overrides = ",".join(p for p in (hparams, mixed_precision and
+                                     f"mixed_precision={mixed_precision}") if p)
+    resolved = resolve(hparams_set, overrides, located)
+    decode = DecodeHParams.from_hparams(resolved, parse_decode_hparams(eval_decode_hparams)) \
+        if eval_decode_hparams else None
+    return TrainConfig(problem=problem, output_dir=output_dir, data_dir=data_dir,
+                       hparams=resolved, hparams_set=hparams_set, hparams_overrides=overrides,
+                       eval_decode_hparams=decode, model=model,
+                       tmp_dir=tmp_dir or DEFAULT_TMP_DIR, **options)
