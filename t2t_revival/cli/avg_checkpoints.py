@@ -20,10 +20,11 @@ def main(argv: list[str]) -> int:
     # Writable: averaged/ is written there, after minutes of reading checkpoints.
     common.check_directory("output_dir", FLAGS.output_dir, writable=True)
     common.import_usr_dir(FLAGS.output_dir)
+    from t2t_revival.models.build_model import build_model
     from t2t_revival.run_dir.training_directory import TrainingDirectory
 
-    path = TrainingDirectory(FLAGS.output_dir).average_checkpoints(
-        FLAGS.num_last_checkpoints, FLAGS.model)
+    path = TrainingDirectory(FLAGS.output_dir).average_last(
+        lambda hparams: build_model(hparams, FLAGS.model), FLAGS.num_last_checkpoints)
     print(f"Next: t2t-decoder --output_dir={FLAGS.output_dir} --checkpoint_path={path} "
           f"--decode_from_file=FILE (or t2t-exporter with the same --checkpoint_path).")
     return 0

@@ -118,13 +118,28 @@ def _interactive_line(raw: bytes, number: int) -> str:
                         f"Received: {raw[:60]!r}") from None
 
 
-def _score_pairs() -> int:
+def _checkpoint_paths() -> list[str]:
+    """--checkpoint_path's entries (several, comma-separated, are an ensemble);
+    an empty entry is a UserError."""
+    from t2t_revival.errors import UserError
+
+    if FLAGS.checkpoint_path is None:
+        return []
+    entries = FLAGS.checkpoint_path.split(",")
+    if any(not e.strip() for e in entries):
+        raise UserError("--checkpoint_path has an empty entry; give checkpoint prefixes "
+                        "separated by commas, e.g. run/ckpt-2000,run/averaged/ckpt-2000. "
+                        f"Received: checkpoint_path={FLAGS.checkpoint_path!r}")
+    return [e.strip() for e in entries]
+
+
+def _score_pairs(overrides) -> int:
     """--score_file: each pair's log-probability and score, in input order."""
     from t2t_revival.decode.decoder import Decoder, ProgressBar, write_text_lines
     from t2t_revival.text_lines import read_text_pairs
 
     pairs = read_text_pairs(FLAGS.score_file, "score_file")
-    decoder = Decoder(FLAGS.output_dir, FLAGS.checkpoint_path, FLAGS.decode_hparams)
+    decoder = Decoder.load(FLAGS.output_dir, _checkpoint_paths(), overrides)
     print(f"Scoring {len(pairs)} pairs with {decoder.checkpoint_path} "
           f"(alpha={decoder.decode_hparams.alpha})", file=sys.stderr)
     scored = decoder.score(pairs, progress=ProgressBar())
@@ -170,13 +185,14 @@ def main(argv: list[str]) -> int:
     if FLAGS.decode_reference and not FLAGS.decode_from_file:
         raise UserError("--decode_reference needs --decode_from_file. "
                         f"Received: decode_reference={FLAGS.decode_reference!r}")
-    # Cheap checks first: the decode hparams, the training directory, the files.
-    from t2t_revival.decode.decode_hparams import parse_decode_hparams
+    # Cheap checks first: the decode hparams (parsed once, here), the training
+    # directory, the files.
+    from t2t_revival.decode_hparams import parse_decode_hparams
     from t2t_revival.run_dir.training_directory import TrainingDirectory
-    parse_decode_hparams(FLAGS.decode_hparams)
+    overrides = parse_decode_hparams(FLAGS.decode_hparams)
     TrainingDirectory(FLAGS.output_dir).read_hparams()
     if FLAGS.score_file:
-        return _score_pairs()
+        return _score_pairs(overrides)
     sources = read_text_lines(FLAGS.decode_from_file, "decode_from_file") \
         if FLAGS.decode_from_file else []
     references = read_text_lines(FLAGS.decode_reference, "decode_reference") \
@@ -188,7 +204,7 @@ def main(argv: list[str]) -> int:
         raise UserError(f"--decode_reference has {len(references)} lines but "
                         f"--decode_from_file has {len(sources)}; they must align. "
                         f"Received: decode_reference={FLAGS.decode_reference!r}")
-    decoder = Decoder(FLAGS.output_dir, FLAGS.checkpoint_path, FLAGS.decode_hparams)
+    decoder = Decoder.load(FLAGS.output_dir, _checkpoint_paths(), overrides)
     print(f"Decoding with {decoder.checkpoint_path} ({decoder.decode_hparams})",
           file=sys.stderr)
 

@@ -68,11 +68,14 @@ def main(argv: list[str]) -> int:
     if FLAGS.xla and FLAGS.format != "saved_model":
         raise UserError("--xla applies to --format=saved_model only (CTranslate2 "
                         f"has its own kernels). Received: format={FLAGS.format!r}")
+    from t2t_revival.decode_hparams import parse_decode_hparams
+
+    overrides = parse_decode_hparams(FLAGS.decode_hparams)   # once, before any model loads
     if FLAGS.format == "ctranslate2":
         from t2t_revival.export.ctranslate2_export import export_ctranslate2
 
         path = export_ctranslate2(FLAGS.output_dir, FLAGS.checkpoint_path,
-                                  FLAGS.decode_hparams, FLAGS.export_dir, FLAGS.version,
+                                  overrides, FLAGS.export_dir, FLAGS.version,
                                   quantization=FLAGS.quantization or "float32")
         print(f"Exported the CTranslate2 model to {path}")
         return 0
@@ -84,7 +87,7 @@ def main(argv: list[str]) -> int:
 
     with common.quiet_native_stderr():   # tensorflow-text's SentencePiece logs INFO
         path = export_saved_model(FLAGS.output_dir, FLAGS.checkpoint_path,
-                                  FLAGS.decode_hparams, FLAGS.export_dir, FLAGS.version,
+                                  overrides, FLAGS.export_dir, FLAGS.version,
                                   xla=FLAGS.xla)
     print(f"Exported the SavedModel to {path}")
     return 0

@@ -50,7 +50,7 @@ flags.DEFINE_float("max_train_minutes", _DEFAULT["max_train_minutes"],
 flags.DEFINE_integer("eval_steps", _DEFAULT["eval_steps"],
                      "Dev batches per evaluation (0 = whole dev split).",
                      lower_bound=0)
-flags.DEFINE_integer("local_eval_frequency", _DEFAULT["eval_every"],
+flags.DEFINE_integer("local_eval_frequency", _DEFAULT["local_eval_frequency"],
                      "Evaluate on the dev split every N updates (0 = only at the end).",
                      lower_bound=0)
 flags.DEFINE_integer("eval_decode_sentences", _DEFAULT["eval_decode_sentences"],
@@ -59,19 +59,19 @@ flags.DEFINE_integer("eval_decode_sentences", _DEFAULT["eval_decode_sentences"],
                      "problem's metric (BLEU; F1 for parsing): printed on the eval line, "
                      "eval/bleu in TensorBoard, and what best/ and early stopping follow "
                      "(0 = no decoding: they follow the dev loss).", lower_bound=0)
-flags.DEFINE_string("eval_decode_hparams", _DEFAULT["eval_decode_hparams"],
+flags.DEFINE_string("eval_decode_hparams", "",
                     'Overrides of the decode settings for those decodes, as t2t-decoder\'s '
                     '--decode_hparams (e.g. "beam_size=1" for speed).')
 flags.DEFINE_integer("eval_early_stopping_evals", _DEFAULT["eval_early_stopping_evals"],
                      "Stop after N evaluations in a row without a better dev metric, then "
                      "save, evaluate and exit 0 (0 = never; needs --local_eval_frequency).",
                      lower_bound=0)
-flags.DEFINE_integer("save_checkpoints_steps", _DEFAULT["save_every"],
+flags.DEFINE_integer("save_checkpoints_steps", _DEFAULT["save_checkpoints_steps"],
                      "Checkpoint every N updates.",
                      lower_bound=0)
 flags.DEFINE_integer("keep_checkpoint_max", _DEFAULT["keep_checkpoint_max"], "Checkpoints to keep.",
                      lower_bound=1)
-flags.DEFINE_integer("log_step_count_steps", _DEFAULT["log_every"],
+flags.DEFINE_integer("log_step_count_steps", _DEFAULT["log_step_count_steps"],
                      "Progress line and TensorBoard summaries every N updates.", lower_bound=1)
 flags.DEFINE_integer("steps_per_execution", _DEFAULT["steps_per_execution"],
                      "Run up to N updates per compiled call (Keras's steps_per_execution): "
@@ -87,7 +87,7 @@ flags.DEFINE_enum("mixed_precision", "", ["", "float32", "mixed_bfloat16", "mixe
 flags.DEFINE_integer("worker_gpu", _DEFAULT["worker_gpu"],
                      "Use the first N visible GPUs (0 = all).",
                      lower_bound=0)
-flags.DEFINE_integer("cpu_devices", _DEFAULT["num_cpu_devices"],
+flags.DEFINE_integer("cpu_devices", _DEFAULT["cpu_devices"],
                      "Split the CPU into N logical devices and mirror over them "
                      "(tests the multi-replica path without GPUs).", lower_bound=0)
 common.define_path("warm_start_from", None,
@@ -114,20 +114,20 @@ flags.DEFINE_bool("export_on_best", False,
                   "serves the highest).")
 
 
-def _print_summary(config, result: dict) -> None:
+def _print_summary(config, result) -> None:
     """Where the result is and what to run next, after a run."""
     from t2t_revival.run_dir.file_names import AVERAGED_DIR, BEST_DIR, CHECKPOINT_PREFIX
 
     out = config.output_dir
-    averaged = os.path.join(out, AVERAGED_DIR, f"{CHECKPOINT_PREFIX}-{result['step']}")
-    if result.get("stop_reason"):
-        print(f"Stopped early at step {result['step']}: {result['stop_reason']}.")
-    if result.get("checkpoint"):
-        print(f"Done: step {result['step']}, dev loss {result['loss']:.4f} "
-              f"(perplexity {result['perplexity']:.2f}); the checkpoints are in {out}, "
-              f"the latest {result['checkpoint']}.")
-    if result.get("best"):
-        print(f"The best: {result['best'].describe()}, in {result['best_checkpoint']} "
+    averaged = os.path.join(out, AVERAGED_DIR, f"{CHECKPOINT_PREFIX}-{result.step}")
+    if result.stop_reason:
+        print(f"Stopped early at step {result.step}: {result.stop_reason}.")
+    if result.checkpoint:
+        print(f"Done: step {result.step}, dev loss {result.evaluation.loss:.4f} "
+              f"(perplexity {result.evaluation.perplexity:.2f}); the checkpoints are in {out}, "
+              f"the latest {result.checkpoint}.")
+    if result.best:
+        print(f"The best: {result.best.describe()}, in {result.best_checkpoint} "
               f"(t2t-decoder/t2t-exporter --checkpoint_path={os.path.join(out, BEST_DIR)}).")
     source, target = registry.problems.get(config.problem)().source_target_files(
         "test", config.data_dir)
@@ -146,11 +146,6 @@ def main(argv: list[str]) -> int:
     output_dir = common.check_directory("output_dir", FLAGS.output_dir, writable=True)
     usr_dir = common.import_usr_dir(output_dir)   # the flag, or the run's own when resuming
     data_dir = common.check_directory("data_dir", FLAGS.data_dir)
-    from t2t_revival.train.trainer import train
-
-    overrides = FLAGS.hparams
-    if FLAGS.mixed_precision:
-        overrides = ",".join(p for p in (overrides, f"mixed_precision={FLAGS.mixed_precision}") if p)
     if FLAGS.eval_early_stopping_evals and not FLAGS.local_eval_frequency:
         raise UserError("--eval_early_stopping_evals counts evaluations: set "
                         "--local_eval_frequency=N too. Received: local_eval_frequency=0")
@@ -158,25 +153,28 @@ def main(argv: list[str]) -> int:
         raise UserError("--export_on_best needs --export_saved_model or "
                         "--export_ctranslate2 (which format to export). "
                         "Received: export_on_best=True alone")
-    if FLAGS.eval_decode_hparams:
-        from t2t_revival.decode.decode_hparams import parse_decode_hparams
-        parse_decode_hparams(FLAGS.eval_decode_hparams)
-    config = TrainConfig(
+    from t2t_revival.config_resolution import resolve_train_config
+
+    # The flags, resolved once into the typed config the trainer takes.
+    config = resolve_train_config(
         problem=FLAGS.problem, model=FLAGS.model, hparams_set=FLAGS.hparams_set,
-        hparams=overrides, data_dir=data_dir,
+        hparams=FLAGS.hparams, mixed_precision=FLAGS.mixed_precision,
+        eval_decode_hparams=FLAGS.eval_decode_hparams, data_dir=data_dir,
         tmp_dir=FLAGS.tmp_dir, output_dir=output_dir,
         train_steps=FLAGS.train_steps, max_train_minutes=FLAGS.max_train_minutes,
-        eval_steps=FLAGS.eval_steps,
-        eval_every=FLAGS.local_eval_frequency, save_every=FLAGS.save_checkpoints_steps,
+        eval_steps=FLAGS.eval_steps, local_eval_frequency=FLAGS.local_eval_frequency,
+        save_checkpoints_steps=FLAGS.save_checkpoints_steps,
         eval_decode_sentences=FLAGS.eval_decode_sentences,
-        eval_decode_hparams=FLAGS.eval_decode_hparams,
         eval_early_stopping_evals=FLAGS.eval_early_stopping_evals,
-        keep_checkpoint_max=FLAGS.keep_checkpoint_max, log_every=FLAGS.log_step_count_steps,
+        keep_checkpoint_max=FLAGS.keep_checkpoint_max,
+        log_step_count_steps=FLAGS.log_step_count_steps,
         steps_per_execution=FLAGS.steps_per_execution,
-        seed=FLAGS.seed, xla=FLAGS.xla, num_cpu_devices=FLAGS.cpu_devices,
+        seed=FLAGS.seed, xla=FLAGS.xla, cpu_devices=FLAGS.cpu_devices,
         worker_gpu=FLAGS.worker_gpu, usr_dir=usr_dir or "",
         warm_start_from=FLAGS.warm_start_from or "",
         skip_corrupt_records=FLAGS.skip_corrupt_records)
+    from t2t_revival.train.trainer import train
+
     formats = [name for name, on in (("saved_model", FLAGS.export_saved_model),
                                       ("ctranslate2", FLAGS.export_ctranslate2)) if on]
 
@@ -185,11 +183,11 @@ def main(argv: list[str]) -> int:
 
     result = train(config, on_new_best=export_new_best if FLAGS.export_on_best else None)
     _print_summary(config, result)
-    if formats and result.get("chief", True):
+    if formats and result.chief:
         from t2t_revival.run_dir.training_directory import TrainingDirectory
 
         directory = TrainingDirectory(output_dir)   # the best, else the latest
-        checkpoint = directory.best.checkpoint_path() or directory.checkpoint_path()
+        checkpoint = directory.best.checkpoint_path() or directory.checkpoints.find()
         _export(output_dir, checkpoint, formats, skip_existing=True)
     return 0
 

@@ -18,16 +18,16 @@ import keras
 import tensorflow as tf
 
 from t2t_revival.decode.beam_search import beam_search
-from t2t_revival.decode.decode_hparams import DecodeHParams
-from t2t_revival.decode.ensemble import Ensemble, split_checkpoint_paths
+from t2t_revival.decode.ensemble import Ensemble
 from t2t_revival.decode.forced_scoring import score_targets
 from t2t_revival.decode.sampling import sample_search
+from t2t_revival.decode_hparams import DecodeHParams, DecodeOverrides
 from t2t_revival.decode_length import (batch_bucket, check_input_length, cut_line,
                                        decode_in_length_order, length_sorted_batches,
                                        max_decode_length, padded_length, position_limit)
 from t2t_revival.device_memory import OutOfMemoryError, out_of_memory_error
 from t2t_revival.errors import UserError
-from t2t_revival.run_dir.trained_model import TrainedModel
+from t2t_revival.models.trained_model import TrainedModel
 from t2t_revival.run_dir.training_directory import TrainingDirectory
 from t2t_revival.special_ids import EOS_ID, PAD_ID
 # Re-exported for callers: the decoder reads and writes text files.
@@ -39,52 +39,20 @@ from t2t_revival.usable_cores import usable_cores
 class Decoder:
     """Translation (beam search or sampling) and scoring with a trained model.
 
+        decoder = Decoder.load("t2t_train/tiny", overrides={"beam_size": 8})
+        decoder.translate(["A dog runs."])
+
     Args:
-        output_dir: the training directory (`TrainingDirectory`).
-        checkpoint_path: a checkpoint prefix (e.g. `output_dir/averaged/ckpt-5000`);
-            default the latest in output_dir. Several, comma-separated (or a
-            list), decode as an `Ensemble` (checkpoint prefixes or directories,
-            one vocabulary); so does one checkpoint of another training
-            directory (built from its own hparams.json, its vocabulary checked).
-        decode_hparams: `"beam_size=4,alpha=0.6,extra_length=50,batch_size=32,
-            return_beams=false,xla=true,batch_tokens=0,long_inputs=cut,
-            early_stop=exact,parallel_batches=0"` (0: 2 on a CPU, 4 at
-            batch_size=1; 1 on a GPU)
-            overrides of the defaults in hparams.json (see `DecodeHParams`);
-            `sampling=true,temperature=..,top_k=..,top_p=..,num_samples=..,seed=..`
-            samples instead of beam search.
+        trained: the model, its hparams, run record and vocabulary (a
+            `TrainedModel`, or an `Ensemble.load`'s; the trainer's model in
+            memory at its dev evaluations).
+        decode_hparams: the settings (`DecodeHParams`; parallel_batches=0 is
+            resolved here: 2 on a CPU, 4 at batch_size=1, 1 on a GPU).
     """
 
-    def __init__(self, output_dir: str, checkpoint_path: str | None = None,
-                 decode_hparams: str = ""):
-        self.output_dir = output_dir
-        paths = split_checkpoint_paths(checkpoint_path)
-        directory = TrainingDirectory(output_dir)
-        if len(paths) > 1 or (paths and directory.is_other_run(paths[0])):
-            # A checkpoint of another run is built from its own hparams.json,
-            # and its vocabulary checked against output_dir's, as an
-            # ensemble's members are (an ensemble of one is that model).
-            trained = Ensemble.load(output_dir, paths)
-        else:
-            trained = directory.load(paths[0] if paths else None)
-        self._use(trained, decode_hparams)
-
-    @classmethod
-    def from_trained(cls, trained: TrainedModel, decode_hparams: str = "") -> "Decoder":
-        """A decoder of a model already in memory (the trainer's, at its dev
-        evaluations): the same search and settings, no checkpoint read."""
-        decoder = cls.__new__(cls)
-        decoder.output_dir = ""
-        decoder._use(trained, decode_hparams)
-        return decoder
-
-    def _use(self, trained, decode_hparams: str) -> None:
-        """Take the model, hparams, run record and vocabulary of `trained` (a
-        `TrainedModel` or an `Ensemble`)."""
+    def __init__(self, trained: TrainedModel, decode_hparams: DecodeHParams):
         self.hparams, self.run_record = trained.hparams, trained.run_record
-        # parallel_batches=0 (the default) becomes 2 on a CPU (4 at
-        # batch_size=1), 1 on a GPU.
-        self.decode_hparams = DecodeHParams.from_hparams(self.hparams, decode_hparams).resolved(
+        self.decode_hparams = decode_hparams.resolved(
             on_gpu=bool(tf.config.list_physical_devices("GPU")))
         self.vocab, self.checkpoint_path = trained.vocab, trained.checkpoint_path
         self.model = trained.model
@@ -97,26 +65,62 @@ class Decoder:
         # program per (batch bucket, padded length): every shape in it is
         # static. Sampling runs uncompiled: its seed state is a variable that
         # each step advances.
-        self._compiled = self.decode_hparams.xla and not self.decode_hparams.sampling
-        if not self._compiled:
-            self._search = tf.function(self._search_batch, reduce_retracing=True,
-                                       autograph=False)
-        # The compiled search of each batch bucket (`_compiled_search`).
+        self.compiled = self.decode_hparams.xla and not self.decode_hparams.sampling
+        """Whether `translate` runs the XLA search (`compiled_search`), else `search`."""
+        self.search = tf.function(self.search_batch, reduce_retracing=True, autograph=False)
+        """The uncompiled search: (inputs int32 [B, S], max_decode_length) -> outputs."""
+        # The compiled search of each batch bucket (`compiled_search`).
         self._compiled_searches: dict[int, tf.types.experimental.PolymorphicFunction] = {}
         self._compiled_searches_lock = threading.Lock()
         # (rows, padded length) of every program the compiled search has run.
         self._compiled_programs: set[tuple[int, int]] = set()
-        self._score = tf.function(self._score_batch, reduce_retracing=True,
-                                  autograph=False)
+        self.score_batch = tf.function(self._score_batch, reduce_retracing=True,
+                                       autograph=False)
+        """Forced scoring of a batch: (inputs [B, S], targets [B, T]) -> (log_probs, scores)."""
         self._seed_generator = keras.random.SeedGenerator(self.decode_hparams.seed) \
             if self.decode_hparams.sampling else None
 
+    @classmethod
+    def load(cls, output_dir: str, checkpoint_paths: str | Sequence[str] | None = None,
+             overrides: DecodeOverrides | None = None) -> "Decoder":
+        """The decoder of a training directory.
+
+        Args:
+            output_dir: the training directory (`TrainingDirectory`).
+            checkpoint_paths: a checkpoint prefix (e.g.
+                `output_dir/averaged/ckpt-5000`) or a folder of checkpoints
+                (`output_dir/best`); default the newest intact in output_dir.
+                Several decode as an `Ensemble` (prefixes or directories, one
+                vocabulary); so does one checkpoint of another training
+                directory (built from its own hparams.json, its vocabulary
+                checked).
+            overrides: the parsed `--decode_hparams` (`parse_decode_hparams`),
+                over the defaults of hparams.json (see `DecodeHParams`).
+        """
+        paths = [checkpoint_paths] if isinstance(checkpoint_paths, str) \
+            else list(checkpoint_paths or [])
+        directory = TrainingDirectory(output_dir)
+        if len(paths) > 1 or (paths and directory.is_other_run(paths[0])):
+            # A checkpoint of another run is built from its own hparams.json,
+            # and its vocabulary checked against output_dir's, as an
+            # ensemble's members are (an ensemble of one is that model).
+            trained = Ensemble.load(output_dir, paths)
+        else:
+            trained = TrainedModel.load(directory, paths[0] if paths else None)
+        return cls(trained, DecodeHParams.from_hparams(trained.hparams, overrides))
+
     # ------------------------------------------------------------------
-    def _search_batch(self, inputs, max_decode_length):
+    @property
+    def compiled_searches(self) -> dict[int, tf.types.experimental.PolymorphicFunction]:
+        """{rows: the compiled search of batches of `rows` inputs} made so far."""
+        return dict(self._compiled_searches)
+
+    def search_batch(self, inputs, max_decode_length):
         """inputs int32 [B, S] -> (sequences [B, (beam,) L], scores [B, (beam)]).
 
-        max_decode_length: a Python int, or an int32 scalar tensor that
-        follows from S (`_compiled_search`: a constant under XLA)."""
+        The search itself, in Python (`search` and `compiled_search` are its
+        tf.functions). max_decode_length: a Python int, or an int32 scalar
+        tensor that follows from S (`compiled_search`: a constant under XLA)."""
         encoder_output, encoder_padding = self.model.encode(inputs, training=False)
         cache = self.model.init_cache(encoder_output, encoder_padding, max_decode_length)
         dhp = self.decode_hparams
@@ -135,7 +139,7 @@ class Decoder:
                            return_beams=dhp.return_beams, early_stop=dhp.early_stop,
                            resize_cache=self.model.resize_cache)
 
-    def _compiled_search(self, rows: int):
+    def compiled_search(self, rows: int):
         """The XLA search of batches of `rows` inputs: inputs int32 [rows, S]
         -> `_search_batch`'s outputs. It is traced once, for any S (the
         length limit follows from S in the graph, as in the SavedModel's
@@ -149,7 +153,7 @@ class Decoder:
                 limit = position_limit(hp.position_encoding, hp.max_length)
 
                 def search_batch(inputs):
-                    return self._search_batch(inputs, max_decode_length(
+                    return self.search_batch(inputs, max_decode_length(
                         tf.shape(inputs)[1], dhp.extra_length, limit))
                 search = tf.function(
                     search_batch, jit_compile=True, autograph=False,
@@ -157,7 +161,7 @@ class Decoder:
                 self._compiled_searches[rows] = search
         return search
 
-    def _encode(self, sentences: Sequence[str]) -> list[list[int]]:
+    def encode(self, sentences: Sequence[str]) -> list[list[int]]:
         """EOS-terminated ids; a line longer than max_length is cut (counted in
         `cut_inputs`) or refused, as `long_inputs` says."""
         encoded, max_length = [], self.hparams.max_length
@@ -190,7 +194,7 @@ class Decoder:
             compiles (seconds each), before it compiles them; not called
             when it compiles none.
         """
-        encoded = self._encode(sentences)
+        encoded = self.encode(sentences)
         hp, dhp = self.hparams, self.decode_hparams
         if self._seed_generator is not None:  # each call draws the same samples
             self._seed_generator.state.assign([dhp.seed, 0])
@@ -206,7 +210,7 @@ class Decoder:
             """(rows, padded length) of the inputs that decode `chunk`: with
             xla, one compiled program each."""
             length = padded_length(max(len(encoded[i]) for i in chunk), hp.max_length)
-            if not self._compiled:
+            if not self.compiled:
                 return len(chunk), length
             # A fixed number of rows: the last one repeated.
             return (dhp.batch_size if full_batches else batch_bucket(len(chunk), largest)), length
@@ -216,11 +220,11 @@ class Decoder:
             rows = list(chunk) + [chunk[-1]] * (rows - len(chunk))
             inputs = tf.constant([encoded[i] + [PAD_ID] * (length - len(encoded[i]))
                                   for i in rows], tf.int32)
-            if self._compiled:
-                sequences, _ = self._compiled_search(len(rows))(inputs)
+            if self.compiled:
+                sequences, _ = self.compiled_search(len(rows))(inputs)
                 self._compiled_programs.add((len(rows), length))
             else:
-                sequences, _ = self._search(inputs, max_decode_length(
+                sequences, _ = self.search(inputs, max_decode_length(
                     length, dhp.extra_length, limit))
             sequences = sequences.numpy()[:len(chunk)]
             # one_field: a model's byte pieces can spell a newline or a tab,
@@ -231,7 +235,7 @@ class Decoder:
             return [one_field(self.vocab.decode(s)) for s in sequences]
 
         lengths = [len(ids) for ids in encoded]
-        first = self._first_batch_of_each_program(lengths, program) if self._compiled else {}
+        first = self._first_batch_of_each_program(lengths, program) if self.compiled else {}
         if first and compiling:
             compiling(len(first))
         try:
@@ -348,7 +352,7 @@ class Decoder:
             return tf.constant([r + [PAD_ID] * (length - len(r)) for r in rows], tf.int32)
 
         def score_batch(chunk: list[int]) -> list[tuple[float, float]]:
-            log_probs, scores = self._score(pad([sources[i] for i in chunk]),
+            log_probs, scores = self.score_batch(pad([sources[i] for i in chunk]),
                                             pad([targets[i] for i in chunk]))
             return list(zip(log_probs.numpy().tolist(), scores.numpy().tolist()))
 

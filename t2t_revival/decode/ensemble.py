@@ -26,7 +26,9 @@ from keras import ops
 
 from t2t_revival.decode_length import position_limit
 from t2t_revival.errors import UserError
-from t2t_revival.run_dir.trained_model import TrainedModel
+from t2t_revival.models.build_model import build_model
+from t2t_revival.models.trained_model import TrainedModel
+from t2t_revival.run_dir.checkpoint_folder import CheckpointFolder, restore_model_weights
 from t2t_revival.run_dir.training_directory import TrainingDirectory
 
 
@@ -93,19 +95,19 @@ class Ensemble:
         and shapes can be combined, provided that their vocabulary files have
         the same contents and their vocab_size is the same as `output_dir`'s.
         The vocabulary, hparams and run record returned are `output_dir`'s;
-        every model computes in float32 (`TrainingDirectory.inference_hparams`).
+        every model computes in float32 (`HParams.for_inference`).
         """
         main = TrainingDirectory(output_dir)
-        hparams, record = main.inference_hparams(main.read_hparams()), main.read_run_record()
+        hparams, record = main.read_hparams().for_inference(), main.read_run_record()
         vocab = main.vocabulary(record)
         with open(vocab.model_file, "rb") as f:
             vocab_bytes = f.read()
         models, resolved = [], []
         for entry in checkpoint_paths:
             run_dir = TrainingDirectory(TrainingDirectory.holding(entry, output_dir))
-            checkpoint = run_dir.checkpoint_path(
+            checkpoint = run_dir.checkpoints.find(
                 _latest_in(entry) if os.path.isdir(entry) else entry)
-            member_hparams = run_dir.inference_hparams(run_dir.read_hparams())
+            member_hparams = run_dir.read_hparams().for_inference()
             member_record = run_dir.read_run_record()
             member_vocab = run_dir.vocabulary(member_record)
             with open(member_vocab.model_file, "rb") as f:
@@ -129,30 +131,17 @@ class Ensemble:
                     f"{member_limit} tokens, fewer than the {limit or 'unlimited'} of "
                     f"{output_dir}'s model; pass the model with the fewest positions "
                     f"as --output_dir. Received: checkpoint_path={entry!r}")
-            model = TrainingDirectory.build_model(member_hparams, member_record.model)
-            TrainingDirectory.restore_weights(model, checkpoint)
+            model = build_model(member_hparams, member_record.model)
+            restore_model_weights(model, checkpoint)
             models.append(model)
             resolved.append(checkpoint)
         return TrainedModel(hparams=hparams, run_record=record, vocab=vocab,
                             checkpoint_path=",".join(resolved), model=cls(models))
 
 
-def split_checkpoint_paths(checkpoint_path: str | Sequence[str] | None) -> list[str]:
-    """`"a,b"` (the flag) or a list -> the entries; an empty entry is a UserError."""
-    if checkpoint_path is None:
-        return []
-    entries = checkpoint_path.split(",") if isinstance(checkpoint_path, str) \
-        else list(checkpoint_path)
-    if any(not e.strip() for e in entries):
-        raise UserError("--checkpoint_path has an empty entry; give checkpoint prefixes "
-                        "separated by commas, e.g. run/ckpt-2000,run/averaged/ckpt-2000. "
-                        f"Received: checkpoint_path={checkpoint_path!r}")
-    return [e.strip() for e in entries]
-
-
 def _latest_in(folder: str) -> str:
     """The latest checkpoint of a folder (a training directory, or its averaged/)."""
-    path = TrainingDirectory(folder).latest_checkpoint()
+    path = CheckpointFolder(folder).latest()
     if not path:
         raise UserError(f"no checkpoint in {folder}; name a checkpoint prefix such as "
                         f"{folder}/ckpt-N. Received: checkpoint_path={folder!r}")

@@ -42,6 +42,7 @@ import shutil
 
 import numpy as np
 
+from t2t_revival.decode_hparams import DecodeOverrides
 from t2t_revival.decode_length import longest_decode_length
 from t2t_revival.errors import UserError
 from t2t_revival.export.ctranslate2_translator import EXPORT_CONFIG
@@ -241,7 +242,8 @@ n-best list with the GNMT penalty, as t2t-decoder ranks (see t2t_export.json).
 
 
 def export_ctranslate2(output_dir: str, checkpoint_path: str | None = None,
-                       decode_hparams: str = "", export_dir: str | None = None,
+                       decode_overrides: DecodeOverrides | None = None,
+                       export_dir: str | None = None,
                        version: int | None = None, quantization: str = "float32") -> str:
     """Write a CTranslate2 model directory; return it.
 
@@ -249,8 +251,8 @@ def export_ctranslate2(output_dir: str, checkpoint_path: str | None = None,
         output_dir: the training directory (hparams.json, run.json, vocab.model,
             checkpoints).
         checkpoint_path: a checkpoint prefix; default the latest in output_dir.
-        decode_hparams: overrides of the beam settings of hparams.json
-            (`"beam_size=4,alpha=0.6,extra_length=50,batch_size=32"`; no
+        decode_overrides: the parsed --decode_hparams, over the beam settings
+            of hparams.json (beam_size, alpha, extra_length, batch_size; no
             other), written to t2t_export.json for `CTranslate2Translator`.
         export_dir: where to write `<version>/`; default
             `output_dir/export/ctranslate2`.
@@ -271,7 +273,7 @@ def export_ctranslate2(output_dir: str, checkpoint_path: str | None = None,
     require_directory(output_dir)
     ctranslate2 = _import_ctranslate2()
 
-    directory, trained, dhp = load_export_source(output_dir, checkpoint_path, decode_hparams,
+    directory, trained, dhp = load_export_source(output_dir, checkpoint_path, decode_overrides,
                                                  CTRANSLATE2_FIXES, "CTranslate2")
     hparams = trained.hparams
     _check_supported(trained.model, hparams)

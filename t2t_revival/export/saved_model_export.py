@@ -14,11 +14,13 @@ from __future__ import annotations
 
 import os
 
+from t2t_revival.decode_hparams import DecodeOverrides
 from t2t_revival.export.version_directory import checkpoint_version, write_version_directory
 
 
 def export_saved_model(output_dir: str, checkpoint_path: str | None = None,
-                       decode_hparams: str = "", export_dir: str | None = None,
+                       decode_overrides: DecodeOverrides | None = None,
+                       export_dir: str | None = None,
                        version: int | None = None, xla: bool = False) -> str:
     """Write a SavedModel for TF Serving; return the version directory.
 
@@ -26,8 +28,8 @@ def export_saved_model(output_dir: str, checkpoint_path: str | None = None,
         output_dir: the training directory (hparams.json, run.json, vocab.model,
             checkpoints).
         checkpoint_path: a checkpoint prefix; default the latest in output_dir.
-        decode_hparams: overrides of the beam settings of hparams.json
-            (`"beam_size=4,alpha=0.6,extra_length=50,early_stop=exact"`; no
+        decode_overrides: the parsed --decode_hparams, over the beam settings
+            of hparams.json (beam_size, alpha, extra_length, early_stop; no
             other), fixed in the export.
         export_dir: the model base path; default `output_dir/export`.
         version: the version number; default the checkpoint's step.
@@ -41,15 +43,14 @@ def export_saved_model(output_dir: str, checkpoint_path: str | None = None,
     from t2t_revival.export.translation_module import TranslationModule
     from t2t_revival.export.warmup_requests import WARMUP_FILE, write_warmup_requests
 
-    from t2t_revival.decode.decode_hparams import parse_decode_hparams
     from t2t_revival.errors import UserError
 
-    if "xla" in parse_decode_hparams(decode_hparams):
+    if "xla" in (decode_overrides or {}):
         raise UserError("the export's XLA is chosen with t2t-exporter --xla (or "
                         "export_saved_model(xla=True)), not --decode_hparams. "
-                        f"Received: decode_hparams={decode_hparams!r}")
+                        f"Received: xla={decode_overrides['xla']!r}")
     directory, trained, settings = load_export_source(output_dir, checkpoint_path,
-                                                      decode_hparams, SAVED_MODEL_FIXES,
+                                                      decode_overrides, SAVED_MODEL_FIXES,
                                                       "SavedModel")
     with open(trained.vocab.model_file, "rb") as f:
         vocab_model = f.read()
