@@ -168,7 +168,7 @@ def sigkill_once_saved(trainer_args, out_dir, min_step, timeout, settle):
     finally:
         proc.send_signal(signal.SIGKILL)
         proc.wait()
-    latest = TrainingDirectory(out_dir).latest_checkpoint()
+    latest = TrainingDirectory(out_dir).checkpoints.latest()
     saved_step = int(latest.rsplit("-", 1)[1])
     assert checkpoint_step(latest) == saved_step
     return latest, saved_step, tf.train.load_checkpoint(latest)

@@ -41,23 +41,24 @@ def make_random_run_dir(path: pathlib.Path, vocab_file: str, seed: int, step: in
     factor}: the model says those ids often). Returns its path."""
     from t2t_revival.data.subword_vocabulary import SubwordVocabulary
     from t2t_revival.hparams import HParams
+    from t2t_revival.models.build_model import build_model
     from t2t_revival.run_dir.checkpoint_variables import make_checkpoint
     from t2t_revival.run_dir.run_record import RunRecord
     from t2t_revival.run_dir.training_directory import TrainingDirectory
 
     vocab_size = SubwordVocabulary(vocab_file).vocab_size
     hparams = HParams(**{**HPARAMS, "vocab_size": vocab_size, **overrides})
-    run_dir = TrainingDirectory(path)
+    run_dir = TrainingDirectory(path, keep=5)
     run_dir.write_run_files(hparams, RunRecord(problem="translate_ende_multi30k",
                                                model="transformer",
                                                hparams_set="random_tiny"), vocab_file)
     keras.utils.set_random_seed(seed)
-    model = run_dir.build_model(hparams)
+    model = build_model(hparams)
     embedding = model.shared_embedding.weights[0]
     boosted = embedding.numpy()
     boosted[1] *= EOS_BOOST                    # EOS: ends hypotheses within a few tokens
     for i, factor in (boost or {}).items():
         boosted[i] *= factor
     embedding.assign(boosted)
-    run_dir.checkpoint_manager(make_checkpoint(model), 5).save(checkpoint_number=step)
+    run_dir.checkpoints.save(make_checkpoint(model), step)
     return str(path)

@@ -81,13 +81,13 @@ def test_best_is_a_copy_that_outlives_the_checkpoints_rotation(tmp_path):
 def test_the_best_folder_is_a_checkpoint_path_for_the_decoder_and_exporters(tmp_path):
     best = BestCheckpoint(str(tmp_path))
     best.update(_checkpoint(tmp_path, 7), _record(7))
-    directory = TrainingDirectory(tmp_path)
-    assert directory.checkpoint_path(best.path) == os.path.join(best.path, "ckpt-7")
-    assert directory.checkpoint_path(best.path + "/") == os.path.join(best.path, "ckpt-7")
-    assert directory.checkpoint_path(os.path.join(best.path, "ckpt-7")).endswith("best/ckpt-7")
+    folder = TrainingDirectory(tmp_path).checkpoints
+    assert folder.find(best.path) == os.path.join(best.path, "ckpt-7")
+    assert folder.find(best.path + "/") == os.path.join(best.path, "ckpt-7")
+    assert folder.find(os.path.join(best.path, "ckpt-7")).endswith("best/ckpt-7")
     (tmp_path / "empty").mkdir()
     with pytest.raises(UserError, match="no checkpoint in the folder .*empty"):
-        directory.checkpoint_path(str(tmp_path / "empty"))
+        folder.find(str(tmp_path / "empty"))
 
 
 def _fail_on_call(monkeypatch, owner, name, call):

@@ -97,7 +97,7 @@ VARIANTS = {
 @pytest.mark.parametrize("variant", sorted(VARIANTS))
 def test_export_matches_our_model_and_beam_search(variant, vocab_file, tmp_path):
     from t2t_revival.data.subword_vocabulary import SubwordVocabulary
-    from t2t_revival.decode.decoder import Decoder
+    from decoding import decoder_of
     from t2t_revival.export.ctranslate2_export import export_ctranslate2
     from t2t_revival.export.ctranslate2_translator import CTranslate2Translator
 
@@ -128,7 +128,7 @@ def test_export_matches_our_model_and_beam_search(variant, vocab_file, tmp_path)
     # The search: the same token ids as our greedy and beam search.
     for beam in (1, 4):
         settings = f"beam_size={beam}"
-        expected = Decoder(out_dir, decode_hparams=settings).translate(SENTENCES)
+        expected = decoder_of(out_dir, settings=settings).translate(SENTENCES)
         got = CTranslate2Translator(path, beam_size=beam, intra_threads=1).translate(SENTENCES)
         assert [vocab.encode(s) for s in got] == [vocab.encode(s) for s in expected], beam
         assert all(expected), expected
@@ -248,7 +248,7 @@ def test_every_engine_decodes_to_the_same_length_limit(encoding, vocab_file, tmp
     import tensorflow as tf
 
     from t2t_revival.data.subword_vocabulary import SubwordVocabulary
-    from t2t_revival.decode.decoder import Decoder
+    from decoding import decoder_of
     from t2t_revival.decode_length import longest_decode_length
     from t2t_revival.export.ctranslate2_export import export_ctranslate2
     from t2t_revival.export.ctranslate2_translator import CTranslate2Translator
@@ -264,7 +264,7 @@ def test_every_engine_decodes_to_the_same_length_limit(encoding, vocab_file, tmp
     assert sentences
     limit = 12 if encoding == "learned" else 12 + 5
 
-    decoder = Decoder(out_dir)
+    decoder = decoder_of(out_dir)
     expected = decoder.translate(sentences)
     with open(os.path.join(out_dir, "vocab.model"), "rb") as f:
         module = TranslationModule(decoder.model, decoder.hparams, decoder.decode_hparams,

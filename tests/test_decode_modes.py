@@ -58,9 +58,9 @@ def _batch(decoder, sentences):
 
 # ------------------------------------------------------------------ scoring
 def test_scores_equal_the_teacher_forced_log_prob_in_numpy(runs):
-    from t2t_revival.decode.decoder import Decoder
+    from decoding import decoder_of
 
-    decoder = Decoder(runs["a"], decode_hparams="alpha=0.6,batch_size=3")
+    decoder = decoder_of(runs["a"], settings="alpha=0.6,batch_size=3")
     scored = decoder.score(list(zip(SOURCES, TARGETS)))
     for (source, target), (log_prob, score) in zip(zip(SOURCES, TARGETS), scored):
         inputs = np.array([decoder.vocab.encode(source) + [1]], np.int32)
@@ -74,13 +74,13 @@ def test_scores_equal_the_teacher_forced_log_prob_in_numpy(runs):
 
 
 def test_scores_of_the_beam_outputs_equal_the_beam_scores(runs):
-    from t2t_revival.decode.decoder import Decoder
+    from decoding import decoder_of
     from t2t_revival.decode.forced_scoring import score_targets
 
-    decoder = Decoder(runs["a"], decode_hparams="beam_size=4,alpha=0.6,return_beams=true")
+    decoder = decoder_of(runs["a"], settings="beam_size=4,alpha=0.6,return_beams=true")
     inputs = _batch(decoder, SOURCES)
     # The decoder's compiled search, with a length limit of the test's choice.
-    search = tf.function(decoder._search_batch, jit_compile=True, autograph=False)
+    search = tf.function(decoder.search_batch, jit_compile=True, autograph=False)
     finished = cut = 0
     for length in (20, 3):                 # 3: some hypotheses are cut without EOS
         sequences, beam_scores = search(inputs, length)                # [B, 4, L], [B, 4]
@@ -94,7 +94,7 @@ def test_scores_of_the_beam_outputs_equal_the_beam_scores(runs):
 
 
 def test_score_file_cli_prints_each_pair_in_order(runs, tmp_path):
-    from t2t_revival.decode.decoder import Decoder
+    from decoding import decoder_of
 
     pairs = tmp_path / "pairs.tsv"
     pairs.write_text("".join(f"{s}\t{t}\n" for s, t in zip(SOURCES, TARGETS)),
@@ -103,7 +103,7 @@ def test_score_file_cli_prints_each_pair_in_order(runs, tmp_path):
                    "--decode_hparams=alpha=1.0,batch_size=2")
     assert out.returncode == 0, out.stderr[-2000:]
     got = [tuple(float(x) for x in line.split("\t")) for line in out.stdout.splitlines()]
-    expected = Decoder(runs["a"], decode_hparams="alpha=1.0").score(list(zip(SOURCES, TARGETS)))
+    expected = decoder_of(runs["a"], settings="alpha=1.0").score(list(zip(SOURCES, TARGETS)))
     np.testing.assert_allclose(got, expected, atol=2e-5)
     to_file = tmp_path / "scores.txt"
     out = _decoder(f"--output_dir={runs['a']}", f"--score_file={pairs}",
@@ -165,10 +165,10 @@ def _beam(model, inputs, length=16, beam=3):
 
 
 def test_an_ensemble_of_one_or_of_copies_equals_the_model(runs):
-    from t2t_revival.decode.decoder import Decoder
+    from decoding import decoder_of
     from t2t_revival.decode.ensemble import Ensemble
 
-    single = Decoder(runs["a"], decode_hparams="return_beams=true")
+    single = decoder_of(runs["a"], settings="return_beams=true")
     inputs = _batch(single, SOURCES)
     seqs, scores = _beam(single.model, inputs)
     for models in ([single.model], [single.model, single.model]):
@@ -176,13 +176,13 @@ def test_an_ensemble_of_one_or_of_copies_equals_the_model(runs):
         np.testing.assert_array_equal(e_seqs, seqs)
         np.testing.assert_allclose(e_scores, scores, atol=1e-5)
     checkpoint = single.checkpoint_path
-    twice = Decoder(runs["a"], f"{checkpoint},{checkpoint}", "return_beams=true")
+    twice = decoder_of(runs["a"], f"{checkpoint},{checkpoint}", "return_beams=true")
     assert isinstance(twice.model, Ensemble) and len(twice.model.models) == 2
     assert twice.translate(SOURCES) == single.translate(SOURCES)
     np.testing.assert_allclose(twice.score(list(zip(SOURCES, TARGETS))),
                                single.score(list(zip(SOURCES, TARGETS))), atol=1e-5)
     # Two different models (of two shapes, from two directories) give other beams.
-    pair = Decoder(runs["a"], f"{checkpoint},{runs['b']}", "return_beams=true")
+    pair = decoder_of(runs["a"], f"{checkpoint},{runs['b']}", "return_beams=true")
     assert pair.checkpoint_path.endswith("ckpt-7")
     assert pair.translate(SOURCES) != single.translate(SOURCES)
 
@@ -203,37 +203,39 @@ def test_ensemble_cli_and_its_one_line_errors(runs, tmp_path):
 
 
 def test_ensemble_user_errors(runs, tmp_path):
-    from t2t_revival.decode.decoder import Decoder
+    from decoding import decoder_of
     from t2t_revival.errors import UserError
 
     for checkpoints, message in [
         (f"{runs['a']},{runs['other_vocab']}", "differs from"),
         (f"{runs['a']},{runs['wide']}", "vocab_size 400"),
-        (f"{runs['a']},", "empty entry"),
         (f"{runs['a']},{tmp_path}/ckpt-3", "no checkpoint at"),
         (f"{runs['a']},{tmp_path}", "no checkpoint in"),
     ]:
         with pytest.raises(UserError, match=message):
-            Decoder(runs["a"], checkpoints)
+            decoder_of(runs["a"], checkpoints)
+    # t2t-decoder's --checkpoint_path with an empty entry, before any model loads.
+    one_line_error(run_cli("decoder", f"--output_dir={runs['a']}", "--decode_interactive",
+                           f"--checkpoint_path={runs['a']},"), "t2t-decoder", "empty entry")
 
 
 # ----------------------------------------------------------------- sampling
 def test_sampling_through_the_decoder_is_seeded(runs):
-    from t2t_revival.decode.decoder import Decoder
+    from decoding import decoder_of
 
     settings = "sampling=true,num_samples=3,return_beams=true,top_p=0.95,seed=5"
-    first = Decoder(runs["a"], decode_hparams=settings)
+    first = decoder_of(runs["a"], settings=settings)
     samples = first.translate(SOURCES)
     assert first.translate(SOURCES) == samples                       # a call repeats
-    assert Decoder(runs["a"], decode_hparams=settings).translate(SOURCES) == samples
-    assert Decoder(runs["a"], decode_hparams=settings.replace("seed=5", "seed=6")
+    assert decoder_of(runs["a"], settings=settings).translate(SOURCES) == samples
+    assert decoder_of(runs["a"], settings=settings.replace("seed=5", "seed=6")
                    ).translate(SOURCES) != samples
     assert all(line.count("\t") == 2 for line in samples)
-    greedy = Decoder(runs["a"], decode_hparams="beam_size=1").translate(SOURCES)
-    top1 = Decoder(runs["a"], decode_hparams="sampling=true,top_k=1,seed=9").translate(SOURCES)
+    greedy = decoder_of(runs["a"], settings="beam_size=1").translate(SOURCES)
+    top1 = decoder_of(runs["a"], settings="sampling=true,top_k=1,seed=9").translate(SOURCES)
     assert top1 == greedy
     # An ensemble samples too (n-best lists in every mode).
-    ensemble = Decoder(runs["a"], f"{runs['a']},{runs['b']}", settings).translate(SOURCES)
+    ensemble = decoder_of(runs["a"], f"{runs['a']},{runs['b']}", settings).translate(SOURCES)
     assert all(line.count("\t") == 2 for line in ensemble) and ensemble != samples
 
 
@@ -250,25 +252,29 @@ def test_sampling_cli_names_its_output_and_checks_its_settings(runs, tmp_path):
 
 
 def test_sampling_settings_are_checked():
-    from t2t_revival.decode.decode_hparams import DecodeHParams, DecodeHParamsError
+    from t2t_revival.decode_hparams import (DecodeHParams, DecodeHParamsError,
+                                            parse_decode_hparams)
     from t2t_revival.hparams import HParams
 
-    dhp = DecodeHParams.from_hparams(
-        HParams(), "sampling=true,temperature=0.7,top_k=20,top_p=0.9,num_samples=4,seed=3")
+    dhp = DecodeHParams.from_hparams(HParams(), parse_decode_hparams(
+        "sampling=true,temperature=0.7,top_k=20,top_p=0.9,num_samples=4,seed=3"))
     assert (dhp.sampling, dhp.temperature, dhp.top_k, dhp.top_p, dhp.num_samples,
             dhp.seed) == (True, 0.7, 20, 0.9, 4, 3)
     for settings, message in [("top_p=0.9", "add sampling=true"),
                               ("seed=2", "add sampling=true"),
                               ("sampling=true,top_p=0", r"'top_p' must be in \(0, 1\]"),
                               ("sampling=true,top_p=1.01", r"'top_p' must be in \(0, 1\]"),
-                              ("sampling=true,top_k=-1", "'top_k' must not be negative"),
-                              ("sampling=true,temperature=0", "'temperature' must be > 0"),
-                              ("sampling=true,num_samples=0", "'num_samples' must be positive"),
+                              ("sampling=true,top_k=-1",
+                               r"'top_k' must be in \[0, inf\) \(0 keeps every token\)"),
+                              ("sampling=true,temperature=0",
+                               r"'temperature' must be in \(0, inf\) \(logits / temperature"),
+                              ("sampling=true,num_samples=0",
+                               r"'num_samples' must be in \[1, inf\)"),
                               ("sampling=true,parallel_batches=2",
                                "'parallel_batches' must be 1 with sampling=true"),
                               ("parallel_batches=-1", r"'parallel_batches' must be in \[0, inf\)")]:
         with pytest.raises(DecodeHParamsError, match=message):
-            DecodeHParams.from_hparams(HParams(), settings)
+            DecodeHParams.from_hparams(HParams(), parse_decode_hparams(settings))
 
 
 # -------------------------------------------------- what every mode writes
@@ -278,7 +284,7 @@ def test_a_model_that_spells_line_breaks_and_tabs_gives_one_line_each(tmp_path):
     columns. The decoder and the SavedModel write them as spaces alike."""
     import t2t_revival.decode.decoder as decoder_module
     from t2t_revival.data.subword_vocabulary import SubwordVocabulary
-    from t2t_revival.decode.decoder import Decoder
+    from decoding import decoder_of
     from t2t_revival.export.translation_module import TranslationModule
 
     vocab_file = make_vocab(tmp_path / "vocab.model")
@@ -289,7 +295,7 @@ def test_a_model_that_spells_line_breaks_and_tabs_gives_one_line_each(tmp_path):
     run = make_random_run_dir(tmp_path / "run", vocab_file, seed=6,
                               boost={i: 3.0 for i in breaks})
     # (Uncompiled: the same translations, without an XLA compile per search.)
-    raw = Decoder(run, decode_hparams="return_beams=true,xla=false")
+    raw = decoder_of(run, settings="return_beams=true,xla=false")
     real_one_field = decoder_module.one_field
     try:
         decoder_module.one_field = lambda text: text
@@ -302,7 +308,7 @@ def test_a_model_that_spells_line_breaks_and_tabs_gives_one_line_each(tmp_path):
     nbest = raw.translate(SOURCES)
     assert [line.count("\t") for line in nbest] == [3] * len(SOURCES)
     assert not any(c in line for line in nbest for c in "\n\r")
-    decoder = Decoder(run, decode_hparams="xla=false")
+    decoder = decoder_of(run, settings="xla=false")
     best = decoder.translate(SOURCES)
     assert not any(c in line for line in best for c in "\n\r\t")
     assert best == [line.split("\t")[0] for line in nbest]
@@ -318,15 +324,15 @@ def test_one_checkpoint_of_another_run_is_decoded_with_that_run_s_model(runs):
     hparams.json and checks B's vocabulary against A's, as an ensemble's
     member is: B's weights are never read into A's model, or decoded with
     another vocabulary."""
-    from t2t_revival.decode.decoder import Decoder
+    from decoding import decoder_of
     from t2t_revival.errors import UserError
 
     uncompiled = "xla=false"   # the same translations, without XLA compiles
-    alone = Decoder(runs["b"], decode_hparams=uncompiled).translate(SOURCES)
-    assert Decoder(runs["a"], f"{runs['b']}/ckpt-7", uncompiled).translate(SOURCES) == alone
-    assert Decoder(runs["a"], runs["b"], uncompiled).translate(SOURCES) == alone
+    alone = decoder_of(runs["b"], settings=uncompiled).translate(SOURCES)
+    assert decoder_of(runs["a"], f"{runs['b']}/ckpt-7", uncompiled).translate(SOURCES) == alone
+    assert decoder_of(runs["a"], runs["b"], uncompiled).translate(SOURCES) == alone
     with pytest.raises(UserError, match="differs from"):
-        Decoder(runs["a"], f"{runs['other_vocab']}/ckpt-1")
+        decoder_of(runs["a"], f"{runs['other_vocab']}/ckpt-1")
 
 
 def test_a_run_trained_in_mixed_precision_decodes_in_float32(runs):
@@ -334,7 +340,7 @@ def test_a_run_trained_in_mixed_precision_decodes_in_float32(runs):
     ensemble) builds the model in float32, so a run trained with
     mixed_bfloat16 translates and scores as the float32 run of the same
     weights, not with bfloat16 rounding in every beam score."""
-    from t2t_revival.decode.decoder import Decoder
+    from decoding import decoder_of
     from t2t_revival.run_dir.training_directory import TrainingDirectory
 
     trained = TrainingDirectory(runs["a_bf16"])
@@ -343,10 +349,10 @@ def test_a_run_trained_in_mixed_precision_decodes_in_float32(runs):
     assert loaded.hparams.mixed_precision == "float32"
     assert loaded.model.compute_dtype == "float32"
     pairs = list(zip(SOURCES, TARGETS))
-    f32 = Decoder(runs["a"], decode_hparams="return_beams=true")
-    for decoder in (Decoder(runs["a_bf16"], decode_hparams="return_beams=true"),
-                    Decoder(runs["a"], f"{runs['a_bf16']}/ckpt-1", "return_beams=true"),
-                    Decoder(runs["a_bf16"], f"{runs['a_bf16']}/ckpt-1,{runs['a_bf16']}",
+    f32 = decoder_of(runs["a"], settings="return_beams=true")
+    for decoder in (decoder_of(runs["a_bf16"], settings="return_beams=true"),
+                    decoder_of(runs["a"], f"{runs['a_bf16']}/ckpt-1", "return_beams=true"),
+                    decoder_of(runs["a_bf16"], f"{runs['a_bf16']}/ckpt-1,{runs['a_bf16']}",
                             "return_beams=true")):
         models = getattr(decoder.model, "models", [decoder.model])
         assert [m.compute_dtype for m in models] == ["float32"] * len(models)
@@ -355,6 +361,7 @@ def test_a_run_trained_in_mixed_precision_decodes_in_float32(runs):
 
 
 def test_the_exporters_refuse_what_they_cannot_fix_before_loading(runs, tmp_path):
+    from t2t_revival.decode_hparams import parse_decode_hparams
     from t2t_revival.errors import UserError
     from t2t_revival.export.ctranslate2_export import export_ctranslate2
     from t2t_revival.export.saved_model_export import export_saved_model
@@ -366,25 +373,27 @@ def test_the_exporters_refuse_what_they_cannot_fix_before_loading(runs, tmp_path
                          "batch_tokens=512", "return_beams=true", "sampling=true,num_samples=3"):
             with pytest.raises(UserError, match=f"the {name} export fixes only beam_size, "
                                                 f"alpha, extra_length, {allowed} "):
-                export(runs["a"], decode_hparams=settings, export_dir=str(tmp_path / "e"))
+                export(runs["a"], decode_overrides=parse_decode_hparams(settings),
+                       export_dir=str(tmp_path / "e"))
         with pytest.raises(UserError, match="belongs to the training directory"):
             export(runs["a"], f"{runs['b']}/ckpt-7", export_dir=str(tmp_path / "e"))
     assert not (tmp_path / "e").exists()
     with pytest.raises(UserError, match="the SavedModel export fixes only"):
-        export_saved_model(runs["a"], decode_hparams="batch_size=8")
+        export_saved_model(runs["a"], decode_overrides=parse_decode_hparams("batch_size=8"))
     with pytest.raises(UserError, match="the CTranslate2 export fixes only"):
-        export_ctranslate2(runs["a"], decode_hparams="early_stop=best_finished")
+        export_ctranslate2(runs["a"],
+                           decode_overrides=parse_decode_hparams("early_stop=best_finished"))
 
 
 def test_scoring_batches_by_tokens_too(runs):
-    from t2t_revival.decode.decoder import Decoder
+    from decoding import decoder_of
 
     pairs = list(zip(SOURCES, TARGETS)) * 3
-    by_sentences = Decoder(runs["a"])
-    by_tokens = Decoder(runs["a"], decode_hparams="batch_tokens=48")
+    by_sentences = decoder_of(runs["a"])
+    by_tokens = decoder_of(runs["a"], settings="batch_tokens=48")
     sizes = []
-    real = by_tokens._score
-    by_tokens._score = lambda inputs, targets: sizes.append(int(inputs.shape[0])) or \
+    real = by_tokens.score_batch
+    by_tokens.score_batch = lambda inputs, targets: sizes.append(int(inputs.shape[0])) or \
         real(inputs, targets)
     np.testing.assert_allclose(by_tokens.score(pairs), by_sentences.score(pairs), atol=1e-5)
     assert len(sizes) > 1 and sum(sizes) == len(pairs)
@@ -394,15 +403,15 @@ def test_parallel_batches_default_to_two_on_a_cpu_and_one_on_a_gpu(runs):
     """parallel_batches=0, the default, is resolved once, by the decoder:
     2 batches at once on a CPU (this machine), 4 of one sentence each, 1 on
     a GPU and with sampling; a number given is kept."""
-    from t2t_revival.decode.decode_hparams import DecodeHParams
-    from t2t_revival.decode.decoder import Decoder
+    from t2t_revival.decode_hparams import DecodeHParams
+    from decoding import decoder_of
     from t2t_revival.hparams import HParams
 
     assert DecodeHParams().parallel_batches == 0
-    default = DecodeHParams.from_hparams(HParams(), "")
+    default = DecodeHParams.from_hparams(HParams())
     assert default.resolved(on_gpu=False).parallel_batches == 2
     assert default.resolved(on_gpu=True).parallel_batches == 1
-    one = DecodeHParams.from_hparams(HParams(), "batch_size=1")
+    one = DecodeHParams.from_hparams(HParams(), {"batch_size": 1})
     assert one.resolved(on_gpu=False).parallel_batches == 4
     assert one.resolved(on_gpu=True).parallel_batches == 1
     assert DecodeHParams(batch_size=1, batch_tokens=64).resolved(
@@ -411,10 +420,10 @@ def test_parallel_batches_default_to_two_on_a_cpu_and_one_on_a_gpu(runs):
     assert DecodeHParams(parallel_batches=3).resolved(on_gpu=True).parallel_batches == 3
     assert DecodeHParams(parallel_batches=1).resolved(on_gpu=False).parallel_batches == 1
     on_gpu = bool(tf.config.list_physical_devices("GPU"))   # this host's own default
-    assert Decoder(runs["a"]).decode_hparams.parallel_batches == (1 if on_gpu else 2)
-    assert Decoder(runs["a"], None, "sampling=true").decode_hparams.parallel_batches == 1
-    assert Decoder(runs["a"], None, "parallel_batches=1").decode_hparams.parallel_batches == 1
-    assert Decoder(runs["a"], None, "batch_size=1").decode_hparams.parallel_batches == \
+    assert decoder_of(runs["a"]).decode_hparams.parallel_batches == (1 if on_gpu else 2)
+    assert decoder_of(runs["a"], None, "sampling=true").decode_hparams.parallel_batches == 1
+    assert decoder_of(runs["a"], None, "parallel_batches=1").decode_hparams.parallel_batches == 1
+    assert decoder_of(runs["a"], None, "batch_size=1").decode_hparams.parallel_batches == \
         (1 if on_gpu else 4)
 
 
@@ -423,15 +432,15 @@ def test_parallel_batches_give_the_same_translations_and_scores(runs):
     uncompiled search, beams and scores): the same outputs, in input order."""
     import threading
 
-    from t2t_revival.decode.decoder import Decoder
+    from decoding import decoder_of
 
     sources = SOURCES * 3 + [""]
     pairs = list(zip(SOURCES, TARGETS)) * 3
     for settings in ("batch_size=2", "batch_size=2,xla=false,return_beams=true"):
-        one = Decoder(runs["a"], decode_hparams=settings)
-        three = Decoder(runs["a"], decode_hparams=f"{settings},parallel_batches=3")
+        one = decoder_of(runs["a"], settings=settings)
+        three = decoder_of(runs["a"], settings=f"{settings},parallel_batches=3")
         threads = set()
-        attribute = "_compiled_search" if three._compiled else "_search"
+        attribute = "compiled_search" if three.compiled else "search"
         search = getattr(three, attribute)
         setattr(three, attribute,
                 lambda *a: threads.add(threading.current_thread().name) or search(*a))
@@ -474,17 +483,17 @@ def test_a_device_out_of_memory_while_decoding_is_one_line(runs, decode_hparams,
     """TensorFlow's ResourceExhaustedError in the search (its message goes on
     with the allocator's statistics and the graph's nodes), in the main
     thread or a batch's own (parallel_batches)."""
-    from t2t_revival.decode.decoder import Decoder
+    from decoding import decoder_of
     from t2t_revival.errors import UserError
 
-    decoder = Decoder(runs["a"], None, decode_hparams)
+    decoder = decoder_of(runs["a"], None, decode_hparams)
 
     def out_of_memory(*args):
         raise tf.errors.ResourceExhaustedError(
             None, None, _OOM + "\n\t [[{{node while/body/...}}]]\nHint: ...")
 
-    decoder._search = out_of_memory
-    decoder._compiled_search = lambda rows: out_of_memory
+    decoder.search = out_of_memory
+    decoder.compiled_search = lambda rows: out_of_memory
     with pytest.raises(UserError) as error:
         decoder.translate(SOURCES)
     if advice is None:   # nothing left to lower

@@ -28,6 +28,7 @@ def random_run(shared_data, tmp_path_factory):
 
     from t2t_revival import registry
     from t2t_revival.data.subword_vocabulary import SubwordVocabulary
+    from t2t_revival.models.build_model import build_model
     from t2t_revival.run_dir.checkpoint_variables import make_checkpoint
     from t2t_revival.run_dir.run_record import RunRecord
     from t2t_revival.run_dir.training_directory import TrainingDirectory
@@ -46,7 +47,7 @@ def random_run(shared_data, tmp_path_factory):
     directory.write_run_files(hparams, RunRecord(problem="translate_ende_multi30k",
                                                  hparams_set="transformer_tiny"), vocab)
     tf.keras.utils.set_random_seed(3)
-    model = directory.build_model(hparams)
+    model = build_model(hparams)
     # Glorot-initialized weights give near-uniform, input-blind outputs; wider
     # ones make every input translate differently.
     rng = np.random.default_rng(3)
@@ -63,8 +64,8 @@ def random_run(shared_data, tmp_path_factory):
 
 
 def _decoder(out_dir, decode_hparams):
-    from t2t_revival.decode.decoder import Decoder
-    return Decoder(out_dir, decode_hparams=f"{FAST},{decode_hparams}")
+    from decoding import decoder_of
+    return decoder_of(out_dir, settings=f"{FAST},{decode_hparams}")
 
 
 def test_xla_search_gives_the_uncompiled_search_translations(random_run):
@@ -79,12 +80,12 @@ def test_xla_search_gives_the_uncompiled_search_translations(random_run):
     # per length or batch size.
     lengths = {len(compiled.vocab.encode(s)) + 1 for s in sentences}
     assert min(lengths) <= 16 < max(lengths)            # both length buckets
-    assert list(compiled._compiled_searches) == [16]
-    assert compiled._compiled_searches[16].experimental_get_tracing_count() == 1
+    assert list(compiled.compiled_searches) == [16]
+    assert compiled.compiled_searches[16].experimental_get_tracing_count() == 1
     # Fewer inputs than a batch: as few rows as a power of two holds.
     five = sentences[:5]
     assert compiled.translate(five) == _decoder(out_dir, "xla=false").translate(five)
-    assert sorted(compiled._compiled_searches) == [8, 16]
+    assert sorted(compiled.compiled_searches) == [8, 16]
 
 
 def test_the_first_batch_of_each_program_is_decoded_side_by_side(random_run):
@@ -98,7 +99,7 @@ def test_the_first_batch_of_each_program_is_decoded_side_by_side(random_run):
     # One batch at a time after the first ones (on a CPU the default is 2).
     decoder = _decoder(out_dir, "xla=true,batch_size=16,parallel_batches=1")
     calls = []  # (thread name, (rows, padded length), start, end)
-    search_of = decoder._compiled_search
+    search_of = decoder.compiled_search
 
     def spied(rows):
         search = search_of(rows)
@@ -111,7 +112,7 @@ def test_the_first_batch_of_each_program_is_decoded_side_by_side(random_run):
             return outputs
         return run
 
-    decoder._compiled_search = spied
+    decoder.compiled_search = spied
     uncompiled = _decoder(out_dir, "xla=false,batch_size=16")
     reference = uncompiled.translate(sentences)
     announced = []  # the `compiling` callback: how many programs, before them
@@ -186,7 +187,7 @@ def test_an_over_long_line_is_cut_and_counted(random_run):
     assert decoder.cut_inputs == 0                      # counts the last call only
     # Cut as the SavedModel cuts it: the first 31 tokens, then EOS.
     from t2t_revival.special_ids import EOS_ID
-    assert decoder._encode([long])[0] == decoder.vocab.encode(long)[:MAX_LENGTH - 1] + [EOS_ID]
+    assert decoder.encode([long])[0] == decoder.vocab.encode(long)[:MAX_LENGTH - 1] + [EOS_ID]
     refusing = _decoder(out_dir, "long_inputs=refuse")
     with pytest.raises(UserError, match=r"input line 2 has \d+ tokens.*max_length of 32"):
         refusing.translate([sentences[5], long])
@@ -232,6 +233,7 @@ print(json.dumps([[o.decode("utf-8") for o in batch] for batch in outputs]))
 
 @pytest.mark.slow
 def test_xla_saved_model_loads_and_serves_like_the_decoder(random_run, tmp_path):
+    from t2t_revival.decode_hparams import parse_decode_hparams
     from t2t_revival.export.saved_model_export import export_saved_model
 
     out_dir, sentences = random_run
@@ -239,8 +241,8 @@ def test_xla_saved_model_loads_and_serves_like_the_decoder(random_run, tmp_path)
     decoder = _decoder(out_dir, "batch_size=8")
     # (Each batch alone: its padded length sets its max decode length.)
     expected, expected_two = decoder.translate(batch), decoder.translate(batch[:2])
-    path = export_saved_model(out_dir, decode_hparams=FAST, export_dir=str(tmp_path / "x"),
-                              version=1, xla=True)
+    path = export_saved_model(out_dir, decode_overrides=parse_decode_hparams(FAST),
+                              export_dir=str(tmp_path / "x"), version=1, xla=True)
     env = {k: v for k, v in os.environ.items() if k not in ("PYTHONPATH", "PYTHONHOME")}
     env["TF_CPP_MIN_LOG_LEVEL"] = "2"
     # 7 rows: the search traced for 8 (stages of halving size); 2 rows: the

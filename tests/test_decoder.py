@@ -27,18 +27,19 @@ def test_decodes_multi30k_test_file_and_reports_both_bleu(tiny_run_test_decodes)
 
 @pytest.mark.slow
 def test_outputs_in_input_order_and_empty_lines(tiny_run, shared_data):
-    from t2t_revival.decode.decoder import Decoder, read_text_lines
+    from decoding import decoder_of
+    from t2t_revival.decode.decoder import read_text_lines
 
     out_dir, _ = tiny_run
     sources = read_text_lines(str(shared_data / "multi30k" / "val.en.gz"), "val")[:40]
-    decoder = Decoder(str(out_dir), decode_hparams="batch_size=7")
+    decoder = decoder_of(str(out_dir), settings="batch_size=7")
     forward = decoder.translate(sources)
     mixed = sources[::-1] + [""]
     backward = decoder.translate(mixed)
     assert backward[-1] == ""                   # empty line in, empty line out
     assert backward[:-1][::-1] == forward       # same translations, input order
     assert len(set(forward)) > 20               # real, input-dependent outputs
-    beams = Decoder(str(out_dir), decode_hparams="return_beams=true,beam_size=3")
+    beams = decoder_of(str(out_dir), settings="return_beams=true,beam_size=3")
     first = beams.translate(sources[:3])
     assert all(len(line.split("\t")) == 3 for line in first)
 

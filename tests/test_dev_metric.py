@@ -20,11 +20,12 @@ from t2t_revival.data.scored_predictions import ScoredPredictions
 def _trainer(output_dir, data_dir, **options):
     import tensorflow as tf
 
-    from t2t_revival.train.train_config import TrainConfig
+    from t2t_revival.config_resolution import resolve_train_config
     from t2t_revival.train.trainer import Trainer
 
-    config = TrainConfig(problem="translate_ende_multi30k", output_dir=str(output_dir),
-                         data_dir=str(data_dir), hparams_set="transformer_tiny", **options)
+    config = resolve_train_config(problem="translate_ende_multi30k", output_dir=str(output_dir),
+                                  data_dir=str(data_dir), hparams_set="transformer_tiny",
+                                  **options)
     lines = []
     trainer = Trainer(config, strategy=tf.distribute.MirroredStrategy(["/cpu:0"]),
                       log=lines.append)
@@ -35,14 +36,15 @@ def _trainer(output_dir, data_dir, **options):
 def _eval_at(trainer, step, evaluate_result, save=False):
     """One evaluation at `step` with the weights marked `step` and a given dev
     loss; `save`: a regular checkpoint first (--save_checkpoints_steps)."""
-    import tensorflow as tf
+    from t2t_revival.train.evaluation import Evaluation
 
     trainer.optimizer.iterations.assign(step)
     if save:
         trainer.save()
     trainer.model.weights[0].assign(np.full(trainer.model.weights[0].shape, float(step)))
-    trainer.evaluate = lambda: {"loss": evaluate_result, "accuracy": 0.5, "perplexity": 9.0}
-    return trainer._log_eval(step, tf.summary.create_noop_writer())
+    trainer.evaluator.dev_loss = lambda at: Evaluation(step=at, loss=evaluate_result,
+                                                       accuracy=0.5, perplexity=9.0)
+    return trainer.evaluator.evaluate(step)
 
 
 def _best_first_weight(output_dir):
@@ -68,9 +70,9 @@ def test_without_decoding_best_follows_the_dev_loss_and_a_plateau_stops(tmp_path
     (leftover / "ckpt-9.index").write_bytes(b"half")
     for step, loss in [(1, 5.0), (2, 4.0), (3, 4.5), (4, 3.9), (5, 3.9)]:
         _eval_at(trainer, step, loss, save=step == 3)
-        assert not trainer.stop_reason
+        assert not trainer.evaluator.stop_reason
     _eval_at(trainer, 6, 4.2, save=True)   # keep_checkpoint_max=1 deletes ckpt-4
-    assert trainer.stop_reason == ("dev loss did not improve for 2 evaluations "
+    assert trainer.evaluator.stop_reason == ("dev loss did not improve for 2 evaluations "
                                    "(--eval_early_stopping_evals=2); the best is dev loss "
                                    "3.9000 at step 4")
     record, weight = _best_first_weight(tmp_path / "run")
@@ -83,8 +85,8 @@ def test_without_decoding_best_follows_the_dev_loss_and_a_plateau_stops(tmp_path
     assert news[-1][0] == str(tmp_path / "run" / "best" / "ckpt-4")
     assert "New best: dev loss 3.9000 at step 4, copied to" in "\n".join(trainer.log_lines)
     # The final evaluation at the step where it stopped is not run twice.
-    trainer.evaluate = lambda: pytest.fail("evaluated step 6 again")
-    assert trainer._log_eval(6, None)["loss"] == 4.2
+    trainer.evaluator.dev_loss = lambda at: pytest.fail("evaluated step 6 again")
+    assert trainer.evaluator.evaluate(6).loss == 4.2
 
 
 def test_a_best_ranked_by_another_metric_is_replaced_and_the_run_says_so(tmp_path):
@@ -126,8 +128,9 @@ def test_the_trainer_ranks_by_the_problem_s_own_metric(multi30k_data_dir, tmp_pa
 
     monkeypatch.setattr(trainer.problem, "eval_metric", "evalb")
     monkeypatch.setattr(trainer.problem, "score_predictions", score)
-    metrics = _eval_at(trainer, 1, 5.0)
-    assert metrics["f1"] == 40.0 and "bleu" not in metrics
+    evaluation = _eval_at(trainer, 1, 5.0)
+    assert evaluation.scalars()["f1"] == 40.0 and "bleu" not in evaluation.scalars()
+    assert (evaluation.metric, evaluation.figure("f1")) == ("f1", 40.0)
     source, target = trainer.problem.source_target_files("dev", str(data_dir))
     first = [open(p, encoding="utf-8").read().splitlines()[:5] for p in (source, target)]
     assert seen[0][2] == first[0] and seen[0][1] == first[1]

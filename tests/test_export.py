@@ -125,10 +125,10 @@ def test_export_layout_and_warmup(exported):
 @pytest.mark.slow
 def test_saved_model_matches_decoder_in_a_clean_process(exported, tmp_path):
     from t2t_revival.special_ids import EOS_ID
-    from t2t_revival.decode.decoder import Decoder
+    from decoding import decoder_of
 
     out_dir, _, path = exported
-    decoder = Decoder(str(out_dir), decode_hparams="batch_size=64")
+    decoder = decoder_of(str(out_dir), settings="batch_size=64")
     expected = decoder.translate(SENTENCES)
     assert expected[1] == "" and expected[4] == ""
     assert sum(1 for e in expected if e) == 5

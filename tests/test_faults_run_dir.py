@@ -115,11 +115,12 @@ DAMAGES = [_truncate_data, _flip_data_byte, _truncate_index_file, _delete_latest
 
 @pytest.mark.parametrize("damage", DAMAGES, ids=lambda f: f.__name__)
 def test_readers_use_the_newest_intact_checkpoint_saying_what_they_skipped(damage, run_copy):
+    from t2t_revival.models.trained_model import TrainedModel
     from t2t_revival.run_dir.training_directory import TrainingDirectory
 
     reason = damage(run_copy)
     lines = []
-    trained = TrainingDirectory(run_copy).load(log=lines.append)
+    trained = TrainedModel.load(str(run_copy), log=lines.append)
     assert trained.checkpoint_path == str(run_copy / "ckpt-2")
     assert any(reason in line for line in lines), lines
     if damage not in (_garbage_index, _empty_index):
@@ -128,7 +129,8 @@ def test_readers_use_the_newest_intact_checkpoint_saying_what_they_skipped(damag
         return  # found only when read: test_averaging_skips_a_damaged_checkpoint
     # Averaging when no checkpoint is named: the intact ones only.
     lines.clear()
-    assert TrainingDirectory(run_copy).checkpoints(log=lines.append)[-1] == str(run_copy / "ckpt-2")
+    assert TrainingDirectory(run_copy).checkpoints.intact(log=lines.append)[-1] == \
+        str(run_copy / "ckpt-2")
 
 
 @pytest.mark.parametrize("damage", [_truncate_data, _flip_data_byte], ids=lambda f: f.__name__)
@@ -155,16 +157,17 @@ def test_decoder_without_a_checkpoint_named_falls_back_and_says_so(run_copy):
 
 
 def test_averaging_skips_a_damaged_checkpoint(run_copy):
+    from t2t_revival.models.build_model import build_model
     from t2t_revival.run_dir.training_directory import TrainingDirectory
 
     _flip_data_byte(run_copy)  # found only when read: a checksum error
     lines = []
     with pytest.raises(Exception) as error:
-        TrainingDirectory(run_copy).average_checkpoints(3, log=lines.append)
+        TrainingDirectory(run_copy).average_last(build_model, 3, log=lines.append)
     assert "ckpt-3 cannot be restored: its files are damaged (DataLossError" in str(error.value)
     _truncate_data(run_copy)  # found before reading: skipped
     lines.clear()
-    path = TrainingDirectory(run_copy).average_checkpoints(3, log=lines.append)
+    path = TrainingDirectory(run_copy).average_last(build_model, 3, log=lines.append)
     assert path == str(run_copy / "averaged" / "ckpt-2")
     assert lines[0].startswith(f"Skipping the checkpoint {run_copy / 'ckpt-3'}: its .data")
     assert f"read {run_copy / 'ckpt-1'}" in lines and f"read {run_copy / 'ckpt-2'}" in lines
@@ -212,15 +215,15 @@ def test_training_refuses_a_vocabulary_larger_than_the_model(tiny_data, tmp_path
     """A data_dir made while the problem had a larger vocab_size (its vocabulary
     has 300 pieces; the problem now says 290) is refused before any step."""
     from problems.translate_multi30k import TranslateEndeMulti30k
+    from t2t_revival.config_resolution import resolve_train_config
     from t2t_revival.errors import UserError
-    from t2t_revival.train.train_config import TrainConfig
     from t2t_revival.train.trainer import Trainer
 
     monkeypatch.setattr(TranslateEndeMulti30k, "vocab_size", 290)
     out = tmp_path / "run"
-    config = TrainConfig(problem=PROBLEM, hparams_set="transformer_tiny",
-                         hparams=TINY_HPARAMS, data_dir=str(tiny_data), output_dir=str(out),
-                         train_steps=1, xla=False)
+    config = resolve_train_config(problem=PROBLEM, hparams_set="transformer_tiny",
+                                  hparams=TINY_HPARAMS, data_dir=str(tiny_data),
+                                  output_dir=str(out), train_steps=1, xla=False)
     trainer = Trainer(config, log=lambda *a: None)
     assert trainer.hparams.vocab_size == 290
     vocab = _TinyMulti30k().vocab_file(str(tiny_data))
@@ -642,7 +645,7 @@ class _FailingManager:
 
 @pytest.mark.parametrize("kind", ["enospc_tf", "enospc_os", "read_only"])
 def test_a_failed_save_keeps_the_previous_checkpoints_and_removes_its_own_files(
-        kind, run_copy):
+        kind, run_copy, monkeypatch):
     import tensorflow as tf
 
     from t2t_revival.errors import UserError
@@ -653,9 +656,10 @@ def test_a_failed_save_keeps_the_previous_checkpoints_and_removes_its_own_files(
              "enospc_os": OSError(errno.ENOSPC, "No space left on device"),
              "read_only": OSError(errno.EROFS, "Read-only file system")}[kind]
     before = _files(run_copy)
-    manager = _FailingManager(run_copy, str(run_copy / "ckpt-3"), error)
+    monkeypatch.setattr(tf.train, "CheckpointManager", lambda checkpoint, directory, **kw:
+                        _FailingManager(directory, str(run_copy / "ckpt-3"), error))
     with pytest.raises(UserError) as raised:
-        TrainingDirectory(run_copy).save_checkpoint(manager, 4)
+        TrainingDirectory(run_copy).checkpoints.save(tf.train.Checkpoint(), 4)
     message = str(raised.value)
     assert f"could not save the checkpoint at step 4 in {run_copy}" in message
     assert f"the latest saved checkpoint {run_copy / 'ckpt-3'} is intact" in message
@@ -705,14 +709,14 @@ def test_leftovers_of_killed_runs_are_removed_and_nothing_else(run_copy):
         path.write_text("x")
     before = _files(run_copy)
     lines = []
-    removed = TrainingDirectory(run_copy).clean_stale_temporaries(lines.append)
+    removed = TrainingDirectory(run_copy).clean_leftovers(lines.append)
     assert sorted(os.path.relpath(p, run_copy) for p in removed) == \
         sorted(["ckpt-9_temp", "checkpoint.tmp1a2b3c", ".hparams.json.k2j3h4.incomplete",
                 ".run.json.abcd_12.incomplete"])
     assert lines[0].startswith("Removed 4 leftover(s) of an interrupted run: ")
     gone = {os.path.relpath(p, run_copy) for p in removed}
     assert _files(run_copy) == {k: v for k, v in before.items() if k.split("/")[0] not in gone}
-    TrainingDirectory(run_copy).clean_stale_temporaries(lines.append, folders="averaged")
+    TrainingDirectory(run_copy).clean_leftovers(lines.append, averaged=True)
     assert not (run_copy / "averaged" / "ckpt-2_temp").exists()
     # Exports: a dead process's leftovers go at the next export, a live one's stay.
     export = run_copy / "export"
@@ -777,12 +781,12 @@ def test_skip_corrupt_records_counts_and_names_the_shards(tiny_data, tmp_path):
     # Unbounded, its cache of input + extra_length positions per row was an
     # out-of-memory kill (14 GB at 100000), not a longer translation.
     ("extra_length=100000", "'extra_length' must be in [0, 1024] (output tokens allowed "
-                            "beyond the input's length; its cache is held for every row). "
-                            "Received: extra_length=100000"),
+                            "beyond the input's length, a cache held for every row; the "
+                            "paper uses 50, parsing 300). Received: extra_length=100000"),
     ("batch_size=0", "'batch_size' must be in [1, inf)"),
 ])
 def test_decode_hparams_out_of_range_are_refused_with_the_range(text, message):
-    from t2t_revival.decode.decode_hparams import DecodeHParamsError, parse_decode_hparams
+    from t2t_revival.decode_hparams import DecodeHParamsError, parse_decode_hparams
 
     with pytest.raises(DecodeHParamsError) as error:
         parse_decode_hparams(text)
@@ -804,7 +808,7 @@ def _saved_step(out):
     """The step of the newest intact checkpoint (what a rerun resumes from), or 0."""
     from t2t_revival.run_dir.training_directory import TrainingDirectory
 
-    latest = TrainingDirectory(out).latest_checkpoint() if out.exists() else None
+    latest = TrainingDirectory(out).checkpoints.latest() if out.exists() else None
     return int(latest.rsplit("-", 1)[1]) if latest else 0
 
 
@@ -813,6 +817,7 @@ def test_kill_series_resumes_each_time_and_ends_sane(tiny_data, tmp_path):
     """4 SIGKILLs (2 of them during a save, 2 at a random moment) and one SIGTERM."""
     import tensorflow as tf
 
+    from t2t_revival.models.trained_model import TrainedModel
     from t2t_revival.run_dir.training_directory import TrainingDirectory
 
     rng = random.Random(20)
@@ -865,8 +870,8 @@ def test_kill_series_resumes_each_time_and_ends_sane(tiny_data, tmp_path):
     assert f"Resumed from {out / f'ckpt-{saved}'} at step {saved}." in stdout
     assert f"step {final}/{final}" in stdout
     directory = TrainingDirectory(out)
-    checkpoints = directory.checkpoints()
+    checkpoints = directory.checkpoints.intact()
     assert checkpoints[-1] == str(out / f"ckpt-{final}")
-    assert all(directory.checkpoint_problem(p) is None for p in checkpoints)
+    assert all(directory.checkpoints.problem(p) is None for p in checkpoints)
     assert not list(out.glob("*_temp")) and not list(out.glob(".*.incomplete"))
-    directory.load()  # the final state decodes
+    TrainedModel.load(str(out))  # the final state decodes

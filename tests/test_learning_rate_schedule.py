@@ -54,16 +54,16 @@ def test_trainer_runs_the_cooldown_to_its_train_steps(tiny_data, tmp_path):
     """The trainer gives the schedule --train_steps: the logged rate after each
     of 4 updates (the next update's) is equation 3 times (4 - step) / 4."""
     from test_faults import PROBLEM, TINY_HPARAMS
-    from t2t_revival.train.train_config import TrainConfig
+    from t2t_revival.config_resolution import resolve_train_config
     from t2t_revival.train.trainer import Trainer
 
     lines = []
-    config = TrainConfig(problem=PROBLEM, hparams_set="transformer_tiny",
-                         hparams=TINY_HPARAMS + ",learning_rate_warmup_steps=2,"
-                                                "learning_rate_cooldown_steps=4",
-                         data_dir=str(tiny_data), output_dir=str(tmp_path / "run"),
-                         train_steps=4, log_every=1, eval_steps=1, eval_every=0,
-                         eval_decode_sentences=0, xla=False)
+    config = resolve_train_config(problem=PROBLEM, hparams_set="transformer_tiny",
+                                  hparams=TINY_HPARAMS + ",learning_rate_warmup_steps=2,"
+                                                         "learning_rate_cooldown_steps=4",
+                                  data_dir=str(tiny_data), output_dir=str(tmp_path / "run"),
+                                  train_steps=4, log_step_count_steps=1, eval_steps=1,
+                                  local_eval_frequency=0, eval_decode_sentences=0, xla=False)
     trainer = Trainer(config, log=lines.append)
     trainer.train()
     logged = {int(m[1]): float(m[2]) for m in
@@ -99,15 +99,16 @@ def test_a_time_budget_that_cuts_the_cooldown_says_so(tiny_data, tmp_path, coold
     """--max_train_minutes stops the run at step 1 of 6 (0.6 s: the first
     step's tracing spends it); the log says where that left the cooldown."""
     from test_faults import PROBLEM, TINY_HPARAMS
-    from t2t_revival.train.train_config import TrainConfig
+    from t2t_revival.config_resolution import resolve_train_config
     from t2t_revival.train.trainer import Trainer
 
     lines = []
-    config = TrainConfig(problem=PROBLEM, hparams_set="transformer_tiny",
-                         hparams=f"{TINY_HPARAMS},learning_rate_cooldown_steps={cooldown}",
-                         data_dir=str(tiny_data), output_dir=str(tmp_path / "run"),
-                         train_steps=6, max_train_minutes=0.01, log_every=1, eval_steps=1,
-                         eval_every=0, eval_decode_sentences=0, xla=False)
+    config = resolve_train_config(
+        problem=PROBLEM, hparams_set="transformer_tiny",
+        hparams=f"{TINY_HPARAMS},learning_rate_cooldown_steps={cooldown}",
+        data_dir=str(tiny_data), output_dir=str(tmp_path / "run"), train_steps=6,
+        max_train_minutes=0.01, log_step_count_steps=1, eval_steps=1, local_eval_frequency=0,
+        eval_decode_sentences=0, xla=False)
     Trainer(config, log=lines.append).train()
     stop = lines.index("Stopping at step 1: the --max_train_minutes=0.01 budget is spent.")
     assert lines[stop + 1] == message
@@ -162,15 +163,16 @@ def _trainer_with_a_one_minute_budget(tiny_data, tmp_path, lines):
     """A tiny run of 12 updates, the last 4 a cooldown, a 1-minute budget
     (tests give it a fake clock), logging every update into `lines`."""
     from test_faults import PROBLEM, TINY_HPARAMS
-    from t2t_revival.train.train_config import TrainConfig
+    from t2t_revival.config_resolution import resolve_train_config
     from t2t_revival.train.trainer import Trainer
 
-    config = TrainConfig(problem=PROBLEM, hparams_set="transformer_tiny",
-                         hparams=TINY_HPARAMS + ",learning_rate_warmup_steps=2,"
-                                                "learning_rate_cooldown_steps=4",
-                         data_dir=str(tiny_data), output_dir=str(tmp_path / "run"),
-                         train_steps=12, max_train_minutes=1.0, log_every=1, eval_steps=1,
-                         eval_every=0, eval_decode_sentences=0, xla=False)
+    config = resolve_train_config(problem=PROBLEM, hparams_set="transformer_tiny",
+                                  hparams=TINY_HPARAMS + ",learning_rate_warmup_steps=2,"
+                                                         "learning_rate_cooldown_steps=4",
+                                  data_dir=str(tiny_data), output_dir=str(tmp_path / "run"),
+                                  train_steps=12, max_train_minutes=1.0, log_step_count_steps=1,
+                                  eval_steps=1, local_eval_frequency=0,
+                                  eval_decode_sentences=0, xla=False)
     return Trainer(config, log=lines.append)
 
 
@@ -182,7 +184,7 @@ def test_trainer_ends_the_cooldown_where_the_time_budget_runs_out(tiny_data, tmp
     trainer = _trainer_with_a_one_minute_budget(tiny_data, tmp_path, lines)
     trainer.clock = lambda: 10.0 * trainer.step
     result = trainer.train()
-    assert result["step"] == 6 and result["checkpoint"].endswith("ckpt-6")
+    assert result.step == 6 and result.checkpoint.endswith("ckpt-6")
     assert ("At 6 updates a minute the --max_train_minutes=1 budget ends near step 6, "
             "before --train_steps=12: the learning-rate cooldown "
             "(learning_rate_cooldown_steps=4) now ends there, from step 2, and training "
@@ -209,7 +211,7 @@ def test_a_pace_that_falls_after_the_fit_is_told_from_the_fitted_end(tiny_data, 
     trainer = _trainer_with_a_one_minute_budget(tiny_data, tmp_path, lines)
     trainer.clock = lambda: 10.0 * min(trainer.step, 3) + 30.0 * max(trainer.step - 3, 0)
     result = trainer.train()
-    assert result["step"] == 4 and result["checkpoint"].endswith("ckpt-4")
+    assert result.step == 4 and result.checkpoint.endswith("ckpt-4")
     stop = lines.index("Stopping at step 4: the --max_train_minutes=1 budget is spent.")
     assert lines[stop + 1] == (
         "The learning-rate cooldown (learning_rate_cooldown_steps=4) stopped 2 updates "

@@ -334,18 +334,18 @@ def test_problem_packs_training_batches_only(multi30k_data_dir):
 def test_trainer_takes_packed_batches_with_one_compiled_shape(multi30k_data_dir, tmp_path):
     """The packed features flow through the trainer's update unchanged: one
     XLA-compiled shape, nearly full batches of real target tokens."""
-    from t2t_revival.train.train_config import TrainConfig
+    from t2t_revival.config_resolution import resolve_train_config
     from t2t_revival.train.trainer import Trainer
 
     data_dir, _ = multi30k_data_dir
-    trainer = Trainer(TrainConfig(
+    trainer = Trainer(resolve_train_config(
         problem="translate_ende_multi30k", hparams_set="transformer_tiny",
         hparams="packing=true", data_dir=str(data_dir), output_dir=str(tmp_path / "run")),
         log=lambda *a: None)
     iterator = iter(trainer.train_dataset(0))
     losses = []
     for _ in range(4):
-        loss, tokens, _ = trainer.train_step(iterator)
+        loss, tokens, _ = trainer.update_step.run(iterator)
         losses.append(float(loss))
         assert 0.9 * 2048 < float(tokens) <= 2048  # 16 rows x 128, few pads
     assert all(np.isfinite(losses))
@@ -355,4 +355,4 @@ def test_trainer_takes_packed_batches_with_one_compiled_shape(multi30k_data_dir,
     shapes = {tuple((k, tuple(v.shape)) for k, v in sorted(batch.items()))
               for batch in itertools.islice(iter(trainer.train_dataset(0)), 4)}
     assert len(shapes) == 1, shapes
-    assert trainer.train_step.experimental_get_tracing_count() == 1
+    assert trainer.update_step.run.experimental_get_tracing_count() == 1

@@ -5,7 +5,6 @@ checkpoints on the same steps, and a resume after SIGKILL lands on the saved ste
 import json
 import subprocess
 import sys
-import types
 
 import pytest
 
@@ -14,31 +13,30 @@ from test_faults import PROBLEM, TINY_HPARAMS
 
 
 def test_a_call_ends_on_the_next_progress_save_eval_or_final_step():
+    from t2t_revival.hparams import HParams
     from t2t_revival.train.train_config import TrainConfig
-    from t2t_revival.train.trainer import Trainer
+    from t2t_revival.train.training_loop import updates_in_next_call
 
-    def sizes(steps_per_execution, train_steps=23, end_step=None, **every):
-        config = TrainConfig(problem=PROBLEM, output_dir="", data_dir="",
+    def sizes(steps_per_execution, train_steps=23, end_step=None, log=50, save=1000, eval=1000):
+        config = TrainConfig(problem=PROBLEM, output_dir="", data_dir="", hparams=HParams(),
                              train_steps=train_steps, steps_per_execution=steps_per_execution,
-                             **every)
+                             log_step_count_steps=log, save_checkpoints_steps=save,
+                             local_eval_frequency=eval)
         end_step = end_step or train_steps   # before it: the cooldown fitted to a budget
-        fake = types.SimpleNamespace(config=config, end_step=end_step)
         step, calls = 0, []
         while step < end_step:
-            calls.append(Trainer._updates_in_next_call(fake, step))
+            calls.append(updates_in_next_call(step, end_step, config))
             step += calls[-1]
         return calls
 
-    assert sizes(1, log_every=5, save_every=10, eval_every=0) == [1] * 23
-    assert sizes(4, log_every=5, save_every=10, eval_every=0) == [4, 1, 4, 1, 4, 1, 4, 1, 3]
-    assert sizes(8, log_every=6, save_every=9, eval_every=0) == [6, 3, 3, 6, 5]
-    assert sizes(10, log_every=50, save_every=0, eval_every=7) == [7, 7, 7, 2]
-    assert sizes(100, log_every=100, save_every=1000, eval_every=1000,
-                 train_steps=250) == [100, 100, 50]
+    assert sizes(1, log=5, save=10, eval=0) == [1] * 23
+    assert sizes(4, log=5, save=10, eval=0) == [4, 1, 4, 1, 4, 1, 4, 1, 3]
+    assert sizes(8, log=6, save=9, eval=0) == [6, 3, 3, 6, 5]
+    assert sizes(10, log=50, save=0, eval=7) == [7, 7, 7, 2]
+    assert sizes(100, log=100, save=1000, eval=1000, train_steps=250) == [100, 100, 50]
     # A fitted end before --train_steps: the last call ends on it.
-    assert sizes(8, log_every=5, save_every=0, eval_every=0, end_step=20) == [5, 5, 5, 5]
-    assert sizes(100, log_every=100, save_every=0, eval_every=0, train_steps=250,
-                 end_step=150) == [100, 50]
+    assert sizes(8, log=5, save=0, eval=0, end_step=20) == [5, 5, 5, 5]
+    assert sizes(100, log=100, save=0, eval=0, train_steps=250, end_step=150) == [100, 50]
 
 
 @pytest.mark.parametrize("updates", [3])
@@ -70,24 +68,25 @@ def test_n_updates_per_call_give_the_same_weights_as_one_at_a_time(tmp_path, upd
 
 
 def _train(tiny_data, out_dir, steps_per_execution):
-    from t2t_revival.train.train_config import TrainConfig
+    from t2t_revival.config_resolution import resolve_train_config
     from t2t_revival.train.trainer import Trainer
 
-    config = TrainConfig(problem=PROBLEM, output_dir=str(out_dir), data_dir=str(tiny_data),
-                         hparams_set="transformer_tiny", hparams=TINY_HPARAMS,
-                         train_steps=10, log_every=4, save_every=8, eval_every=5,
-                         eval_steps=1, eval_decode_sentences=0, xla=False,
-                         steps_per_execution=steps_per_execution)
+    config = resolve_train_config(
+        problem=PROBLEM, output_dir=str(out_dir), data_dir=str(tiny_data),
+        hparams_set="transformer_tiny", hparams=TINY_HPARAMS, train_steps=10,
+        log_step_count_steps=4, save_checkpoints_steps=8, local_eval_frequency=5,
+        eval_steps=1, eval_decode_sentences=0, xla=False,
+        steps_per_execution=steps_per_execution)
     lines = []
     trainer = Trainer(config, log=lines.append)
     calls = []
-    for name in ("train_step", "train_steps"):
-        fn = getattr(trainer, name)
+    for name in ("run", "run_many"):   # the update step's one and n updates per call
+        fn = getattr(trainer.update_step, name)
 
         def counted(iterator, n=None, fn=fn):
             calls.append(1 if n is None else int(n))
             return fn(iterator) if n is None else fn(iterator, n)
-        setattr(trainer, name, counted)
+        setattr(trainer.update_step, name, counted)
     trainer.train()
     return trainer, lines, calls
 
@@ -122,7 +121,8 @@ def test_progress_lines_summaries_evals_and_checkpoints_land_on_the_same_steps(
         assert _summary_steps(out / "eval", "loss") == [5, 10]
     # save_every 8, the final step, and the eval at 5 (its new best is saved for best/)
     for t in (trainer1, trainer):
-        assert [c.rsplit("-", 1)[1] for c in t.manager.checkpoints] == ["5", "8", "10"]
+        assert [c.rsplit("-", 1)[1] for c in t.directory.checkpoints.intact()] == \
+            ["5", "8", "10"]
         assert t.step == 10
 
 

@@ -90,8 +90,9 @@ def test_tfds_data_dir_is_refused_for_an_archive_problem(tmp_path):
 
 @pytest.mark.slow
 def test_mock_tfds_datagen_train_decode(tmp_path, monkeypatch):
+    from t2t_revival.config_resolution import resolve_train_config
     from t2t_revival.decode.decoder import Decoder
-    from t2t_revival.train.train_config import TrainConfig
+    from t2t_revival.decode_hparams import parse_decode_hparams
     from t2t_revival.train.trainer import train
 
     registry.load_all()
@@ -100,13 +101,13 @@ def test_mock_tfds_datagen_train_decode(tmp_path, monkeypatch):
     data_dir, out_dir = tmp_path / "data", tmp_path / "run"
     with tfds.testing.mock_data(num_examples=MOCK_PAIRS):
         _SmallMockWmt14().generate_data(str(data_dir), "")
-    train(TrainConfig(problem=_SmallMockWmt14.registered_name, output_dir=str(out_dir),
-                      data_dir=str(data_dir), hparams_set="transformer_tiny",
-                      train_steps=3, eval_every=0, save_every=3, log_every=1,
-                      eval_decode_sentences=0),
+    train(resolve_train_config(problem=_SmallMockWmt14.registered_name, output_dir=str(out_dir),
+                               data_dir=str(data_dir), hparams_set="transformer_tiny",
+                               train_steps=3, local_eval_frequency=0, save_checkpoints_steps=3,
+                               log_step_count_steps=1, eval_decode_sentences=0),
           log=lambda *a, **k: None)
     sources = _lines(_SmallMockWmt14().source_target_files("test", str(data_dir))[0])[:4]
-    outputs = Decoder(str(out_dir), decode_hparams="beam_size=2,extra_length=5").translate(
-        sources)
+    outputs = Decoder.load(str(out_dir), overrides=parse_decode_hparams(
+        "beam_size=2,extra_length=5")).translate(sources)
     assert len(outputs) == 4 and all(isinstance(o, str) for o in outputs)
     assert os.path.isfile(out_dir / "checkpoint")

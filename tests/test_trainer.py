@@ -79,12 +79,14 @@ def test_user_errors_are_one_line(tmp_path):
 
 
 def test_averaging_copies_of_one_checkpoint_gives_it_back(tmp_path):
+    from t2t_revival.config_resolution import resolve_train_config
+    from t2t_revival.models.build_model import build_model
+    from t2t_revival.run_dir.checkpoint_folder import restore_model_weights
     from t2t_revival.run_dir.training_directory import TrainingDirectory
-    from t2t_revival.train.train_config import TrainConfig
     from t2t_revival.train.trainer import Trainer
 
-    config = TrainConfig(problem="translate_ende_multi30k", output_dir=str(tmp_path),
-                         data_dir=str(tmp_path), hparams_set="transformer_tiny")
+    config = resolve_train_config(problem="translate_ende_multi30k", output_dir=str(tmp_path),
+                                  data_dir=str(tmp_path), hparams_set="transformer_tiny")
     trainer = Trainer(config, log=lambda *a: None)
     trainer.hparams.save(str(tmp_path / "hparams.json"))
     directory = TrainingDirectory(tmp_path)
@@ -93,23 +95,23 @@ def test_averaging_copies_of_one_checkpoint_gives_it_back(tmp_path):
         trainer.save()
         if step == 1:   # fewer checkpoints than asked for: all of them, said in words
             logs = []
-            directory.average_checkpoints(2, log=logs.append)
+            directory.average_last(build_model, 2, log=logs.append)
             assert logs[0] == f"Only 1 checkpoint in {tmp_path}; averaging it."
             assert logs[-1] == f"Averaged 1 checkpoint into {tmp_path / 'averaged' / 'ckpt-1'}"
     expected = [w.numpy() for w in trainer.model.weights]
     import tensorflow as tf
-    saved = tf.train.load_checkpoint(trainer.manager.latest_checkpoint)
+    saved = tf.train.load_checkpoint(trainer.checkpoints.latest())
     model_keys = [k for k in saved.get_variable_to_shape_map()
                   if k.startswith("model/") and k.endswith("VARIABLE_VALUE")]
     assert len(model_keys) == len(trainer.model.weights) > 30  # every layer's weights
     logs = []
-    path = directory.average_checkpoints(3, log=logs.append)
+    path = directory.average_last(build_model, 3, log=logs.append)
     assert path.endswith("averaged/ckpt-3")
     # Steps 1..3 span 67% of the run: the averager warns (the README's quick
     # start once averaged steps 1000 and 2000 and lost 1.6 BLEU).
     assert [l for l in logs if l.startswith("Warning: the 3 checkpoints span steps 1 to 3")]
-    model = directory.build_model(directory.read_hparams())
-    directory.restore_weights(model, path)
+    model = build_model(directory.read_hparams())
+    restore_model_weights(model, path)
     assert len(model.weights) == len(expected)
     for w, e in zip(model.weights, expected):
         np.testing.assert_allclose(w.numpy(), e, rtol=1e-6, atol=1e-7)
@@ -119,9 +121,9 @@ def test_averaging_copies_of_one_checkpoint_gives_it_back(tmp_path):
     trainer.optimizer.iterations.assign(4)
     trainer.save()
     logs = []
-    path = directory.average_checkpoints(2, log=logs.append)
+    path = directory.average_last(build_model, 2, log=logs.append)
     assert not [l for l in logs if "Warning" in l], logs   # steps 3 and 4: 25% of the run
-    directory.restore_weights(model, path)
+    restore_model_weights(model, path)
     np.testing.assert_allclose(model.weights[0].numpy(), expected[0] + 1.5, rtol=1e-5)
 
 
@@ -144,12 +146,13 @@ def test_sigkill_mid_run_resumes_from_latest_checkpoint(multi30k_data_dir, tmp_p
     latest, saved_step, reader = sigkill_once_saved(args, out_dir, min_step=9, timeout=600,
                                                     settle=0.7)
 
-    from t2t_revival.train.train_config import TrainConfig
+    from t2t_revival.config_resolution import resolve_train_config
     from t2t_revival.train.trainer import Trainer
-    config = TrainConfig(problem="translate_ende_multi30k", output_dir=str(out_dir),
-                         data_dir=str(multi30k_data_dir), hparams_set="transformer_tiny")
+    config = resolve_train_config(problem="translate_ende_multi30k", output_dir=str(out_dir),
+                                  data_dir=str(multi30k_data_dir),
+                                  hparams_set="transformer_tiny")
     trainer = Trainer(config, log=lambda *a: None)
-    assert trainer.restore() == saved_step
+    assert trainer.restore() == latest and trainer.step == saved_step
     # Optimizer state (Adam moments) comes back, not just the weights.
     keys = [k for k in reader.get_variable_to_shape_map() if k.startswith("optimizer/")]
     moments = {k: reader.get_tensor(k) for k in keys if "VARIABLE_VALUE" in k}

@@ -46,7 +46,7 @@ def test_run_record_defaults_missing_keys_and_ignores_unknown_ones(tmp_path):
 
 @pytest.mark.parametrize("text, message", [
     ("{not json", "is corrupt"),
-    ('["a list"]', "not an object of strings"),
+    ('["a list"]', "not a JSON object"),
     ('{"model": 3}', "not an object of strings"),
 ])
 def test_a_corrupt_run_record_is_a_user_error(tmp_path, text, message):
@@ -68,8 +68,9 @@ def _readable_by_others(path) -> bool:
 def test_every_file_of_a_run_directory_is_readable_by_other_users(shared_data, tmp_path):
     """hparams.json, run.json and vocab.model are 0644 whatever the umask (they
     were 0600 once); TensorFlow's checkpoint files follow the umask."""
+    from t2t_revival.config_resolution import resolve_train_config
     from t2t_revival.data.subword_vocabulary import SubwordVocabulary
-    from t2t_revival.train.train_config import TrainConfig
+    from t2t_revival.train import run_preparation
     from t2t_revival.train.trainer import Trainer
 
     data_dir, out_dir = tmp_path / "data", tmp_path / "run"
@@ -78,12 +79,12 @@ def test_every_file_of_a_run_directory_is_readable_by_other_users(shared_data, t
         lines += [next(f).strip() for _ in range(300)]
     SubwordVocabulary.train(lines, str(data_dir / "vocab.translate_ende_multi30k.model"),
                             vocab_size=400)
-    config = TrainConfig(problem="translate_ende_multi30k", output_dir=str(out_dir),
-                         data_dir=str(data_dir), hparams_set="transformer_tiny")
+    config = resolve_train_config(problem="translate_ende_multi30k", output_dir=str(out_dir),
+                                  data_dir=str(data_dir), hparams_set="transformer_tiny")
     trainer = Trainer(config, log=lambda *a: None)
     umask = os.umask(0o077)
     try:
-        trainer._write_run_files()
+        run_preparation.write_run_files(config, trainer.problem, trainer.directory, "")
     finally:
         os.umask(umask)
     for name in ("hparams.json", "run.json", "vocab.model"):

@@ -69,14 +69,15 @@ def test_a_run_that_diverged_before_its_first_save_is_rerun_with_new_hparams(tin
 
 
 def _tiny_trainer(tiny_data, tmp_path, train_steps, log=lambda line: None, **config):
-    from t2t_revival.train.train_config import TrainConfig
+    from t2t_revival.config_resolution import resolve_train_config
     from t2t_revival.train.trainer import Trainer
 
-    config = {"log_every": 1, "eval_steps": 1, "eval_every": 0, "eval_decode_sentences": 0,
-              "xla": False, **config}
-    config = TrainConfig(problem=PROBLEM, hparams_set="transformer_tiny", hparams=TINY_HPARAMS,
-                         data_dir=str(tiny_data), output_dir=str(tmp_path / "run"),
-                         train_steps=train_steps, **config)
+    config = {"log_step_count_steps": 1, "eval_steps": 1, "local_eval_frequency": 0,
+              "eval_decode_sentences": 0, "xla": False, **config}
+    config = resolve_train_config(problem=PROBLEM, hparams_set="transformer_tiny",
+                                  hparams=TINY_HPARAMS, data_dir=str(tiny_data),
+                                  output_dir=str(tmp_path / "run"), train_steps=train_steps,
+                                  **config)
     return Trainer(config, log=log)
 
 
@@ -84,7 +85,7 @@ def _tiny_trainer(tiny_data, tmp_path, train_steps, log=lambda line: None, **con
 def trained(tiny_data, tmp_path):
     """A Trainer of the tiny model after 2 updates (ckpt-2 saved)."""
     trainer = _tiny_trainer(tiny_data, tmp_path, 2)
-    assert trainer.train()["checkpoint"].endswith("ckpt-2")
+    assert trainer.train().checkpoint.endswith("ckpt-2")
     return trainer
 
 
@@ -97,7 +98,7 @@ def test_a_weight_gone_infinite_is_not_saved(trained):
                                         r"infinity, so it is not saved; the last "
                                         r"checkpoint, .*ckpt-2, is from before it"):
         trained.save()
-    assert trained.manager.latest_checkpoint.endswith("ckpt-2")
+    assert trained.checkpoints.latest().endswith("ckpt-2")
 
 
 def test_an_overflow_that_left_the_weights_finite_goes_on(trained):
@@ -105,13 +106,13 @@ def test_an_overflow_that_left_the_weights_finite_goes_on(trained):
     gradient norm is infinite, the weights are untouched."""
     from t2t_revival.errors import UserError
 
-    trained._check_diverged(2, 3.5, math.inf)   # nothing raised
-    trained._check_diverged(2, math.nan, math.nan)
+    trained.faults.check_diverged(2, 3.5, math.inf)   # nothing raised
+    trained.faults.check_diverged(2, math.nan, math.nan)
     weight = trained.model.trainable_variables[-1]
     weight.assign(_filled_like(weight, math.nan))
-    trained._check_diverged(2, 3.5, 1.0)   # not read back: loss and norm are finite
+    trained.faults.check_diverged(2, 3.5, 1.0)   # not read back: loss and norm are finite
     with pytest.raises(UserError, match=r"its update's loss 3\.5, gradient norm nan"):
-        trained._check_diverged(2, 3.5, math.nan)
+        trained.faults.check_diverged(2, 3.5, math.nan)
 
 
 def _filled_like(variable, value):
@@ -132,8 +133,8 @@ def test_a_device_out_of_memory_is_one_line_naming_what_needs_less(after, tiny_d
 
     from t2t_revival.errors import UserError
 
-    trainer = _tiny_trainer(tiny_data, tmp_path, 3, save_every=1000)
-    update = trainer.train_step
+    trainer = _tiny_trainer(tiny_data, tmp_path, 3, save_checkpoints_steps=1000)
+    update = trainer.update_step.run
 
     def out_of_memory_after_step(iterator):
         if trainer.step >= after:
@@ -141,7 +142,7 @@ def test_a_device_out_of_memory_is_one_line_naming_what_needs_less(after, tiny_d
                 None, None, _OOM + "\n\t [[{{node transformer/decoder/...}}]]\nHint: ...")
         return update(iterator)
 
-    trainer.train_step = out_of_memory_after_step
+    trainer.update_step.run = out_of_memory_after_step
     with pytest.raises(UserError) as error:
         trainer.train()
     checkpoint = tmp_path / "run" / f"ckpt-{after}"
@@ -173,20 +174,15 @@ def test_a_device_out_of_memory_while_evaluating_saves_the_run_first(where, tiny
         raise tf.errors.ResourceExhaustedError(
             None, None, _OOM + "\n\t [[{{node while/body/...}}]]\nHint: ...")
 
-    trainer = _tiny_trainer(tiny_data, tmp_path, 4, save_every=1000, eval_every=2,
+    trainer = _tiny_trainer(tiny_data, tmp_path, 4, save_checkpoints_steps=1000,
+                            local_eval_frequency=2,
                             eval_decode_sentences=3 if where == "dev decoding" else 0)
     if where == "dev loss":
-        trainer.eval_fn = out_of_memory
+        trainer.evaluator.loss_sums = out_of_memory
     else:
-        dev_tracking = trainer._dev_tracking
-
-        def dev_tracking_out_of_memory():
-            early_stopping, evaluator = dev_tracking()
-            evaluator.decoder._search = out_of_memory
-            evaluator.decoder._compiled_search = lambda rows: out_of_memory
-            return early_stopping, evaluator
-
-        trainer._dev_tracking = dev_tracking_out_of_memory
+        trainer.evaluator.start()   # makes the dev decoder, which the evaluations use
+        trainer.evaluator.dev_metric.decoder.search = out_of_memory
+        trainer.evaluator.dev_metric.decoder.compiled_search = lambda rows: out_of_memory
     with pytest.raises(UserError) as error:
         trainer.train()
     checkpoint = tmp_path / "run" / "ckpt-2"
@@ -228,7 +224,7 @@ def test_shards_deleted_while_training_stop_it_saved_with_one_line(tiny_data, tm
                 os.remove(path)
 
     trainer = _tiny_trainer(data, tmp_path, 200, log=delete_the_train_shards_at_step_2,
-                            save_every=1000)
+                            save_checkpoints_steps=1000)
     with pytest.raises(DataError) as error:
         trainer.train()
     step = trainer.step

@@ -5,6 +5,7 @@ import pytest
 
 from t2t_revival.errors import UserError
 from t2t_revival.hparams import resolve
+from t2t_revival.models.build_model import build_model
 from t2t_revival.run_dir.checkpoint_variables import make_checkpoint
 from t2t_revival.run_dir.run_record import RunRecord
 from t2t_revival.run_dir.training_directory import TrainingDirectory
@@ -17,7 +18,7 @@ def _model(**overrides):
     registry.load_all()
 
     text = ",".join(f"{k}={v}" for k, v in {"vocab_size": 64, **overrides}.items())
-    return TrainingDirectory.build_model(resolve("transformer_tiny", text))
+    return build_model(resolve("transformer_tiny", text))
 
 
 def _source_run(tmp_path, model, vocab_bytes=b"vocab A"):
@@ -25,8 +26,7 @@ def _source_run(tmp_path, model, vocab_bytes=b"vocab A"):
     run.mkdir()
     (run / "vocab.model").write_bytes(vocab_bytes)
     (run / "run.json").write_text(RunRecord(problem="p").to_json())
-    manager = TrainingDirectory(run).checkpoint_manager(make_checkpoint(model), 3)
-    return run, manager.save(checkpoint_number=7)
+    return run, TrainingDirectory(run, keep=3).checkpoints.save(make_checkpoint(model), 7)
 
 
 def test_warm_start_loads_the_weights_from_a_directory_or_a_prefix(tmp_path):

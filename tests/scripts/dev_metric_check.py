@@ -7,11 +7,11 @@ sentences. Prints JSON."""
 import json
 import sys
 
-import tensorflow as tf
-
+from t2t_revival.config_resolution import resolve_train_config
 from t2t_revival.decode.decoder import Decoder
+from t2t_revival.decode_hparams import parse_decode_hparams
+from t2t_revival.train import run_preparation
 from t2t_revival.train.strategy import make_strategy
-from t2t_revival.train.train_config import TrainConfig
 from t2t_revival.train.trainer import Trainer
 
 data_dir, out_dir = sys.argv[1], sys.argv[2]
@@ -19,22 +19,23 @@ data_dir, out_dir = sys.argv[1], sys.argv[2]
 # (No XLA either: the compiled train step is not the subject; replica_check.py's.)
 SEARCH = "extra_length=5"
 two = make_strategy(num_cpu_devices=2)
-config = TrainConfig(problem="translate_ende_multi30k", output_dir=out_dir, data_dir=data_dir,
-                     hparams_set="transformer_tiny", eval_steps=2, eval_decode_sentences=12,
-                     eval_decode_hparams=SEARCH, seed=5, xla=False)
+config = resolve_train_config(problem="translate_ende_multi30k", output_dir=out_dir,
+                              data_dir=data_dir, hparams_set="transformer_tiny", eval_steps=2,
+                              eval_decode_sentences=12, eval_decode_hparams=SEARCH, seed=5,
+                              xla=False)
 trainer = Trainer(config, strategy=two, log=lambda line: print(line, file=sys.stderr))
-trainer._write_run_files()
+run_preparation.write_run_files(config, trainer.problem, trainer.directory, "")
 iterator = iter(trainer.train_dataset(0))
 for _ in range(3):
-    trainer.train_step(iterator)
-metrics = trainer._log_eval(trainer.step, tf.summary.create_noop_writer())
-evaluator = trainer._dev[1]
+    trainer.update_step.run(iterator)
+evaluation = trainer.evaluator.evaluate(trainer.step)
+evaluator = trainer.evaluator.dev_metric
 in_memory = evaluator.decoder.translate(evaluator.sources)
 
-decoder = Decoder(out_dir, f"{out_dir}/best", SEARCH)
+decoder = Decoder.load(out_dir, f"{out_dir}/best", parse_decode_hparams(SEARCH))
 from_disk = decoder.translate(evaluator.sources)
 decoder_bleu = trainer.problem.score_predictions(from_disk, evaluator.references,
                                                  evaluator.sources).score
 print(json.dumps({"replicas": two.num_replicas_in_sync, "in_memory": in_memory,
-                  "from_disk": from_disk, "bleu": metrics["bleu"],
+                  "from_disk": from_disk, "bleu": evaluation.figure("bleu"),
                   "decoder_bleu": decoder_bleu, "checkpoint": decoder.checkpoint_path}))

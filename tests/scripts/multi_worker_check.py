@@ -10,15 +10,17 @@ chief decodes; both workers must stop at the same step (no deadlock).
 import json
 import sys
 
-from t2t_revival.train.train_config import TrainConfig
+from t2t_revival.config_resolution import resolve_train_config
 from t2t_revival.train.trainer import train
 
 data_dir, out_dir = sys.argv[1], sys.argv[2]
-config = TrainConfig(problem="translate_ende_multi30k", output_dir=out_dir, data_dir=data_dir,
-                     hparams_set="transformer_tiny", hparams="learning_rate=1e-9",
-                     train_steps=100, eval_every=2, eval_steps=1, eval_decode_sentences=4,
-                     eval_decode_hparams="extra_length=5",   # short decodes: barely trained
-                     eval_early_stopping_evals=1, save_every=100, log_every=1, xla=False)
+config = resolve_train_config(
+    problem="translate_ende_multi30k", output_dir=out_dir, data_dir=data_dir,
+    hparams_set="transformer_tiny", hparams="learning_rate=1e-9", train_steps=100,
+    local_eval_frequency=2, eval_steps=1, eval_decode_sentences=4,
+    eval_decode_hparams="extra_length=5",   # short decodes: barely trained
+    eval_early_stopping_evals=1, save_checkpoints_steps=100, log_step_count_steps=1,
+    xla=False)
 result = train(config, log=lambda line: print(line, flush=True))
-print(json.dumps({"step": result["step"], "stop_reason": result["stop_reason"],
-                  "chief": result["chief"]}), flush=True)
+print(json.dumps({"step": result.step, "stop_reason": result.stop_reason,
+                  "chief": result.chief}), flush=True)

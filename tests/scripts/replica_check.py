@@ -8,17 +8,17 @@ import sys
 import numpy as np
 import tensorflow as tf
 
+from t2t_revival.config_resolution import resolve_train_config
 from t2t_revival.train.strategy import make_strategy
-from t2t_revival.train.train_config import TrainConfig
 from t2t_revival.train.trainer import Trainer
 
 out_dir = sys.argv[1]
 two = make_strategy(num_cpu_devices=2)
 one = tf.distribute.MirroredStrategy(["/cpu:0"])
-config = TrainConfig(problem="translate_ende_multi30k", output_dir=out_dir, data_dir=out_dir,
-                     hparams_set="transformer_tiny",
-                     hparams="dropout=0.0,attention_dropout=0.0,relu_dropout=0.0",
-                     seed=3)
+config = resolve_train_config(problem="translate_ende_multi30k", output_dir=out_dir,
+                              data_dir=out_dir, hparams_set="transformer_tiny",
+                              hparams="dropout=0.0,attention_dropout=0.0,relu_dropout=0.0",
+                              seed=3)
 
 
 def global_gradients(trainer, batch):
@@ -31,7 +31,8 @@ def global_gradients(trainer, batch):
     @tf.function(autograph=False)
     def compute(batch):
         def replica(b):
-            grads, loss, tokens, _ = trainer._reduce(*trainer._first_micro(b))
+            update = trainer.update_step
+            grads, loss, tokens, _ = update.reduce(*update.first_micro(b))
             return grads, loss, tokens
         grads, loss, tokens = trainer.strategy.run(replica, (batch,))
         first = trainer.strategy.experimental_local_results
@@ -74,15 +75,21 @@ def one_update(trainer, strategy, per_replica):
             ds = ds.concatenate(tf.data.Dataset.from_tensors(batch))
         return ds.repeat()
     iterator = iter(strategy.distribute_datasets_from_function(dataset_fn))
-    return [float(x) for x in trainer.train_step(iterator)]
+    return [float(x) for x in trainer.update_step.run(iterator)]
 
 
 step1 = one_update(t1, one, [full])
 step2 = one_update(t2, two, halves)
 # Adam's first moment after one update is (1 - beta1) * gradient: it shows a
 # gradient summed twice, which the (scale-invariant) first Adam step hides.
+def momentums(trainer):
+    """Adam's first moments (its variables named `..._momentum`), by position."""
+    return [v for v in trainer.optimizer.variables if v.path.endswith("_momentum")]
+
+
+assert len(momentums(t1)) == len(t1.model.trainable_variables)
 m_diff = max(float(np.max(np.abs(a.numpy() - b.numpy())))
-             for a, b in zip(t1.optimizer._momentums, t2.optimizer._momentums))
+             for a, b in zip(momentums(t1), momentums(t2)))
 w_diff = max(float(np.max(np.abs(a.numpy() - b.numpy())))
              for a, b in zip(t1.model.weights, t2.model.weights))
 # Replicas must hold identical copies after the update.
@@ -102,7 +109,7 @@ def bucketed(ctx):
 
 iterator = iter(two.distribute_datasets_from_function(bucketed))
 for _ in range(6):
-    t2.train_step(iterator)
+    t2.update_step.run(iterator)
 
 print(json.dumps({
     "loss1": loss1.numpy().item(), "loss2": loss2.numpy().item(),

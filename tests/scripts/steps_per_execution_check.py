@@ -1,6 +1,6 @@
 """Run in a subprocess (the CPU must be split before TF starts): the same
 fixed sequence of batches trained one update per call and N updates per call
-(`Trainer.train_steps`), under the default strategy and under MirroredStrategy
+(`UpdateStep.run_many`), under the default strategy and under MirroredStrategy
 on 2 logical CPU devices; with one replica also the fused update (one XLA
 call) against the unfused one. Prints JSON: per strategy, the largest difference
 of the weights and of the optimizer's variables, the steps reached, and the
@@ -12,14 +12,15 @@ import sys
 import numpy as np
 import tensorflow as tf
 
+from t2t_revival.config_resolution import resolve_train_config
 from t2t_revival.train.strategy import make_strategy
-from t2t_revival.train.train_config import TrainConfig
 from t2t_revival.train.trainer import Trainer
+from t2t_revival.train.update_step import UpdateStep
 
 out_dir, updates = sys.argv[1], int(sys.argv[2])
 mirrored = make_strategy(num_cpu_devices=2)   # splits the CPU: before anything else
-config = TrainConfig(problem="translate_ende_multi30k", output_dir=out_dir, data_dir=out_dir,
-                     hparams_set="transformer_tiny", seed=5)
+config = resolve_train_config(problem="translate_ende_multi30k", output_dir=out_dir,
+                              data_dir=out_dir, hparams_set="transformer_tiny", seed=5)
 
 rng = np.random.RandomState(0)
 batches = []
@@ -46,18 +47,19 @@ def iterator(trainer):
 
 def train(strategy, per_call, fused=True):
     trainer = Trainer(config, strategy=strategy, log=lambda *a: None)
-    trainer.fused = trainer.fused and fused
+    update = trainer.update_step if fused else UpdateStep(
+        trainer.model, trainer.optimizer, strategy, config.hparams, xla=config.xla, fuse=False)
     initial = [v.numpy() for v in trainer.model.trainable_weights]
     it = iterator(trainer)
     tokens, losses = 0.0, []
     calls = updates // strategy.num_replicas_in_sync
     if per_call == 1:
         for _ in range(calls):
-            loss, t, _ = trainer.train_step(it)
+            loss, t, _ = update.run(it)
             tokens += float(t)
             losses.append(float(loss))
     else:
-        loss, t, _ = trainer.train_steps(it, tf.constant(calls))
+        loss, t, _ = update.run_many(it, tf.constant(calls))
         tokens, losses = float(t), [float(loss)]
     weights = [v.numpy() for v in trainer.model.weights]
     opt = [v.numpy() for v in trainer.optimizer.variables]
@@ -80,7 +82,7 @@ for name, strategy in (("default", tf.distribute.get_strategy()), ("mirrored", m
     if name == "default":   # one replica: the fused update against the unfused one
         _, tok0, loss0, w0, _, _ = train(strategy, 1, fused=False)
         result[name].update(
-            fused=Trainer(config, strategy=strategy, log=lambda *a: None).fused,
+            fused=Trainer(config, strategy=strategy, log=lambda *a: None).update_step.fused,
             unfused_tokens=tok0, unfused_loss=loss0,
             unfused_w_diff=max(float(np.max(np.abs(a - b))) for a, b in zip(w1, w0)))
 print(json.dumps(result))
