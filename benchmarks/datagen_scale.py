@@ -120,7 +120,7 @@ def build_archives(shared: pathlib.Path, pairs: int, out: pathlib.Path) -> None:
 
 def _extract(tmp_dir: pathlib.Path) -> None:
     """Extract the members once, untimed (datagen does it on its first run only)."""
-    from problems.translate_wmt import TranslateEndeWmt32k
+    from t2t_revival.problems.translate_wmt import TranslateEndeWmt32k
 
     problem = TranslateEndeWmt32k(download=False)
     for split in ("train", "dev", "test"):

@@ -1,7 +1,7 @@
 """English constituency parsing sets (the paper's section 6.3)."""
 
-from hparams.transformer import transformer_base, transformer_big
 from t2t_revival.hparams import HParams
+from t2t_revival.hparams_sets.transformer import transformer_base, transformer_big
 from t2t_revival.registry import register_hparams
 
 # Section 6.3: "a 4-layer transformer with d_model = 1024", beam 21, alpha 0.3,

@@ -3,5 +3,5 @@
 Each family of problems lives in its own module; import it here.
 """
 
-from problems import (  # noqa: F401  (registration)
+from t2t_revival.problems import (  # noqa: F401  (registration)
     parsing_english, translate_multi30k, translate_plain_text, translate_tfds, translate_wmt)

@@ -9,9 +9,11 @@ Usage, with or without an explicit name:
     def my_base() -> HParams: ...
 
 A duplicate name is an error. An unknown name is an error that lists every
-registered name and the closest match. Registration happens when `problems`
-and `hparams` (and `t2t_revival.models`) are imported; an import error there
-is loud, never swallowed.
+registered name and the closest match. Registration happens when
+`t2t_revival.problems` and `t2t_revival.hparams_sets` (the repository's
+`problems/` and `hparams/` folders, installed under the project's name) and
+`t2t_revival.models` are imported; an import error there is loud, never
+swallowed.
 
 A model is a Keras class, and importing Keras imports TensorFlow (seconds).
 So `t2t_revival.models` registers its models *lazily*
@@ -178,8 +180,8 @@ register_hparams: Callable = hparams_sets.register
 
 def load_all() -> None:
     """Import every module that registers something (loud on failure)."""
-    import hparams  # noqa: F401  registers the hparam sets
-    import problems  # noqa: F401  registers the problems
+    import t2t_revival.hparams_sets  # noqa: F401  registers the hparam sets
+    import t2t_revival.problems  # noqa: F401  registers the problems
     import t2t_revival.models  # noqa: F401  registers the models
 
 

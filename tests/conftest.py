@@ -187,7 +187,7 @@ def multi30k_data_dir(shared_data, tmp_path_factory):
 
     Returns (data_dir, seconds the datagen took).
     """
-    import problems  # noqa: F401  (registration)
+    import t2t_revival.problems  # noqa: F401  (registration)
     from t2t_revival.registry import problems as registered
 
     data_dir = tmp_path_factory.mktemp("multi30k_data")

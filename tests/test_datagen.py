@@ -13,8 +13,8 @@ import numpy as np
 import pytest
 
 from conftest import ROOT
-from hparams.transformer import transformer_tiny
-from problems.translate_multi30k import TranslateEndeMulti30k
+from t2t_revival.hparams_sets.transformer import transformer_tiny
+from t2t_revival.problems.translate_multi30k import TranslateEndeMulti30k
 
 
 def _digests(data_dir):

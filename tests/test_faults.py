@@ -19,12 +19,12 @@ import threading
 import pytest
 
 from conftest import ROOT
-from problems.translate_multi30k import TranslateEndeMulti30k
 from t2t_revival import registry
 from t2t_revival.cli import common
 from t2t_revival.data.data_error import DataError
 from t2t_revival.errors import UserError
 from t2t_revival.hparams import HParams, HParamsError, resolve
+from t2t_revival.problems.translate_multi30k import TranslateEndeMulti30k
 
 registry.load_all()
 PROBLEM = "translate_ende_multi30k"

@@ -219,7 +219,7 @@ def test_dropout_draws_threefry_masks_under_xla_from_its_seed_generator():
 def test_every_dropout_of_the_model_is_ours():
     import keras
 
-    from hparams.transformer import transformer_tiny
+    from t2t_revival.hparams_sets.transformer import transformer_tiny
     from t2t_revival.models.transformer import Transformer
 
     model = Transformer(transformer_tiny().replace(vocab_size=37))

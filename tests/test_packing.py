@@ -10,12 +10,12 @@ import numpy as np
 import pytest
 import tensorflow as tf
 
-from hparams.transformer import transformer_tiny
 from t2t_revival.data.data_error import DataError
 from t2t_revival.data.input_pipeline import (PACKED_FEATURES, pack_window_rows,
                                              packed_dataset, packed_shape)
 from t2t_revival.data.sharded_record_writer import serialize_pair, shard_paths
 from t2t_revival.hparams import HParamsError
+from t2t_revival.hparams_sets.transformer import transformer_tiny
 from t2t_revival.models.transformer import Transformer
 from t2t_revival.train.losses import smoothed_cross_entropy_sum
 

@@ -12,10 +12,10 @@ import time
 import pytest
 
 from conftest import ENV, ROOT
-from hparams.parsing import transformer_parsing_base
-from problems.parsing_english import ParsingEnglishPtb16k, ParsingEnglishPtbSample
 from t2t_revival.data.data_error import DataError
+from t2t_revival.hparams_sets.parsing import transformer_parsing_base
 from t2t_revival.parsing import delinearize, read_parsing_examples
+from t2t_revival.problems.parsing_english import ParsingEnglishPtb16k, ParsingEnglishPtbSample
 
 SAMPLE_TREES = 3914
 

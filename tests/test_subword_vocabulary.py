@@ -5,9 +5,9 @@ import gzip
 import pytest
 import tensorflow as tf
 
-from problems.translate_multi30k import TranslateEndeMulti30k
 from t2t_revival.data.data_error import DataError
 from t2t_revival.data.subword_vocabulary import SubwordVocabulary
+from t2t_revival.problems.translate_multi30k import TranslateEndeMulti30k
 
 
 def _lines(path):

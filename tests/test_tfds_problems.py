@@ -8,10 +8,10 @@ import pytest
 import tensorflow_datasets as tfds
 
 from conftest import ROOT
-from problems.translate_tfds import TranslateEndeWmt14Tfds, TranslateEndeWmtT2tTfds
 from t2t_revival import registry
 from t2t_revival.data.data_error import DataError
 from t2t_revival.data.tfds_translate_problem import TfdsTranslateProblem
+from t2t_revival.problems.translate_tfds import TranslateEndeWmt14Tfds, TranslateEndeWmtT2tTfds
 
 MOCK_PAIRS = 300
 

@@ -13,8 +13,9 @@ import numpy as np
 import pytest
 import tensorflow as tf
 
-from hparams.transformer import transformer_base, transformer_big, transformer_tiny
 from t2t_revival import registry
+from t2t_revival.hparams_sets.transformer import (transformer_base, transformer_big,
+                                                  transformer_tiny)
 from t2t_revival.models.transformer import Transformer
 from t2t_revival.sentence_cache import PER_SENTENCE
 

@@ -12,8 +12,8 @@ from conftest import ENV, ROOT, one_line_error, readme_block
 
 _PROBLEM = '''
 from t2t_revival.data.text2text_problem import Text2TextProblem
+from t2t_revival.hparams_sets.transformer import transformer_tiny
 from t2t_revival.registry import register_hparams, register_problem
-from hparams.transformer import transformer_tiny
 
 
 @register_problem
@@ -92,7 +92,7 @@ def test_missing_or_file_usr_dir(tmp_path):
 
 
 def test_module_name_clash_is_refused(tmp_path):
-    usr_dir = tmp_path / "problems"          # the name of our own package
+    usr_dir = tmp_path / "t2t_revival"       # the name of our own package
     usr_dir.mkdir()
     (usr_dir / "__init__.py").write_text("")
     out = _cli("trainer", f"--t2t_usr_dir={usr_dir}", "--registry_help")

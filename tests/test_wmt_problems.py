@@ -10,9 +10,9 @@ import tarfile
 import pytest
 
 from conftest import ROOT
-from problems.translate_wmt import TranslateEndeWmt32k, TranslateEnfrWmt32k
 from t2t_revival.data.data_error import DataError
 from t2t_revival.hparams import HParams
+from t2t_revival.problems.translate_wmt import TranslateEndeWmt32k, TranslateEnfrWmt32k
 
 
 def _lines(path):

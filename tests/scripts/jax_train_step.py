@@ -10,7 +10,7 @@ import json
 import keras
 import numpy as np
 
-from hparams.transformer import transformer_tiny
+from t2t_revival.hparams_sets.transformer import transformer_tiny
 from t2t_revival.models.transformer import Transformer
 
 assert keras.backend.backend() == "jax", keras.backend.backend()

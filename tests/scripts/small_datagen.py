@@ -4,7 +4,7 @@ Multi30k-layout problem (vocabulary of 1000 pieces, 8 train shards)."""
 
 import sys
 
-from problems.translate_multi30k import TranslateEndeMulti30k
+from t2t_revival.problems.translate_multi30k import TranslateEndeMulti30k
 
 
 class SmallDatagen(TranslateEndeMulti30k):
