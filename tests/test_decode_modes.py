@@ -399,6 +399,29 @@ def test_scoring_batches_by_tokens_too(runs):
     assert len(sizes) > 1 and sum(sizes) == len(pairs)
 
 
+def test_t2t_decoder_and_exporter_parse_their_decode_hparams_once(runs, tmp_path, monkeypatch):
+    """The command line parses --decode_hparams once and hands the typed values
+    on; the decoder, the ensemble and the exporter parse no string (issue 55:
+    it was parsed three times per run)."""
+    import t2t_revival.decode_hparams as decode_hparams
+
+    parsed = []
+    parse = decode_hparams.parse_typed_pairs
+    monkeypatch.setattr(decode_hparams, "parse_typed_pairs",
+                        lambda text, *a, **k: parsed.append(text) or parse(text, *a, **k))
+    out = _decoder(f"--output_dir={runs['a']}", "--decode_interactive",
+                   f"--checkpoint_path={runs['a']},{runs['b']}",
+                   "--decode_hparams=beam_size=2,alpha=1.0", stdin="A dog runs.\n")
+    assert out.returncode == 0, out.stderr[-2000:]
+    assert len(out.stdout.splitlines()) == 1
+    assert parsed == ["beam_size=2,alpha=1.0"]
+    parsed.clear()
+    out = run_cli("exporter", f"--output_dir={runs['a']}", "--decode_hparams=beam_size=2",
+                  f"--export_dir={tmp_path / 'export'}")
+    assert out.returncode == 0, out.stderr[-2000:]
+    assert parsed == ["beam_size=2"]
+
+
 def test_parallel_batches_default_to_two_on_a_cpu_and_one_on_a_gpu(runs):
     """parallel_batches=0, the default, is resolved once, by the decoder:
     2 batches at once on a CPU (this machine), 4 of one sentence each, 1 on

@@ -238,3 +238,22 @@ def test_shards_deleted_while_training_stop_it_saved_with_one_line(tiny_data, tm
         f"missing shards). Received: missing_shards="
         f"{[f'{PROBLEM}-train-{i:05d}-of-00010' for i in range(10)]}")
     assert tf.train.latest_checkpoint(str(out)) == str(out / f"ckpt-{step}")
+
+
+def test_t2t_trainer_parses_its_hparams_once(tiny_data, tmp_path, monkeypatch):
+    """--hparams (and --eval_decode_hparams) are parsed once, at the door
+    (config_resolution); the trainer takes the typed HParams (issue 55)."""
+    from conftest import run_cli
+    import t2t_revival.decode_hparams as decode_hparams
+    import t2t_revival.hparams as hparams
+
+    parsed = []
+    for module in (hparams, decode_hparams):
+        parse = module.parse_typed_pairs
+        monkeypatch.setattr(module, "parse_typed_pairs",
+                            lambda text, *a, parse=parse, **k: parsed.append(text)
+                            or parse(text, *a, **k))
+    out = run_cli("trainer", *_trainer_args(tiny_data, tmp_path / "run", 1),
+                  "--eval_decode_hparams=beam_size=1")
+    assert out.returncode == 0, out.stderr[-3000:]
+    assert parsed == [TINY_HPARAMS, "beam_size=1"]
