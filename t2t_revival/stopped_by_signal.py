@@ -13,7 +13,7 @@ from __future__ import annotations
 import signal
 
 # The signals that stop every CLI with one line (and make the trainer save
-# first, `SignalSave`): cloud preemption and `kill` (SIGTERM), Ctrl-C
+# first, `SaveThenStop`): cloud preemption and `kill` (SIGTERM), Ctrl-C
 # (SIGINT), a closed terminal or dropped ssh session (SIGHUP). One the
 # process started with ignored (SIGINT of a background job, SIGHUP under
 # `nohup`) stays ignored.

@@ -424,13 +424,13 @@ def test_a_stop_signal_started_ignored_stays_ignored():
     """SIGHUP under `nohup`, SIGINT of a background job: neither the CLIs'
     handlers nor the trainer's install themselves over the ignore."""
     from t2t_revival.cli.common import install_signal_handlers
+    from t2t_revival.save_then_stop import SaveThenStop
     from t2t_revival.stopped_by_signal import STOP_SIGNALS
-    from t2t_revival.train.signal_save import SignalSave
 
     previous = {s: signal.signal(s, signal.SIG_IGN) for s in STOP_SIGNALS}
     try:
         install_signal_handlers()
-        with SignalSave():
+        with SaveThenStop():
             assert all(signal.getsignal(s) is signal.SIG_IGN for s in STOP_SIGNALS)
         assert all(signal.getsignal(s) is signal.SIG_IGN for s in STOP_SIGNALS)
         signal.signal(signal.SIGHUP, signal.SIG_DFL)

@@ -58,6 +58,7 @@ from t2t_revival.run_dir.run_lock import RunLock
 from t2t_revival.run_dir.run_record import RunRecord
 from t2t_revival.run_dir.trained_model import TrainedModel
 from t2t_revival.run_dir.training_directory import CORRUPT_RESTORE_ERRORS, TrainingDirectory
+from t2t_revival.save_then_stop import SaveThenStop
 from t2t_revival.stopped_by_signal import StoppedBySignal
 from t2t_revival.train.cooldown_fit import CooldownFit
 from t2t_revival.train.dev_metric_evaluator import DevMetricEvaluator
@@ -65,7 +66,6 @@ from t2t_revival.train.early_stopping import EarlyStopping
 from t2t_revival.train.losses import smoothed_cross_entropy_sum, token_metrics_sums
 from t2t_revival.train.noam_schedule import NoamSchedule
 from t2t_revival.train.reduced_gradients_adam import ReducedGradientsAdam
-from t2t_revival.train.signal_save import SignalSave
 from t2t_revival.train.strategy import is_chief, make_strategy
 from t2t_revival.train.train_config import TrainConfig
 from t2t_revival.train.training_stats import TrainingStats
@@ -105,7 +105,7 @@ class Trainer:
         self.config = config
         self._print = log
         self._output_closed = False
-        self.signals = SignalSave()  # installed by train()
+        self.signals = SaveThenStop()  # entered by train()
         self.directory = TrainingDirectory(config.output_dir)
         # User errors first, before TensorFlow sets up its devices.
         registry.load_all()
@@ -492,13 +492,13 @@ class Trainer:
 
         Holds output_dir's lock (`RunLock`) throughout; SIGTERM, SIGINT, SIGHUP
         or a closed output (`log`) save a checkpoint at the current step and
-        raise StoppedBySignal (`SignalSave`).
+        raise StoppedBySignal (`SaveThenStop`).
         """
         lock = RunLock(self.directory.path) if self.chief else None
         with lock or contextlib.nullcontext(), self.signals:
             try:
                 return self._train()
-            except SignalSave.StopRequested as stop:
+            except SaveThenStop.StopRequested as stop:
                 raise self._stop(stop.signum) from None
 
     def log(self, line: str) -> None:
@@ -506,7 +506,7 @@ class Trainer:
 
         If its output cannot be written any more (the reader of a pipe went
         away: `t2t-trainer ... | tee log` whose tee died; a hung-up terminal),
-        a run in training saves at its step and stops (`SignalSave.request`,
+        a run in training saves at its step and stops (`SaveThenStop.request`,
         as SIGPIPE would); the lines after it are dropped. Before training
         there is nothing to save, and the error goes on (the CLI ends quietly,
         status 141).
