@@ -4,7 +4,7 @@ SIGHUP), or the reader of its output went away (SIGPIPE's case).
 Not an error: every CLI prints its message as one line on stderr and exits
 with the shell's convention, 128 + the signal's number (130 for SIGINT,
 143 for SIGTERM, 129 for SIGHUP, 141 for a closed output), without a
-traceback (`t2t_revival/cli/common.py`). A BaseException, like
+traceback (`StopController.stop_process`). A BaseException, like
 KeyboardInterrupt, so that `except Exception` blocks do not swallow it.
 """
 

@@ -423,18 +423,18 @@ def test_a_closed_terminal_saves_at_the_current_step_then_stops(tiny_data, tmp_p
 def test_a_stop_signal_started_ignored_stays_ignored():
     """SIGHUP under `nohup`, SIGINT of a background job: neither the CLIs'
     handlers nor the trainer's install themselves over the ignore."""
-    from t2t_revival.cli.common import install_signal_handlers
     from t2t_revival.save_then_stop import SaveThenStop
+    from t2t_revival.stop_controller import StopController
     from t2t_revival.stopped_by_signal import STOP_SIGNALS
 
     previous = {s: signal.signal(s, signal.SIG_IGN) for s in STOP_SIGNALS}
     try:
-        install_signal_handlers()
+        StopController.process().install("t2t-test")
         with SaveThenStop():
             assert all(signal.getsignal(s) is signal.SIG_IGN for s in STOP_SIGNALS)
         assert all(signal.getsignal(s) is signal.SIG_IGN for s in STOP_SIGNALS)
         signal.signal(signal.SIGHUP, signal.SIG_DFL)
-        install_signal_handlers()   # a handler where the signal was not ignored
+        StopController.process().install("t2t-test")   # a handler where it was not ignored
         assert signal.getsignal(signal.SIGHUP) not in (signal.SIG_IGN, signal.SIG_DFL)
     finally:
         for signum, handler in previous.items():
@@ -463,7 +463,7 @@ def test_a_cli_stops_promptly_on_sigterm_during_start_up(run3):
 # or it works on ("wait", its first argument).
 _CATCHES_AND_PRINTS = r"""
 import os, signal, sys, time, traceback
-from t2t_revival.cli import common
+from t2t_revival.cli import entry_point
 
 def main(argv):
     try:
@@ -477,7 +477,7 @@ def main(argv):
     return 0
 
 THEN = sys.argv.pop(1)
-common.run(main, prog="t2t-test")
+entry_point.run(main, prog="t2t-test")
 """
 
 
@@ -495,7 +495,7 @@ def test_a_stop_prints_its_line_only_even_where_the_signal_is_caught_and_printed
 # or SIGABRT there), nor into the rest of main.
 _STOPPED_IN_AN_IMPORT = r"""
 import sys
-from t2t_revival.cli import common
+from t2t_revival.cli import entry_point
 
 sys.path.insert(0, sys.argv.pop(1))
 
@@ -504,7 +504,7 @@ def main(argv):
     print("main went on after the import")
     return 0
 
-common.run(main, prog="t2t-test")
+entry_point.run(main, prog="t2t-test")
 """
 _SENDS_ITSELF_SIGTERM = r"""
 import os, signal, time
@@ -533,7 +533,7 @@ def test_a_stop_inside_an_import_ends_the_process_there(tmp_path):
 _STOPPED_WHILE_WRITING = r"""
 import sys, time
 from t2t_revival.atomic_file import atomic_open
-from t2t_revival.cli import common
+from t2t_revival.cli import entry_point
 
 PATH = sys.argv.pop(1)
 
@@ -548,7 +548,7 @@ def main(argv):
             time.sleep(30)                    # stuck: the watchdog ends it
     return 0
 
-common.run(main, prog="t2t-test")
+entry_point.run(main, prog="t2t-test")
 """
 
 
@@ -585,7 +585,7 @@ def test_a_stop_that_cannot_unwind_removes_the_temporary_files_of_its_writes(
 # A CLI whose main thread is inside one long TensorFlow call (as t2t-decoder
 # is inside a compiled search): Python cannot run the signal handler there.
 _STUCK_IN_NATIVE_CODE = r"""
-from t2t_revival.cli import common
+from t2t_revival.cli import entry_point
 
 def main(argv):
     import tensorflow as tf
@@ -598,7 +598,7 @@ def main(argv):
     spin(tf.constant(10**13, tf.int64))       # hours
     return 0
 
-common.run(main, prog="t2t-test")
+entry_point.run(main, prog="t2t-test")
 """
 
 
