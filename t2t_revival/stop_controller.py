@@ -215,8 +215,9 @@ class StopController:
         minutes or forever. The C-level handler writes each signal's number to
         the wakeup pipe at once; a thread reads it and, for a stop signal that
         stops now (`_stops_now`; not the trainer's save-then-stop), gives the
-        main thread `GRACE_SECONDS`, then stops the process itself with the
-        same one line and exit status. Once per process, from the main thread.
+        main thread `GRACE_SECONDS`, then, if it still does, stops the process
+        itself with the same one line and exit status. Once per process, from
+        the main thread.
         """
         if self._watching or threading.current_thread() is not threading.main_thread():
             return
@@ -229,7 +230,8 @@ class StopController:
                 for signum in os.read(read_fd, 64):
                     if signum in STOP_SIGNALS and self._stops_now(signum):
                         threading.Event().wait(self.GRACE_SECONDS)
-                        self.stop_process(StoppedBySignal(signum))
+                        if self._stops_now(signum):   # (still: not handed over since)
+                            self.stop_process(StoppedBySignal(signum))
 
         threading.Thread(target=watch, name="stop-signal-watch", daemon=True).start()
         self._watching = True
