@@ -114,6 +114,14 @@ flags.DEFINE_bool("export_on_best", False,
                   "serves the highest).")
 
 
+def _progress(line: str) -> None:
+    """Print a line of the run's progress at once, even into a pipe (which
+    Python otherwise fills 8 KiB at a time): `| tee train.log` shows each line
+    as it comes, and a reader that went away (a dead tee, `| head`) is
+    noticed at the next line, where the trainer saves and stops (`Trainer.log`)."""
+    print(line, flush=True)
+
+
 def _print_summary(config, result: dict) -> None:
     """Where the result is and what to run next, after a run."""
     from t2t_revival.run_dir.file_names import AVERAGED_DIR, BEST_DIR, CHECKPOINT_PREFIX
@@ -183,7 +191,8 @@ def main(argv: list[str]) -> int:
     def export_new_best(checkpoint_path, record):
         _export(output_dir, checkpoint_path, formats)
 
-    result = train(config, on_new_best=export_new_best if FLAGS.export_on_best else None)
+    result = train(config, log=_progress,
+                   on_new_best=export_new_best if FLAGS.export_on_best else None)
     _print_summary(config, result)
     if formats and result.get("chief", True):
         from t2t_revival.run_dir.training_directory import TrainingDirectory
