@@ -4,7 +4,7 @@ SIGHUP), or the reader of its output went away (SIGPIPE's case).
 Not an error: every CLI prints its message as one line on stderr and exits
 with the shell's convention, 128 + the signal's number (130 for SIGINT,
 143 for SIGTERM, 129 for SIGHUP, 141 for a closed output), without a
-traceback (`t2t_revival/cli/common.py`). A BaseException, like
+traceback (`StopController.stop_process`). A BaseException, like
 KeyboardInterrupt, so that `except Exception` blocks do not swallow it.
 """
 
@@ -13,7 +13,7 @@ from __future__ import annotations
 import signal
 
 # The signals that stop every CLI with one line (and make the trainer save
-# first, `SignalSave`): cloud preemption and `kill` (SIGTERM), Ctrl-C
+# first, `SaveThenStop`): cloud preemption and `kill` (SIGTERM), Ctrl-C
 # (SIGINT), a closed terminal or dropped ssh session (SIGHUP). One the
 # process started with ignored (SIGINT of a background job, SIGHUP under
 # `nohup`) stays ignored.

@@ -2,7 +2,7 @@
 
 absl prints the docstring of `__main__` and the flags registered under
 `sys.argv[0]`; a console script's `__main__` is pip's wrapper, which has
-neither, so without `common.run`'s fix `t2t-decoder --help` listed no flags.
+neither, so without `entry_point.run`'s fix `t2t-decoder --help` listed no flags.
 The subprocess below runs each CLI the way pip's wrapper does.
 """
 
@@ -88,15 +88,17 @@ def test_every_path_flag_reads_a_leading_tilde_as_home():
     from absl import flags
 
     from conftest import run_cli
-    from t2t_revival.cli.common import _PathParser
 
     home = os.path.expanduser("~")
-    assert _PathParser().parse("~/runs/x") == f"{home}/runs/x"
-    assert _PathParser().parse("runs/~x") == "runs/~x"
-    assert _PathParser(comma_separated=True).parse("~/a/ckpt-1,~/b") == \
-        f"{home}/a/ckpt-1,{home}/b"
-    assert _PathParser().parse("") == "" and _PathParser().parse(None) is None
     for module, names in PATH_FLAGS.items():
         assert run_cli(module, "--helpshort").returncode == 0
         for name in names:
-            assert isinstance(flags.FLAGS[name].parser, _PathParser), (module, name)
+            parser = flags.FLAGS[name].parser
+            assert parser.parse("~/runs/x") == f"{home}/runs/x", (module, name)
+            assert parser.parse("runs/~x") == "runs/~x", (module, name)
+            assert parser.parse("") == "" and parser.parse(None) is None, (module, name)
+            # A checkpoint list (t2t-decoder's ensemble) entry by entry; a
+            # single path as it is after its first character.
+            expected = f"{home}/a/ckpt-1,{home}/b" if (module, name) == \
+                ("decoder", "checkpoint_path") else f"{home}/a/ckpt-1,~/b"
+            assert parser.parse("~/a/ckpt-1,~/b") == expected, (module, name)

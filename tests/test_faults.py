@@ -20,7 +20,7 @@ import pytest
 
 from conftest import ROOT
 from t2t_revival import registry
-from t2t_revival.cli import common
+from t2t_revival.cli import path_flags
 from t2t_revival.data.data_error import DataError
 from t2t_revival.errors import UserError
 from t2t_revival.hparams import HParams, HParamsError, resolve
@@ -341,22 +341,22 @@ def test_directory_flags_refuse_empty_values_files_and_unwritable_places(tmp_pat
     a_file.write_text("x")
     with pytest.raises(UserError, match=r"--output_dir must name a directory. "
                                         r"Received: --output_dir=''"):
-        common.check_directory("output_dir", "")
+        path_flags.check_directory("output_dir", "")
     with pytest.raises(UserError, match="--data_dir names a file, not a directory"):
-        common.check_directory("data_dir", str(a_file))
+        path_flags.check_directory("data_dir", str(a_file))
     with pytest.raises(UserError, match="lies under .*a_file, which is a file"):
-        common.check_directory("data_dir", str(a_file / "sub"))
+        path_flags.check_directory("data_dir", str(a_file / "sub"))
     with pytest.raises(UserError, match=f"cannot write in {unwritable_dir}"):
-        common.check_directory("data_dir", os.path.join(unwritable_dir, "new", "deeper"),
-                               writable=True)
-    assert common.check_directory("data_dir", str(tmp_path / "new" / "d"),
-                                  writable=True) == str(tmp_path / "new" / "d")
+        path_flags.check_directory("data_dir", os.path.join(unwritable_dir, "new", "deeper"),
+                                   writable=True)
+    assert path_flags.check_directory("data_dir", str(tmp_path / "new" / "d"),
+                                      writable=True) == str(tmp_path / "new" / "d")
     assert not (tmp_path / "new").exists()  # checking creates nothing
     with pytest.raises(UserError, match="--decode_to_file must name a file, and .* is a "
                                         "directory"):
-        common.check_output_file("decode_to_file", str(tmp_path))
+        path_flags.check_output_file("decode_to_file", str(tmp_path))
     with pytest.raises(UserError, match=f"cannot write in {unwritable_dir}"):
-        common.check_output_file("decode_to_file", os.path.join(unwritable_dir, "x.txt"))
+        path_flags.check_output_file("decode_to_file", os.path.join(unwritable_dir, "x.txt"))
 
 
 @pytest.mark.parametrize("module, prog, args, message", [

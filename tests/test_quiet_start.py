@@ -9,7 +9,7 @@ import sys
 import pytest
 
 from conftest import ROOT
-from t2t_revival.cli import common
+from t2t_revival.cli import tensorflow_noise
 
 # What TensorFlow's runtime prints at start-up on a machine like this one: the
 # CUDA stub, the failed cuInit, the CPU feature guard, oneDNN, XLA's service
@@ -84,18 +84,16 @@ def test_a_lazy_entry_is_replaced_only_by_its_own_target():
     (["--verbosity=0"], False), (["-v=-1"], False), (["--problem=x"], False),
 ])
 def test_what_counts_as_asking_for_verbose(argv, verbose):
-    assert common._verbose_requested(["prog", *argv]) is verbose
+    assert tensorflow_noise.verbose_requested(["prog", *argv]) is verbose
 
 
-def test_native_stderr_filter_drops_only_the_known_noise(capfd, monkeypatch):
-    monkeypatch.setattr(common, "_quiet", True)
-    with common.quiet_native_stderr():
+def test_native_stderr_filter_drops_only_the_known_noise(capfd):
+    with tensorflow_noise.quiet_native_stderr(quiet=True):
         os.write(2, b"I0000 00:00:1.2 1 cudart_stub.cc:31] Could not find cuda drivers\n"
                     b"E0000 00:00:1.2 1 some_op.cc:12] a real error\n"
                     b"normalizer.cc(51) LOG(INFO) precompiled_charsmap is empty. use id\n")
     assert capfd.readouterr().err == "E0000 00:00:1.2 1 some_op.cc:12] a real error\n"
-    monkeypatch.setattr(common, "_quiet", False)     # --verbose: everything passes
-    with common.quiet_native_stderr():
+    with tensorflow_noise.quiet_native_stderr(quiet=False):     # --verbose: everything passes
         os.write(2, b"I0000 cudart_stub.cc:31] Could not find cuda drivers\n")
     assert "cudart_stub" in capfd.readouterr().err
 

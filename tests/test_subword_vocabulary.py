@@ -88,7 +88,7 @@ def test_missing_model_file_is_a_user_error(tmp_path):
 # 200k-piece vocab), under the CLIs' signal handling; prints "training" first.
 _SLOW_VOCAB_SCRIPT = """
 import os, random
-from t2t_revival.cli import common
+from t2t_revival.cli import entry_point
 from t2t_revival.data.subword_vocabulary import SubwordVocabulary
 
 def main(argv):
@@ -100,7 +100,7 @@ def main(argv):
     SubwordVocabulary.train(sentences, os.environ["VOCAB_TEST_MODEL"], 200000)
     print("done", flush=True)
 
-common.run(main, prog="vocab-test")
+entry_point.run(main, prog="vocab-test")
 """
 
 

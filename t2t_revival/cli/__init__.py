@@ -1,12 +1,17 @@
 """Command-line entry points: parse absl flags, call one library function.
 
 Importing this package (which every `t2t_revival.cli.<name>` does first)
-hides TensorFlow's C++ start-up lines unless the command line asks for them;
-see `common.quiet_tensorflow_startup`.
+hides TensorFlow's C++ start-up lines unless the command line asks for them
+(see `tensorflow_noise.quiet_tensorflow_startup`), and TensorFlow's warnings
+about a damaged checkpoint that `CheckpointFolder` says in one line of its
+own (`restore_warnings.hide_restore_warnings`). Each CLI module runs its
+`main` through `entry_point.run` and defines its path flags with `path_flags`.
 """
 
 import sys
 
-from t2t_revival.cli import common
+from t2t_revival.cli import tensorflow_noise
+from t2t_revival.run_dir.restore_warnings import hide_restore_warnings
 
-common.quiet_tensorflow_startup(sys.argv)
+tensorflow_noise.quiet_tensorflow_startup(sys.argv)
+hide_restore_warnings()

@@ -4,11 +4,11 @@ from __future__ import annotations
 
 from absl import flags
 
-from t2t_revival.cli import common
+from t2t_revival.cli import entry_point, path_flags
 
 FLAGS = flags.FLAGS
-common.define_usr_dir_flag(__name__)
-common.define_path("output_dir", None, "The training directory (holds hparams.json).")
+path_flags.define_usr_dir_flag(__name__)
+path_flags.define_path("output_dir", None, "The training directory (holds hparams.json).")
 flags.DEFINE_integer("num_last_checkpoints", 5,
                      "How many of the latest checkpoints to average (paper: 5 base, 20 big).",
                      lower_bound=1)
@@ -18,8 +18,8 @@ flags.mark_flag_as_required("output_dir")
 
 def main(argv: list[str]) -> int:
     # Writable: averaged/ is written there, after minutes of reading checkpoints.
-    common.check_directory("output_dir", FLAGS.output_dir, writable=True)
-    common.import_usr_dir(FLAGS.output_dir)
+    path_flags.check_directory("output_dir", FLAGS.output_dir, writable=True)
+    path_flags.import_usr_dir(FLAGS.output_dir)
     from t2t_revival.models.build_model import build_model
     from t2t_revival.run_dir.training_directory import TrainingDirectory
 
@@ -31,7 +31,7 @@ def main(argv: list[str]) -> int:
 
 
 def run() -> None:
-    common.run(main, prog="t2t-avg-checkpoints")
+    entry_point.run(main, prog="t2t-avg-checkpoints")
 
 
 if __name__ == "__main__":

@@ -9,14 +9,14 @@ from __future__ import annotations
 
 from absl import flags
 
-from t2t_revival.cli import common
+from t2t_revival.cli import entry_point, path_flags
 from t2t_revival.metrics.bleu import (BleuInputError, bleu_files, check_language,
                                       format_scores)
 
 FLAGS = flags.FLAGS
 
-common.define_path("translation", None, "System output: detokenized text, one sentence a line.")
-common.define_path("reference", None, "Reference translations, aligned line by line.")
+path_flags.define_path("translation", None, "System output: detokenized text, one sentence a line.")
+path_flags.define_path("reference", None, "Reference translations, aligned line by line.")
 flags.DEFINE_string("language", "de", "Target language for the Moses tokenizer (-l).")
 flags.DEFINE_bool("json", False, "Print one JSON object instead of text.")
 
@@ -32,7 +32,7 @@ def main(argv: list[str]) -> int:
 
 
 def run() -> None:
-    common.run(main, prog="t2t-bleu")
+    entry_point.run(main, prog="t2t-bleu")
 
 
 if __name__ == "__main__":

@@ -7,25 +7,25 @@ import os
 from absl import flags, logging
 
 from t2t_revival import registry
-from t2t_revival.cli import common
+from t2t_revival.cli import entry_point, path_flags
 from t2t_revival.data.tfds_translate_problem import TfdsTranslateProblem
 from t2t_revival.errors import UserError
 
 FLAGS = flags.FLAGS
 
-common.define_usr_dir_flag(__name__)
+path_flags.define_usr_dir_flag(__name__)
 flags.DEFINE_string("problem", "translate_ende_multi30k", "Registered problem name.")
-common.define_path("data_dir", None, "Where to write the vocabulary and TFRecords.")
-common.define_path("tmp_dir", None,
-                   "Where the raw corpora are (or are downloaded to), e.g. "
-                   "../shared/data/multi30k for translate_ende_multi30k.")
+path_flags.define_path("data_dir", None, "Where to write the vocabulary and TFRecords.")
+path_flags.define_path("tmp_dir", None,
+                       "Where the raw corpora are (or are downloaded to), e.g. "
+                       "../shared/data/multi30k for translate_ende_multi30k.")
 flags.DEFINE_bool("download", True,
                   "Download missing corpora into --tmp_dir (short timeout); "
                   "--nodownload only reports what is missing.")
-common.define_path("tfds_data_dir", None,
-                   "For a TFDS problem (translate_*_tfds): the TFDS data_dir the dataset "
-                   "was prepared in (default: TFDS's, ~/tensorflow_datasets); "
-                   "--tmp_dir is not needed then.")
+path_flags.define_path("tfds_data_dir", None,
+                       "For a TFDS problem (translate_*_tfds): the TFDS data_dir the dataset "
+                       "was prepared in (default: TFDS's, ~/tensorflow_datasets); "
+                       "--tmp_dir is not needed then.")
 flags.DEFINE_integer("num_workers", None,
                      "Processes that encode and write the shards (default: the cores "
                      "this process may use). The files are the same for any number.",
@@ -33,7 +33,7 @@ flags.DEFINE_integer("num_workers", None,
 
 
 def main(argv: list[str]) -> int:
-    common.import_usr_dir()
+    path_flags.import_usr_dir()
     registry.load_all()
     problem_cls = registry.problems.get(FLAGS.problem)
     from_tfds = issubclass(problem_cls, TfdsTranslateProblem)
@@ -44,10 +44,10 @@ def main(argv: list[str]) -> int:
         raise UserError(f"--tfds_data_dir is for the TFDS problems (translate_*_tfds); "
                         f"{FLAGS.problem} reads its corpora from --tmp_dir. "
                         f"Received: --tfds_data_dir={FLAGS.tfds_data_dir!r}")
-    common.check_directory("data_dir", FLAGS.data_dir, writable=True)
+    path_flags.check_directory("data_dir", FLAGS.data_dir, writable=True)
     os.makedirs(FLAGS.data_dir, exist_ok=True)   # as tensor2tensor's datagen, for any problem
     if FLAGS.tmp_dir:
-        common.check_directory("tmp_dir", FLAGS.tmp_dir)
+        path_flags.check_directory("tmp_dir", FLAGS.tmp_dir)
     logging.set_verbosity(logging.INFO)
     kwargs = {"tfds_data_dir": FLAGS.tfds_data_dir} if from_tfds else {}
     problem = problem_cls(download=FLAGS.download, num_workers=FLAGS.num_workers, **kwargs)
@@ -60,7 +60,7 @@ def main(argv: list[str]) -> int:
 
 
 def run() -> None:
-    common.run(main, prog="t2t-datagen")
+    entry_point.run(main, prog="t2t-datagen")
 
 
 if __name__ == "__main__":

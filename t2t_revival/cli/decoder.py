@@ -28,38 +28,38 @@ import sys
 
 from absl import flags
 
-from t2t_revival.cli import common
+from t2t_revival.cli import entry_point, path_flags
 
 FLAGS = flags.FLAGS
 PROG = "t2t-decoder"
 
-common.define_usr_dir_flag(__name__)
-common.define_path("output_dir", None, "The training directory (hparams.json, checkpoints).")
-common.define_path("checkpoint_path", None,
-                   "A checkpoint prefix to decode with (default: the latest in output_dir), "
-                   "e.g. output_dir/averaged/ckpt-N from t2t-avg-checkpoints, or a folder "
-                   "of checkpoints such as output_dir/best (the trainer's best by dev "
-                   "BLEU): its latest. Several, "
-                   "comma-separated (prefixes, or directories for their latest), decode "
-                   "as an ensemble: at each step the log of the mean of the models' "
-                   "probabilities. They must share output_dir's vocabulary file contents "
-                   "and vocab_size; each model is built from the hparams.json of its "
-                   "own training directory.",
-                   comma_separated=True)
-common.define_path("decode_from_file", None, "Source sentences, one a line (.gz too).")
-common.define_path("decode_to_file", None,
-                   "Where to write translations (default: <decode_from_file>"
-                   ".<model>.<hparams_set>.beam<N>.alpha<A>.decodes, as tensor2tensor).")
-common.define_path("decode_reference", None,
-                   "Reference translations: report sacreBLEU and the paper's tokenized BLEU.")
+path_flags.define_usr_dir_flag(__name__)
+path_flags.define_path("output_dir", None, "The training directory (hparams.json, checkpoints).")
+path_flags.define_path("checkpoint_path", None,
+                       "A checkpoint prefix to decode with (default: the latest in output_dir), "
+                       "e.g. output_dir/averaged/ckpt-N from t2t-avg-checkpoints, or a folder "
+                       "of checkpoints such as output_dir/best (the trainer's best by dev "
+                       "BLEU): its latest. Several, "
+                       "comma-separated (prefixes, or directories for their latest), decode "
+                       "as an ensemble: at each step the log of the mean of the models' "
+                       "probabilities. They must share output_dir's vocabulary file contents "
+                       "and vocab_size; each model is built from the hparams.json of its "
+                       "own training directory.",
+                       comma_separated=True)
+path_flags.define_path("decode_from_file", None, "Source sentences, one a line (.gz too).")
+path_flags.define_path("decode_to_file", None,
+                       "Where to write translations (default: <decode_from_file>"
+                       ".<model>.<hparams_set>.beam<N>.alpha<A>.decodes, as tensor2tensor).")
+path_flags.define_path("decode_reference", None,
+                       "Reference translations: report sacreBLEU and the paper's tokenized BLEU.")
 flags.DEFINE_bool("decode_interactive", False, "Translate lines typed on standard input.")
-common.define_path("score_file", None,
-                   "Score pairs instead of translating: a file (.gz too) of "
-                   "source<TAB>target lines; prints, for each line in order, "
-                   "'<log_prob><TAB><score>' (score = log_prob / ((5 + length) / 6) ** "
-                   "alpha, length counting EOS: beam search's score of that output) to "
-                   "stdout, or to --decode_to_file. An empty line, a line without "
-                   "exactly one tab or a non-UTF-8 line stops it with one error line.")
+path_flags.define_path("score_file", None,
+                       "Score pairs instead of translating: a file (.gz too) of "
+                       "source<TAB>target lines; prints, for each line in order, "
+                       "'<log_prob><TAB><score>' (score = log_prob / ((5 + length) / 6) ** "
+                       "alpha, length counting EOS: beam search's score of that output) to "
+                       "stdout, or to --decode_to_file. An empty line, a line without "
+                       "exactly one tab or a non-UTF-8 line stops it with one error line.")
 flags.DEFINE_string("decode_hparams", "",
                     '"beam_size=4,alpha=0.6,extra_length=50,batch_size=32,return_beams=false,'
                     'batch_tokens=0,xla=true,long_inputs=cut" (batch_tokens > 0: batches of '
@@ -161,10 +161,10 @@ def _report_cut(decoder, total: int) -> None:
 
 
 def main(argv: list[str]) -> int:
-    common.check_directory("output_dir", FLAGS.output_dir)
-    common.import_usr_dir(FLAGS.output_dir)
+    path_flags.check_directory("output_dir", FLAGS.output_dir)
+    path_flags.import_usr_dir(FLAGS.output_dir)
     if FLAGS.decode_to_file:
-        common.check_output_file("decode_to_file", FLAGS.decode_to_file)
+        path_flags.check_output_file("decode_to_file", FLAGS.decode_to_file)
     from t2t_revival.decode.decoder import (Decoder, ProgressBar, read_text_lines,
                                             write_text_lines)
     from t2t_revival.errors import UserError
@@ -210,7 +210,7 @@ def main(argv: list[str]) -> int:
 
     if FLAGS.decode_from_file:
         out_path = FLAGS.decode_to_file or _default_output(decoder)
-        common.check_output_file("decode_to_file", out_path)  # before decoding, not after
+        path_flags.check_output_file("decode_to_file", out_path)  # before decoding, not after
         bar = ProgressBar()
         translations = decoder.translate(sources, progress=bar, compiling=bar.compiling)
         write_text_lines(out_path, translations)
@@ -228,12 +228,12 @@ def main(argv: list[str]) -> int:
                       flush=True)
                 _report_cut(decoder, 1)
             except UserError as e:  # a bad line is reported; the session goes on
-                common.report(PROG, str(e))
+                entry_point.report(PROG, str(e))
     return 0
 
 
 def run() -> None:
-    common.run(main, prog=PROG)
+    entry_point.run(main, prog=PROG)
 
 
 if __name__ == "__main__":

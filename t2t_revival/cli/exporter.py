@@ -25,25 +25,25 @@ from __future__ import annotations
 
 from absl import flags
 
-from t2t_revival.cli import common
+from t2t_revival.cli import entry_point, path_flags, tensorflow_noise
 
 FLAGS = flags.FLAGS
 
-common.define_usr_dir_flag(__name__)
+path_flags.define_usr_dir_flag(__name__)
 flags.DEFINE_enum("format", "saved_model", ["saved_model", "ctranslate2"],
                   "What to export: a TF Serving SavedModel, or a CTranslate2 model "
                   "directory (needs the ctranslate2 extra).")
-common.define_path("output_dir", None, "The training directory (hparams.json, checkpoints).")
-common.define_path("checkpoint_path", None,
-                   "A checkpoint prefix to export (default: the latest in output_dir), or "
-                   "a folder of checkpoints such as output_dir/best: its latest.")
+path_flags.define_path("output_dir", None, "The training directory (hparams.json, checkpoints).")
+path_flags.define_path("checkpoint_path", None,
+                       "A checkpoint prefix to export (default: the latest in output_dir), or "
+                       "a folder of checkpoints such as output_dir/best: its latest.")
 flags.DEFINE_string("decode_hparams", "",
                     'Beam settings fixed in the export: "beam_size=4,alpha=0.6,extra_length=50" '
                     "and early_stop (--format=ctranslate2: batch_size instead of "
                     "early_stop); no other decode setting.")
-common.define_path("export_dir", None,
-                   "The directory to write <version>/ under (default: output_dir/export "
-                   "for saved_model, output_dir/export/ctranslate2 for ctranslate2).")
+path_flags.define_path("export_dir", None,
+                       "The directory to write <version>/ under (default: output_dir/export "
+                       "for saved_model, output_dir/export/ctranslate2 for ctranslate2).")
 flags.DEFINE_integer("version", None, "The version number (default: the checkpoint's step).",
                      lower_bound=1)
 flags.DEFINE_string("quantization", None,
@@ -61,10 +61,10 @@ def main(argv: list[str]) -> int:
     from t2t_revival.errors import UserError
 
     # Where the export goes must be writable before the model is loaded and traced.
-    common.check_directory("output_dir", FLAGS.output_dir, writable=FLAGS.export_dir is None)
-    common.import_usr_dir(FLAGS.output_dir)
+    path_flags.check_directory("output_dir", FLAGS.output_dir, writable=FLAGS.export_dir is None)
+    path_flags.import_usr_dir(FLAGS.output_dir)
     if FLAGS.export_dir is not None:
-        common.check_directory("export_dir", FLAGS.export_dir, writable=True)
+        path_flags.check_directory("export_dir", FLAGS.export_dir, writable=True)
     if FLAGS.xla and FLAGS.format != "saved_model":
         raise UserError("--xla applies to --format=saved_model only (CTranslate2 "
                         f"has its own kernels). Received: format={FLAGS.format!r}")
@@ -85,7 +85,7 @@ def main(argv: list[str]) -> int:
                         f"format={FLAGS.format!r}")
     from t2t_revival.export.saved_model_export import export_saved_model
 
-    with common.quiet_native_stderr():   # tensorflow-text's SentencePiece logs INFO
+    with tensorflow_noise.quiet_native_stderr():   # tensorflow-text's SentencePiece logs INFO
         path = export_saved_model(FLAGS.output_dir, FLAGS.checkpoint_path,
                                   overrides, FLAGS.export_dir, FLAGS.version,
                                   xla=FLAGS.xla)
@@ -94,7 +94,7 @@ def main(argv: list[str]) -> int:
 
 
 def run() -> None:
-    common.run(main, prog="t2t-exporter")
+    entry_point.run(main, prog="t2t-exporter")
 
 
 if __name__ == "__main__":

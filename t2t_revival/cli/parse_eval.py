@@ -14,16 +14,16 @@ import json
 
 from absl import flags
 
-from t2t_revival.cli import common
+from t2t_revival.cli import entry_point, path_flags
 from t2t_revival.errors import UserError
 from t2t_revival.parsing.evalb import evaluate_files
 
 FLAGS = flags.FLAGS
 
-common.define_path("gold", None, "Gold trees: a .mrg file or one bracketed tree per line.")
-common.define_path("predicted", None,
-                   "Predicted trees, one per gold tree: bracketed (one per line or "
-                   ".mrg) or linearized, one per line.")
+path_flags.define_path("gold", None, "Gold trees: a .mrg file or one bracketed tree per line.")
+path_flags.define_path("predicted", None,
+                       "Predicted trees, one per gold tree: bracketed (one per line or "
+                       ".mrg) or linearized, one per line.")
 flags.DEFINE_bool("json", False, "Print the counts and scores as one JSON object.")
 
 
@@ -41,7 +41,7 @@ def main(argv: list[str]) -> int:
 
 
 def run() -> None:
-    common.run(main, prog="t2t-parse-eval")
+    entry_point.run(main, prog="t2t-parse-eval")
 
 
 if __name__ == "__main__":

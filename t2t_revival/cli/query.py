@@ -15,7 +15,7 @@ import sys
 
 from absl import flags
 
-from t2t_revival.cli import common
+from t2t_revival.cli import entry_point, path_flags
 
 FLAGS = flags.FLAGS
 
@@ -24,8 +24,8 @@ flags.DEFINE_string("model_name", "t2t", "The served model's name (MODEL_NAME)."
 flags.DEFINE_integer("model_version", None, "A model version (default: the newest).",
                      lower_bound=1)
 flags.DEFINE_string("sentences", None, "Sentences to translate, separated by '|'.")
-common.define_path("input_file", None,
-                   "A file of sentences, one a line (default: standard input).")
+path_flags.define_path("input_file", None,
+                       "A file of sentences, one a line (default: standard input).")
 flags.DEFINE_integer("batch_size", 32, "Sentences per request.", lower_bound=1)
 flags.DEFINE_bool("scores", False, "Print each translation's score before it.")
 flags.DEFINE_float("timeout", 60.0, "Seconds to wait for each answer.", lower_bound=0.1)
@@ -56,7 +56,7 @@ def main(argv: list[str]) -> int:
 
 
 def run() -> None:
-    common.run(main, prog="t2t-query")
+    entry_point.run(main, prog="t2t-query")
 
 
 if __name__ == "__main__":

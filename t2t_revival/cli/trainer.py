@@ -14,7 +14,7 @@ import os
 from absl import flags
 
 from t2t_revival import registry
-from t2t_revival.cli import common
+from t2t_revival.cli import entry_point, path_flags, tensorflow_noise
 from t2t_revival.errors import UserError
 from t2t_revival.train.train_config import TrainConfig
 
@@ -22,7 +22,7 @@ FLAGS = flags.FLAGS
 # The run options' defaults have one owner, `TrainConfig`; the flags show them.
 _DEFAULT = {field.name: field.default for field in dataclasses.fields(TrainConfig)}
 
-common.define_usr_dir_flag(__name__)
+path_flags.define_usr_dir_flag(__name__)
 flags.DEFINE_bool("registry_help", False,
                   "Print every registered problem, model and hparam set, then exit.")
 flags.DEFINE_string("problem", "translate_ende_multi30k", "Registered problem name.")
@@ -31,12 +31,12 @@ flags.DEFINE_string("hparams_set", _DEFAULT["hparams_set"], "Registered hparam s
 flags.DEFINE_string("hparams", "",
                     'Overrides of the hparam set, e.g. "num_hidden_layers=2,dropout=0.3,'
                     'bucket_boundaries=[8,16,32]". batch_size is tokens per replica.')
-common.define_path("data_dir", "t2t_data",
-                   "TFRecords and vocabulary; t2t-datagen runs first when missing.")
-common.define_path("tmp_dir", "",
-                   "Raw corpora for datagen (default: /tmp/t2t_datagen, as tensor2tensor).")
-common.define_path("output_dir", "t2t_train",
-                   "Checkpoints, hparams.json, run.json, vocab.model, summaries.")
+path_flags.define_path("data_dir", "t2t_data",
+                       "TFRecords and vocabulary; t2t-datagen runs first when missing.")
+path_flags.define_path("tmp_dir", "",
+                       "Raw corpora for datagen (default: /tmp/t2t_datagen, as tensor2tensor).")
+path_flags.define_path("output_dir", "t2t_train",
+                       "Checkpoints, hparams.json, run.json, vocab.model, summaries.")
 flags.DEFINE_integer("train_steps", _DEFAULT["train_steps"], "Optimizer updates to train to.",
                      lower_bound=1)
 flags.DEFINE_float("max_train_minutes", _DEFAULT["max_train_minutes"],
@@ -90,13 +90,13 @@ flags.DEFINE_integer("worker_gpu", _DEFAULT["worker_gpu"],
 flags.DEFINE_integer("cpu_devices", _DEFAULT["cpu_devices"],
                      "Split the CPU into N logical devices and mirror over them "
                      "(tests the multi-replica path without GPUs).", lower_bound=0)
-common.define_path("warm_start_from", None,
-                   "Fine-tuning: initialize the model weights from this checkpoint prefix, "
-                   "or from the latest checkpoint of this training directory (same model "
-                   "shape and vocabulary); the optimizer, the step and the learning-rate "
-                   "schedule start fresh (shorter warmup: --hparams "
-                   "learning_rate_warmup_steps=N). Only for a new output_dir; a resume "
-                   "continues the run itself.")
+path_flags.define_path("warm_start_from", None,
+                       "Fine-tuning: initialize the model weights from this checkpoint prefix, "
+                       "or from the latest checkpoint of this training directory (same model "
+                       "shape and vocabulary); the optimizer, the step and the learning-rate "
+                       "schedule start fresh (shorter warmup: --hparams "
+                       "learning_rate_warmup_steps=N). Only for a new output_dir; a resume "
+                       "continues the run itself.")
 flags.DEFINE_bool("skip_corrupt_records", _DEFAULT["skip_corrupt_records"],
                   "Read each data shard up to a truncated or corrupted record and skip the "
                   "rest of it, instead of stopping with an error naming the shard; the "
@@ -112,6 +112,14 @@ flags.DEFINE_bool("export_on_best", False,
                   "With --export_saved_model / --export_ctranslate2: also export each new "
                   "best checkpoint as soon as it is found, as a new version (TF Serving "
                   "serves the highest).")
+
+
+def _progress(line: str) -> None:
+    """Print a line of the run's progress at once, even into a pipe (which
+    Python otherwise fills 8 KiB at a time): `| tee train.log` shows each line
+    as it comes, and a reader that went away (a dead tee, `| head`) is
+    noticed at the next line, where the trainer saves and stops (`Trainer.log`)."""
+    print(line, flush=True)
 
 
 def _print_summary(config, result) -> None:
@@ -140,12 +148,12 @@ def _print_summary(config, result) -> None:
 
 def main(argv: list[str]) -> int:
     if FLAGS.registry_help:
-        common.import_usr_dir()
+        path_flags.import_usr_dir()
         print(registry.help_text())
         return 0
-    output_dir = common.check_directory("output_dir", FLAGS.output_dir, writable=True)
-    usr_dir = common.import_usr_dir(output_dir)   # the flag, or the run's own when resuming
-    data_dir = common.check_directory("data_dir", FLAGS.data_dir)
+    output_dir = path_flags.check_directory("output_dir", FLAGS.output_dir, writable=True)
+    usr_dir = path_flags.import_usr_dir(output_dir)   # the flag, or the run's own when resuming
+    data_dir = path_flags.check_directory("data_dir", FLAGS.data_dir)
     if FLAGS.eval_early_stopping_evals and not FLAGS.local_eval_frequency:
         raise UserError("--eval_early_stopping_evals counts evaluations: set "
                         "--local_eval_frequency=N too. Received: local_eval_frequency=0")
@@ -181,7 +189,8 @@ def main(argv: list[str]) -> int:
     def export_new_best(checkpoint_path, record):
         _export(output_dir, checkpoint_path, formats)
 
-    result = train(config, on_new_best=export_new_best if FLAGS.export_on_best else None)
+    result = train(config, log=_progress,
+                   on_new_best=export_new_best if FLAGS.export_on_best else None)
     _print_summary(config, result)
     if formats and result.chief:
         from t2t_revival.run_dir.training_directory import TrainingDirectory
@@ -211,7 +220,7 @@ def _export(output_dir: str, checkpoint_path: str, formats: list[str],
         elif name == "saved_model":
             from t2t_revival.export.saved_model_export import export_saved_model
 
-            with common.quiet_native_stderr():   # tensorflow-text's SentencePiece logs INFO
+            with tensorflow_noise.quiet_native_stderr():   # tensorflow-text logs INFO
                 path = export_saved_model(output_dir, checkpoint_path, version=version)
         else:
             from t2t_revival.export.ctranslate2_export import export_ctranslate2
@@ -223,7 +232,7 @@ def _export(output_dir: str, checkpoint_path: str, formats: list[str],
 
 
 def run() -> None:
-    common.run(main, prog="t2t-trainer")
+    entry_point.run(main, prog="t2t-trainer")
 
 
 if __name__ == "__main__":

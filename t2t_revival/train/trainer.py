@@ -15,7 +15,7 @@ The parts, each with one job:
 
 The trainer holds output_dir's lock (`RunLock`) while it trains, prepares the
 run (`run_preparation`: data, resume checks, warm start, run files) and
-stops cleanly on a signal (SignalSave: save, then stop).
+stops cleanly on a signal (SaveThenStop: save, then stop).
 """
 
 from __future__ import annotations
@@ -30,11 +30,11 @@ import tensorflow as tf
 
 from t2t_revival.run_dir.run_lock import RunLock
 from t2t_revival.run_dir.training_directory import TrainingDirectory
+from t2t_revival.save_then_stop import SaveThenStop
 from t2t_revival.stopped_by_signal import StoppedBySignal
 from t2t_revival.train import run_preparation
 from t2t_revival.train.evaluator import Evaluator, OnNewBest
 from t2t_revival.train.run_checkpoints import RunCheckpoints
-from t2t_revival.train.signal_save import SignalSave
 from t2t_revival.train.time_budget import TimeBudget
 from t2t_revival.train.train_config import TrainConfig
 from t2t_revival.train.training_faults import TrainingFaults
@@ -56,7 +56,7 @@ class Trainer:
     Attributes:
         setup: the built parts (problem, strategy, model, optimizer).
         update_step, checkpoints, faults, evaluator, budget: the parts above.
-        signals: the stop-signal policy while training (`SignalSave`).
+        signals: the stop-signal policy while training (`SaveThenStop`).
     """
 
     def __init__(self, config: TrainConfig, strategy: tf.distribute.Strategy | None = None,
@@ -65,7 +65,7 @@ class Trainer:
         self._print = log
         self._output_closed = False
         self.clock = clock
-        self.signals = SignalSave()  # installed by train()
+        self.signals = SaveThenStop()  # entered by train()
         self.directory = TrainingDirectory(config.output_dir, keep=config.keep_checkpoint_max)
         self.setup = TrainingSetup.build(config, self.directory, strategy, self.log)
         setup = self.setup
@@ -150,7 +150,7 @@ class Trainer:
 
         If its output cannot be written any more (the reader of a pipe went
         away: `t2t-trainer ... | tee log` whose tee died; a hung-up terminal),
-        a run in training saves at its step and stops (`SignalSave.request`,
+        a run in training saves at its step and stops (`SaveThenStop.request`,
         as SIGPIPE would); the lines after it are dropped. Before training
         there is nothing to save, and the error goes on (the CLI ends quietly,
         status 141).
@@ -170,13 +170,13 @@ class Trainer:
 
         Holds output_dir's lock (`RunLock`) throughout; SIGTERM, SIGINT, SIGHUP
         or a closed output (`log`) save a checkpoint at the current step and
-        raise StoppedBySignal (`SignalSave`).
+        raise StoppedBySignal (`SaveThenStop`).
         """
         lock = RunLock(self.directory.path) if self.chief else None
         with lock or contextlib.nullcontext(), self.signals:
             try:
                 return self._train()
-            except SignalSave.StopRequested as stop:
+            except SaveThenStop.StopRequested as stop:
                 saved = self.checkpoints.save_unless_saved(self.step)
                 name = StoppedBySignal.default_message(stop.signum)
                 raise StoppedBySignal(stop.signum, f"{name} at step {self.step}; checkpoint "
