@@ -1,16 +1,19 @@
 """The training directory (`--output_dir`): what a run writes and every tool reads.
 
-- `training_directory.TrainingDirectory`: the one owner of the directory's
-  layout: its files, the run record, the checkpoints (save, list, restore,
-  average) and building the model they hold. The trainer, decoder,
-  exporters and t2t-avg-checkpoints go through it.
-- `run_record.RunRecord`: the typed contents of `run.json`.
-- `trained_model.TrainedModel`: a restored model with its hparams, run
-  record and vocabulary (`TrainingDirectory.load`), for decoding and export.
+- `training_directory.TrainingDirectory`: the directory's layout, its run
+  files (hparams.json, run.json, the vocabulary copy) and its checkpoint
+  folders. The trainer, decoder, exporters and t2t-avg-checkpoints go through it.
+- `checkpoint_folder.CheckpointFolder`: the one owner of a folder of
+  checkpoints (the run's, best/, averaged/): list, check, restore the newest
+  intact, save, average.
+- `best_checkpoint.BestCheckpoint`: best/, swapped in whole.
+- `run_record.RunRecord`, `best_record.BestRecord`: run.json and best.json
+  (`json_record.JsonRecord`, as `HParams` for hparams.json).
 - `checkpoint_variables`: which variables a checkpoint holds, by name.
 - `file_names`: the names of the files, and of a checkpoint's step. Imports
   nothing heavy (no TensorFlow), for readers such as `CTranslate2Translator`.
 
-This `__init__` imports nothing, so that importing `file_names` stays cheap;
-import the modules themselves.
+Building a model from a directory is `models.TrainedModel.load`'s: run_dir
+builds no model. This `__init__` imports nothing, so that importing
+`file_names` stays cheap; import the modules themselves.
 """
