@@ -2,17 +2,11 @@
 split it relies on: encoder + decoder + shared embedding = every weight), and
 that the step it times is the trainer's own update."""
 
-import importlib.util
-
-from conftest import ROOT
+from benchmarks import train_step
 
 
 def _train_step_module():
-    spec = importlib.util.spec_from_file_location(
-        "train_step_benchmark", ROOT / "benchmarks" / "train_step.py")
-    module = importlib.util.module_from_spec(spec)
-    spec.loader.exec_module(module)
-    return module
+    return train_step
 
 
 def test_step_flops_by_hand_at_the_tiny_shape():
@@ -65,7 +59,7 @@ def test_the_timed_step_is_the_trainers_update():
     args = bench.parse_args(["--shapes", "tiny", "--batch", "4", "--src_len", "6",
                              "--tgt_len", "5", "--steps", "2", "--warmup", "1"])
     result = bench.time_ours_tensorflow(bench.SHAPES["tiny"], args, jit_compile=False)
-    assert result["step"] == "Trainer.train_step"
+    assert result["step"] == "Trainer.update_step.run"
     assert result["optimizer"] == "ReducedGradientsAdam"     # not a plain Adam
     assert result["updates"] == 3                              # warm-up + timed, all applied
     # The trainer's smoothed loss (entropy of the target subtracted) at a random

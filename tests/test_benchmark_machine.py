@@ -1,15 +1,10 @@
-"""benchmarks/machine.py: the CPU line every benchmark's JSON carries."""
+"""benchmarks/harness.py: the CPU line every benchmark's JSON carries."""
 
-import importlib.util
 import os
 
 import pytest
 
-from conftest import ROOT
-
-spec = importlib.util.spec_from_file_location("machine", ROOT / "benchmarks" / "machine.py")
-machine = importlib.util.module_from_spec(spec)
-spec.loader.exec_module(machine)
+from benchmarks import harness as machine
 
 
 @pytest.mark.parametrize("flags, level", [("fpu avx avx2 avx512f avx512bw", "avx512f"),
