@@ -19,8 +19,8 @@ En-De (4.5M pairs) and En-Fr (36M) are projected on 16 and 64 cores. On a 2-core
 the fitted p is pessimistic and s optimistic: read the projection as a rough
 guide.
 
-    python benchmarks/datagen_scale.py                      # 0.5M, 1M, 2M at 1 and 2 workers
-    python benchmarks/datagen_scale.py --sizes=20000 --workers=1,2   # smoke run
+    python -m benchmarks.datagen_scale                      # 0.5M, 1M, 2M at 1 and 2 workers
+    python -m benchmarks.datagen_scale --sizes=20000 --workers=1,2   # smoke run
 """
 
 from __future__ import annotations
@@ -40,21 +40,34 @@ import threading
 import time
 
 import psutil
-from absl import app, flags
 
-ROOT = pathlib.Path(__file__).resolve().parents[1]
-sys.path.insert(0, str(ROOT))
+from benchmarks import harness
+from t2t_revival.errors import UserError
 
-FLAGS = flags.FLAGS
-flags.DEFINE_list("sizes", ["500000", "1000000", "2000000"], "Training pairs per corpus.")
-flags.DEFINE_list("workers", ["1", "2"], "--num_workers values to run at each size.")
-flags.DEFINE_string("shared_data", str(ROOT.parent / "shared" / "data"),
-                    "The shared data folder (wmt14/ is read).")
-flags.DEFINE_string("work_dir", None, "Where the archives and outputs go (default: a "
-                    "temporary folder, deleted at the end).")
-flags.DEFINE_list("project_pairs", ["4500000", "36000000"],
-                  "Corpus sizes to project to (En-De, En-Fr).")
-flags.DEFINE_list("project_cores", ["16", "64"], "Worker counts to project to.")
+PROG = "datagen_scale"
+
+
+def _ints(text: str) -> list[int]:
+    return [int(x) for x in text.split(",") if x.strip()]
+
+
+def parse_args(argv=None):
+    p = harness.argument_parser(PROG, __doc__)
+    p.add_argument("--sizes", type=_ints, default=[500000, 1000000, 2000000],
+                   help="training pairs per corpus, comma-separated")
+    p.add_argument("--workers", type=_ints, default=[1, 2],
+                   help="--num_workers values to run at each size")
+    p.add_argument("--shared_data", default=str(harness.SHARED_DATA),
+                   help="the shared data folder (wmt14/ is read)")
+    p.add_argument("--work_dir", default=None,
+                   help="where the archives and outputs go (default: a temporary folder, "
+                        "deleted at the end)")
+    p.add_argument("--project_pairs", type=_ints, default=[4500000, 36000000],
+                   help="corpus sizes to project to (En-De, En-Fr)")
+    p.add_argument("--project_cores", type=_ints, default=[16, 64],
+                   help="worker counts to project to")
+    return p.parse_args(argv)
+
 
 SAMPLE = "wmt14/train_sample_tokenized"
 # (archive, English member, German member, share of the pairs): the En-De corpora.
@@ -155,7 +168,7 @@ class _MemorySampler(threading.Thread):
 
 
 def run_datagen(tmp_dir: pathlib.Path, data_dir: pathlib.Path, workers: int) -> dict:
-    env = dict(os.environ, PYTHONPATH=str(ROOT), TF_CPP_MIN_LOG_LEVEL="2")
+    env = dict(os.environ, TF_CPP_MIN_LOG_LEVEL="2")
     cmd = [sys.executable, "-m", "t2t_revival.cli.datagen", "--problem=translate_ende_wmt32k",
            f"--data_dir={data_dir}", f"--tmp_dir={tmp_dir}", "--nodownload",
            f"--num_workers={workers}"]
@@ -170,7 +183,9 @@ def run_datagen(tmp_dir: pathlib.Path, data_dir: pathlib.Path, workers: int) -> 
     sampler.stop.set()
     sampler.join()
     if proc.returncode != 0:
-        raise SystemExit(f"datagen failed ({proc.returncode}):\n{err[-3000:]}")
+        sys.stderr.write(err[-3000:])
+        raise UserError(f"datagen failed with exit code {proc.returncode} (its error "
+                        f"output is above). Received: {' '.join(cmd)}")
     vocab = re.search(r"vocabulary \S+ done in ([\d.]+) s", err)
     train = json.loads((data_dir / "translate_ende_wmt32k-train.stats.json").read_text())
     return {"workers": workers, "wall_s": round(wall, 1),
@@ -226,16 +241,17 @@ def project(runs: list[dict], targets: list[int], cores: list[int]) -> dict:
     return model
 
 
-def main(argv: list[str]) -> None:
-    shared = pathlib.Path(FLAGS.shared_data)
-    work = pathlib.Path(FLAGS.work_dir or tempfile.mkdtemp(prefix="datagen_scale."))
+def main(argv=None) -> None:
+    a = parse_args(argv)
+    shared = pathlib.Path(a.shared_data)
+    work = pathlib.Path(a.work_dir or tempfile.mkdtemp(prefix="datagen_scale."))
     runs = []
     try:
-        for size in map(int, FLAGS.sizes):
+        for size in a.sizes:
             tmp_dir = work / f"wmt_{size}"
             build_archives(shared, size, tmp_dir)
             _extract(tmp_dir)
-            for workers in map(int, FLAGS.workers):
+            for workers in a.workers:
                 data_dir = work / f"data_{size}_{workers}"
                 result = dict(size=size, **run_datagen(tmp_dir, data_dir, workers))
                 print(json.dumps(result), file=sys.stderr, flush=True)
@@ -243,12 +259,12 @@ def main(argv: list[str]) -> None:
                 shutil.rmtree(data_dir)
             shutil.rmtree(tmp_dir)
     finally:
-        if not FLAGS.work_dir:
+        if not a.work_dir:
             shutil.rmtree(work, ignore_errors=True)
-    print(json.dumps({"machine_cores": psutil.cpu_count(), "runs": runs,
-                      "projection": project(runs, list(map(int, FLAGS.project_pairs)),
-                                            list(map(int, FLAGS.project_cores)))}, indent=1))
+    harness.print_result({"machine_cores": psutil.cpu_count(), "runs": runs,
+                          "projection": project(runs, a.project_pairs, a.project_cores)},
+                         indent=1)
 
 
 if __name__ == "__main__":
-    app.run(main)
+    harness.run(main, PROG)

@@ -1,7 +1,7 @@
 """Where the compiled search's time goes: XLA's own per-operation trace of
 `Decoder.translate`, summed by part of the model. Prints one JSON line.
 
-    python benchmarks/decode_profile.py --output_dir=t2t_train/tiny \
+    python -m benchmarks.decode_profile --output_dir=t2t_train/tiny \
         --checkpoint_path=t2t_train/tiny/averaged/ckpt-2000 --batch_size=1
 
 The XLA search (`xla=true`) translates the first --max_sentences lines of
@@ -25,25 +25,20 @@ TensorFlow op each one came from, which says which part it belongs to:
 projection); `unmapped_ms` is the time of operations that the dumped HLO
 does not name (0 when every one is accounted for). Profiling costs a little
 time per operation: compare the shares, not the wall time, with
-`decode_speed.py`.
+`benchmarks.decode_speed`.
 """
 
-import argparse
 import collections
 import glob
-import json
 import os
 import re
 import shutil
-import sys
 import tempfile
 import time
 
-sys.path.insert(0, os.path.dirname(os.path.abspath(__file__)))  # benchmarks/, also when loaded by path
-import machine  # noqa: E402  (benchmarks/machine.py)
-from model_arguments import add_model_arguments, sources_and_decoder, user_errors_exit  # noqa: E402  (benchmarks/model_arguments.py)
+from benchmarks import harness
 
-sys.path.insert(0, os.path.dirname(os.path.dirname(os.path.abspath(__file__))))
+PROG = "decode_profile"
 
 # Events that contain other events (their time is their operations' time).
 _CONTAINERS = re.compile(r"^(while|conditional|call)(\.\d+)?$|^ThunkExecutor::Execute$")
@@ -123,8 +118,8 @@ def read_trace(logdir: str):
 
 
 def main():
-    parser = argparse.ArgumentParser(description=__doc__.splitlines()[0])
-    add_model_arguments(parser)
+    parser = harness.argument_parser(PROG, __doc__)
+    harness.add_model_arguments(parser)
     parser.add_argument("--batch_size", type=int, default=1)
     parser.add_argument("--max_sentences", type=int, default=100)
     parser.add_argument("--threads", type=int, default=os.cpu_count(),
@@ -132,7 +127,10 @@ def main():
     parser.add_argument("--decode_hparams", default="",
                         help="more decode hparams, e.g. early_stop=best_finished")
     args = parser.parse_args()
+    from t2t_revival.decode_hparams import parse_decode_hparams
 
+    overrides = {"batch_size": args.batch_size, "xla": True,
+                 **parse_decode_hparams(args.decode_hparams)}
     work = tempfile.mkdtemp(prefix="decode_profile_")
     dump_dir, logdir = os.path.join(work, "hlo"), os.path.join(work, "trace")
     os.environ["XLA_FLAGS"] = " ".join(filter(None, [
@@ -141,7 +139,7 @@ def main():
     try:
         import tensorflow as tf
         tf.config.threading.set_intra_op_parallelism_threads(args.threads)
-        sources, decoder = sources_and_decoder(args, f"batch_size={args.batch_size},xla=true")
+        sources, decoder = harness.sources_and_decoder(args, overrides)
         decoder.translate(sources)  # compile every program
         tf.profiler.experimental.start(logdir)
         start = time.perf_counter()
@@ -168,7 +166,7 @@ def main():
     finally:
         shutil.rmtree(work, ignore_errors=True)
     total = sum(parts.values())
-    print(json.dumps({
+    harness.print_result({
         "benchmark": "decode_profile", "output_dir": args.output_dir,
         "checkpoint_path": args.checkpoint_path, "batch_size": args.batch_size,
         "sentences": len(sources), "decode_hparams": args.decode_hparams,
@@ -178,10 +176,9 @@ def main():
         "parts": {part: {"ms": round(ms, 1), "share": round(ms / total, 3),
                          "per_step_us": round(ms / max(steps, 1) * 1e3, 1)}
                   for part, ms in parts.most_common()},
-        "machine": machine.describe(tensorflow=tf.__version__),
-        "loadavg": os.getloadavg()}))
+        "machine": harness.describe(tensorflow=tf.__version__),
+        "loadavg": harness.load_average()})
 
 
 if __name__ == "__main__":
-    with user_errors_exit("decode_profile"):
-        main()
+    harness.run(main, PROG)

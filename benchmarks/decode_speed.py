@@ -2,7 +2,7 @@
 the Multi30k test set, at decode batch sizes 32 and 1, with the XLA-compiled
 search and the uncompiled one, beside CTranslate2. Prints one JSON line.
 
-    python benchmarks/decode_speed.py --output_dir=t2t_train/tiny \
+    python -m benchmarks.decode_speed --output_dir=t2t_train/tiny \
         --checkpoint_path=t2t_train/tiny/averaged/ckpt-2000
 
 For each batch size: `Decoder.translate` with `xla=false` (the uncompiled
@@ -37,37 +37,20 @@ one run are what to compare).
 """
 
 import argparse
-import json
 import os
 import statistics
 import sys
 import tempfile
 import time
 
-sys.path.insert(0, os.path.dirname(os.path.abspath(__file__)))  # benchmarks/, also when loaded by path
-import machine  # noqa: E402  (benchmarks/machine.py)
-from model_arguments import add_model_arguments, user_errors_exit  # noqa: E402  (benchmarks/model_arguments.py)
+from benchmarks import harness
 
-sys.path.insert(0, os.path.dirname(os.path.dirname(os.path.abspath(__file__))))
-
-
-def target_tokens(vocab, outputs) -> int:
-    """The target tokens of `outputs` (translations): their SentencePiece
-    pieces, EOS included; what every decoding benchmark's tokens/s counts."""
-    return sum(len(vocab.encode(o)) + 1 for o in outputs)
-
-
-def _loadavg() -> list[str]:
-    try:
-        with open("/proc/loadavg") as f:
-            return f.read().split()[:3]
-    except OSError:
-        return []
+PROG = "decode_speed"
 
 
 def main():
-    parser = argparse.ArgumentParser(description=__doc__.splitlines()[0])
-    add_model_arguments(parser)
+    parser = harness.argument_parser(PROG, __doc__)
+    harness.add_model_arguments(parser)
     parser.add_argument("--beam_size", type=int, default=4)
     parser.add_argument("--batch_sizes", default="32,1")
     parser.add_argument("--searches", default="uncompiled,xla",
@@ -100,6 +83,7 @@ def main():
         args.ct2_threads = args.threads
     if args.ct2_parallel_batches is None:
         args.ct2_parallel_batches = args.parallel_batches
+    from t2t_revival.decode_hparams import parse_decode_hparams
     from t2t_revival.errors import UserError
 
     for flag, least in (("threads", 1), ("rounds", 1), ("parallel_batches", 0),
@@ -112,7 +96,8 @@ def main():
     if not searches or any(s not in ("uncompiled", "xla") for s in searches):
         raise UserError("--searches must list uncompiled and/or xla, comma-separated. "
                         f"Received: --searches={args.searches!r}")
-    load_before = _loadavg()
+    overrides = parse_decode_hparams(args.decode_hparams)
+    load_before = harness.load_average()
 
     import tensorflow as tf
     tf.config.threading.set_intra_op_parallelism_threads(args.threads)
@@ -136,7 +121,8 @@ def main():
     results, ct2_results, ratios = [], [], []
     for batch in (int(b) for b in args.batch_sizes.split(",")):
         subset = sources[:args.max_sentences_batch1] if batch == 1 else sources
-        engines = [_our_engine(args, Decoder, search, batch, subset) for search in searches]
+        engines = [_our_engine(args, overrides, Decoder, search, batch, subset)
+                   for search in searches]
         if ct2_dir:
             engines += _ctranslate2_engines(args, ct2_dir, subset, batch)
         _time_rounds(engines, subset, args.rounds)
@@ -171,7 +157,7 @@ def main():
         "threads": args.threads, "parallel_batches": args.parallel_batches,
         "rounds": args.rounds,
         "decode_hparams": args.decode_hparams, "results": results,
-        "machine": machine.describe(tensorflow=tf.__version__),
+        "machine": harness.describe(tensorflow=tf.__version__),
     }
     if ct2_dir:
         import shutil
@@ -183,18 +169,16 @@ def main():
         report["ratios"] = ratios
         report["machine"] += f", ctranslate2 {ctranslate2.__version__}"
         shutil.rmtree(os.path.dirname(ct2_dir), ignore_errors=True)
-    report["loadavg_before"], report["loadavg_after"] = load_before, _loadavg()
-    print(json.dumps(report))
+    report["loadavg_before"], report["loadavg_after"] = load_before, harness.load_average()
+    harness.print_result(report)
 
 
-def _our_engine(args, Decoder, search, batch, subset) -> dict:
-    """Our decoder with one search, warmed up: a first pass traces (and
-    compiles) every decoding graph."""
-    decoder = Decoder(args.output_dir, args.checkpoint_path, decode_hparams=(
-        f"beam_size={args.beam_size},batch_size={batch},"
-        f"xla={'true' if search == 'xla' else 'false'},"
-        f"parallel_batches={args.parallel_batches}"
-        + (f",{args.decode_hparams}" if args.decode_hparams else "")))
+def _our_engine(args, overrides, Decoder, search, batch, subset) -> dict:
+    """Our decoder with one search and the --decode_hparams `overrides`,
+    warmed up: a first pass traces (and compiles) every decoding graph."""
+    decoder = Decoder.load(args.output_dir, args.checkpoint_path, {
+        "beam_size": args.beam_size, "batch_size": batch, "xla": search == "xla",
+        "parallel_batches": args.parallel_batches, **overrides})
     start = time.perf_counter()
     decoder.translate(subset)
     return {"name": search, "translate": decoder.translate, "vocab": decoder.vocab,
@@ -240,7 +224,7 @@ def _entry(subset, engine, vocab, reference) -> dict:
     """The figures of one engine, from its median round."""
     outputs, rounds = engine["outputs"], engine["seconds"]
     seconds = statistics.median(rounds)
-    tokens = target_tokens(vocab, outputs)
+    tokens = harness.target_tokens(vocab, outputs)
     entry = {"sentences": len(subset),
              "sentences_per_second": round(len(subset) / seconds, 2),
              "target_tokens_per_second": round(tokens / seconds, 1),
@@ -255,5 +239,4 @@ def _entry(subset, engine, vocab, reference) -> dict:
 
 
 if __name__ == "__main__":
-    with user_errors_exit("decode_speed"):
-        main()
+    harness.run(main, PROG)

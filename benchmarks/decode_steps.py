@@ -1,73 +1,62 @@
 """How much of what beam search computes is for sentences still searching,
 and how many steps a sentence takes for its tokens. Prints one JSON line.
 
-    python benchmarks/decode_steps.py --output_dir=t2t_train/tiny \\
+    python -m benchmarks.decode_steps --output_dir=t2t_train/tiny \\
         --checkpoint_path=t2t_train/tiny/averaged/ckpt-2000 --batch_size=32
 
 Counts, not time: `Decoder.translate` with the XLA search's batches (its
 rows: a partial batch filled up by repeating its last input) run eagerly
 (`tf.config.run_functions_eagerly`: the same search, uncompiled), so that
 every step of the staged loop (`beam_search`'s stages of halving batch
-size) can be seen: how many batch elements the step ran (`stage_steps`:
-steps by stage size) and how many of them were still searching.
+size) is seen by the search's observer (`Decoder.on_beam_step`): how many
+batch elements the step ran (`stage_steps`: steps by stage size) and how
+many of them were still searching.
 `searching_share` is the share of the computed element-steps that an
 element still searching needed (1 - it is the most a search that refilled
 finished slots could save); `steps_per_sentence` (those element-steps per
 sentence, a partial batch's repeated rows included) against
-`target_tokens_per_sentence` (pieces with EOS, as `decode_speed.py` counts
+`target_tokens_per_sentence` (pieces with EOS, as `decode_speed` counts
 them) is how far the search goes on after a sentence's first finished
 hypothesis. Slow (eager: about 0.15 s a step of the Multi30k recipe model
 on 2 cores): a few hundred sentences at batch 32, tens at batch 1.
 """
 
-import argparse
 import collections
-import importlib
-import json
-import os
-import sys
 import threading
 
-sys.path.insert(0, os.path.dirname(os.path.abspath(__file__)))  # benchmarks/, also when loaded by path
-import machine  # noqa: E402  (benchmarks/machine.py)
-from decode_speed import target_tokens  # noqa: E402  (benchmarks/decode_speed.py)
-from model_arguments import add_model_arguments, sources_and_decoder, user_errors_exit  # noqa: E402  (benchmarks/model_arguments.py)
+from benchmarks import harness
 
-sys.path.insert(0, os.path.dirname(os.path.dirname(os.path.abspath(__file__))))
+PROG = "decode_steps"
 
 
-def counting_staged_loop(staged_loop, counts: collections.Counter):
-    """`beam_search._staged_loop` with every step counted into `counts`:
-    `steps`, `stage_steps_<elements>`, `element_steps` (batch elements run)
-    and `searching_element_steps` (of them, still searching)."""
+def step_counter(counts: collections.Counter):
+    """A beam search observer (`beam_search`'s `on_step`) that counts every
+    step into `counts`: `steps`, `stage_steps_<elements>`, `element_steps`
+    (batch elements run) and `searching_element_steps` (of them, still
+    searching)."""
     from keras import ops
 
     lock = threading.Lock()  # the first batch of each program runs in a thread
 
-    def loop(state, body, *args, **kwargs):
-        def counted(state):
-            elements = state["searching"].shape[0]
-            searching = int(ops.sum(ops.cast(state["searching"], "int32")))
-            with lock:
-                counts["steps"] += 1
-                counts[f"stage_steps_{elements}"] += 1
-                counts["element_steps"] += elements
-                counts["searching_element_steps"] += searching
-            return body(state)
-        return staged_loop(state, counted, *args, **kwargs)
-    return loop
+    def count(state):
+        elements = state["searching"].shape[0]
+        searching = int(ops.sum(ops.cast(state["searching"], "int32")))
+        with lock:
+            counts["steps"] += 1
+            counts[f"stage_steps_{elements}"] += 1
+            counts["element_steps"] += elements
+            counts["searching_element_steps"] += searching
+    return count
 
 
 def main():
-    parser = argparse.ArgumentParser(description=__doc__.splitlines()[0])
-    add_model_arguments(parser)
+    parser = harness.argument_parser(PROG, __doc__)
+    harness.add_model_arguments(parser)
     parser.add_argument("--batch_size", type=int, default=32)
     parser.add_argument("--max_sentences", type=int, default=320)
     parser.add_argument("--decode_hparams", default="",
                         help="more decode hparams, e.g. early_stop=best_finished")
     args = parser.parse_args()
-
-    import tensorflow as tf
 
     from t2t_revival.decode_hparams import parse_decode_hparams
     from t2t_revival.errors import UserError
@@ -81,24 +70,23 @@ def main():
     # run's own default beam, after.
     asked = parse_decode_hparams(args.decode_hparams)
     refuse_without_beams(asked.get("beam_size"), asked.get("sampling", False))
-    sources, decoder = sources_and_decoder(
-        args, f"batch_size={args.batch_size},xla=true,parallel_batches=1")
+    import tensorflow as tf
+
+    sources, decoder = harness.sources_and_decoder(
+        args, {"batch_size": args.batch_size, "xla": True, "parallel_batches": 1, **asked})
     dhp = decoder.decode_hparams
     refuse_without_beams(dhp.beam_size, dhp.sampling)
-    search = importlib.import_module("t2t_revival.decode.beam_search")
     counts = collections.Counter()
-    staged_loop = search._staged_loop
-    search._staged_loop = counting_staged_loop(staged_loop, counts)
+    decoder.on_beam_step = step_counter(counts)
     tf.config.run_functions_eagerly(True)
     try:
         outputs = decoder.translate(sources)
     finally:
-        search._staged_loop = staged_loop
         tf.config.run_functions_eagerly(False)
-    tokens = target_tokens(decoder.vocab, [o.split("\t", 1)[0] for o in outputs])
+    tokens = harness.target_tokens(decoder.vocab, [o.split("\t", 1)[0] for o in outputs])
     stages = {int(k.rsplit("_", 1)[1]): v for k, v in counts.items()
               if k.startswith("stage_steps_")}
-    print(json.dumps({
+    harness.print_result({
         "benchmark": "decode_steps", "output_dir": args.output_dir,
         "checkpoint_path": args.checkpoint_path, "batch_size": args.batch_size,
         "beam_size": dhp.beam_size, "decode_hparams": args.decode_hparams,
@@ -111,9 +99,8 @@ def main():
         "target_tokens": tokens,
         "target_tokens_per_sentence": round(tokens / len(sources), 2),
         "steps_per_sentence": round(counts["searching_element_steps"] / len(sources), 2),
-        "machine": machine.describe(tensorflow=tf.__version__)}))
+        "machine": harness.describe(tensorflow=tf.__version__)})
 
 
 if __name__ == "__main__":
-    with user_errors_exit("decode_steps"):
-        main()
+    harness.run(main, PROG)

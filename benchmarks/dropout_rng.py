@@ -1,6 +1,6 @@
 """What dropout's random bits cost in an XLA-compiled CPU step, by generator.
 
-    PYTHONPATH=$PWD python benchmarks/dropout_rng.py [--shapes tiny,multi30k] [--rounds 5]
+    python -m benchmarks.dropout_rng [--shapes tiny,multi30k] [--rounds 5]
 
 Keras' TensorFlow backend draws dropout masks with `stateless_dropout` and no
 algorithm (`auto_select`); `t2t_revival.layers.Dropout` asks for ThreeFry when
@@ -20,15 +20,13 @@ Prints one JSON object: milliseconds per call (median over rounds) and the
 ratios auto_select / threefry and threefry / off.
 """
 
-import argparse
-import json
 import os
 import statistics
-import sys
 import time
 
-sys.path.insert(0, os.path.dirname(os.path.abspath(__file__)))  # benchmarks/, also when loaded by path
-import machine  # noqa: E402  (benchmarks/machine.py)
+from benchmarks import harness
+
+PROG = "dropout_rng"
 
 # shape -> (hparam set, overrides): the Multi30k problem's 8,192-piece vocabulary
 # for the two small sets (what the trainer's benchmarks train them on).
@@ -38,13 +36,17 @@ SHAPES = {"tiny": ("transformer_tiny", "vocab_size=8192"),
 
 
 def parse_args(argv=None):
-    p = argparse.ArgumentParser(description=__doc__.splitlines()[0])
+    p = harness.argument_parser(PROG, __doc__)
     p.add_argument("--shapes", default="tiny,multi30k",
                    help=f"comma-separated, of {sorted(SHAPES)}")
     p.add_argument("--rounds", type=int, default=5, help="interleaved rounds per variant")
     p.add_argument("--calls", type=int, default=3, help="timed calls per round")
     p.add_argument("--length", type=int, default=32, help="source and target tokens per row")
-    return p.parse_args(argv)
+    a = p.parse_args(argv)
+    unknown = [s for s in a.shapes.split(",") if s not in SHAPES]
+    if unknown:
+        p.error(f"unknown --shapes {unknown}; choose from {', '.join(sorted(SHAPES))}")
+    return a
 
 
 def timed(fn, calls):
@@ -130,20 +132,17 @@ def step_costs(shape, rounds, calls, length):
 
 def main(argv=None):
     a = parse_args(argv)
-    unknown = [s for s in a.shapes.split(",") if s not in SHAPES]
-    if unknown:
-        raise SystemExit(f"dropout_rng.py: unknown shape(s) {unknown}; choose from {sorted(SHAPES)}")
     os.environ.setdefault("KERAS_BACKEND", "tensorflow")
     import tensorflow as tf
 
-    out = {"benchmark": "dropout_rng", "machine": machine.describe(),
-           "tf": tf.__version__, "load_average_1m": os.getloadavg()[0],
+    out = {"benchmark": "dropout_rng", "machine": harness.describe(),
+           "tf": tf.__version__, "load_average_1m": harness.load_average()[0],
            "mask_ms": mask_costs(a.rounds, a.calls)}
     out["shapes"] = {s: step_costs(s, a.rounds, a.calls, a.length)
                      for s in a.shapes.split(",")}
-    out["load_average_1m_after"] = os.getloadavg()[0]
-    print(json.dumps(out))
+    out["load_average_1m_after"] = harness.load_average()[0]
+    harness.print_result(out)
 
 
 if __name__ == "__main__":
-    main()
+    harness.run(main, PROG)

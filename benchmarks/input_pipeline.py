@@ -1,6 +1,6 @@
 """Throughput and padding of the training input pipeline on Multi30k; prints one JSON object.
 
-    PYTHONPATH=. python benchmarks/input_pipeline.py [--data_dir=DIR] [--tmp_dir=DIR]
+    python -m benchmarks.input_pipeline [--data_dir=DIR] [--tmp_dir=DIR]
         [--hparams_set=SET] [--hparams=k=v,...] [--packing=both|off|on]
 
 Without --data_dir (or when it lacks data) it runs the datagen first, into a
@@ -16,31 +16,24 @@ it measures the token-bucketed batches ("bucketed") and the packed ones
 
 from __future__ import annotations
 
-import argparse
-import json
 import os
-import pathlib
-import sys
 import tempfile
 import time
 
-sys.path.insert(0, os.path.dirname(os.path.abspath(__file__)))  # benchmarks/, also when loaded by path
-import machine  # noqa: E402  (benchmarks/machine.py)
+from benchmarks import harness
 
-ROOT = pathlib.Path(__file__).resolve().parents[1]
-sys.path.insert(0, str(ROOT))
+PROG = "input_pipeline"
 os.environ.setdefault("TF_CPP_MIN_LOG_LEVEL", "2")
 
 
 def main() -> None:
-    parser = argparse.ArgumentParser(description=__doc__.splitlines()[0])
+    parser = harness.argument_parser(PROG, __doc__)
     parser.add_argument("--problem", default="translate_ende_multi30k")
     parser.add_argument("--hparams_set", default="transformer_tiny")
     parser.add_argument("--data_dir", default="")
-    shared = pathlib.Path(os.environ.get("T2T_SHARED_DATA", ROOT.parent / "shared" / "data"))
-    parser.add_argument("--tmp_dir", default=str(shared / "multi30k"),
-                        help="raw Multi30k files (default: $T2T_SHARED_DATA/multi30k "
-                             "or ../shared/data/multi30k)")
+    parser.add_argument("--tmp_dir", default=str(harness.SHARED_DATA / "multi30k"),
+                        help="raw Multi30k files (default: the shared folder's "
+                             "data/multi30k: $T2T_SHARED or ../shared)")
     parser.add_argument("--hparams", default="", help='overrides, e.g. "batch_size=4096"')
     parser.add_argument("--packing", choices=("both", "off", "on"), default="both",
                         help="measure bucketed (off), packed (on) or both batchings")
@@ -120,13 +113,13 @@ def main() -> None:
         "datagen_s": datagen_s,
         "tf": tf.__version__,
         "cpus": os.cpu_count(),
-        "machine": machine.describe(),
-        "load_average_1m": round(os.getloadavg()[0], 2),
+        "machine": harness.describe(),
+        "load_average_1m": harness.load_average()[0],
     })
-    print(json.dumps(result))
+    harness.print_result(result)
     if tmp is not None:
         tmp.cleanup()
 
 
 if __name__ == "__main__":
-    main()
+    harness.run(main, PROG)

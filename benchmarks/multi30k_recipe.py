@@ -1,7 +1,7 @@
 """The whole Multi30k En-De recipe on a small CPU: datagen, training, checkpoint
 averaging, beam decoding of test_2016_flickr, sacreBLEU and tokenized BLEU.
 
-    nohup python benchmarks/multi30k_recipe.py > multi30k_recipe.log 2>&1 &
+    nohup python -m benchmarks.multi30k_recipe > multi30k_recipe.log 2>&1 &
     tail -f multi30k_recipe.log
 
 Each stage runs the project's own command line (`t2t-trainer`,
@@ -37,7 +37,6 @@ Rerunning the command resumes training from the latest checkpoint in
 at its step and stops, and the recipe exits with 128 + the signal.
 """
 
-import argparse
 import datetime
 import json
 import os
@@ -47,11 +46,11 @@ import subprocess
 import sys
 import time
 
-sys.path.insert(0, os.path.dirname(os.path.abspath(__file__)))  # benchmarks/, also when loaded by path
-import machine  # noqa: E402  (benchmarks/machine.py)
-from t2t_revival.stopped_by_signal import STOP_SIGNALS  # noqa: E402
+from benchmarks import harness
+from t2t_revival.errors import UserError
+from t2t_revival.stopped_by_signal import STOP_SIGNALS
 
-ROOT = os.path.dirname(os.path.dirname(os.path.abspath(__file__)))
+PROG = "multi30k_recipe"
 TEST_SOURCE = "test_2016_flickr.en.gz"
 TEST_REFERENCE = "test_2016_flickr.de.gz"
 VAL_SOURCE = "val.en.gz"
@@ -66,10 +65,9 @@ DEFAULT_TUNING = "average=5,10;alpha=0.6,1.0"
 TUNING_AXES = {"average": (int, None), "alpha": (float, "alpha"), "beam": (int, "beam_size")}
 
 
-def _parse_args():
-    parser = argparse.ArgumentParser(description=__doc__.splitlines()[0])
-    parser.add_argument("--raw_dir", default=os.path.join(ROOT, "..", "shared", "data",
-                                                          "multi30k"),
+def parse_args(argv=None):
+    parser = harness.argument_parser(PROG, __doc__)
+    parser.add_argument("--raw_dir", default=str(harness.SHARED_DATA / "multi30k"),
                         help="the Multi30k files (train/val/test_2016_flickr .en.gz/.de.gz)")
     parser.add_argument("--data_dir", default="t2t_data",
                         help="TFRecords and vocabulary (t2t-datagen output)")
@@ -116,20 +114,20 @@ def _parse_args():
     parser.add_argument("--skip_train", action="store_true",
                         help="redo only the averaging, tuning and decoding of the training "
                              "run in --output_dir (no further training)")
-    args = parser.parse_args()
+    args = parser.parse_args(argv)
     if not 0 <= args.cooldown_steps <= args.train_steps:
         parser.error(f"--cooldown_steps must be in [0, --train_steps={args.train_steps}]. "
                      f"Received: --cooldown_steps={args.cooldown_steps}")
     if "learning_rate_cooldown_steps" in args.hparams:
         parser.error("set the cooldown with --cooldown_steps, not in --hparams")
     try:
-        args.tune_on_val = _parse_tuning(args.tune_on_val)
+        args.tune_on_val = parse_tuning(args.tune_on_val)
     except ValueError as e:
         parser.error(f"--tune_on_val: {e}")
     return args
 
 
-def _parse_tuning(text: str) -> dict[str, list] | None:
+def parse_tuning(text: str) -> dict[str, list] | None:
     """'average=5,10;alpha=0.6,1.0;beam=4' -> {'average': [5, 10], 'alpha': [0.6, 1.0],
     'beam': [4]}."""
     if not text:
@@ -163,14 +161,14 @@ class Stages:
         command = [sys.executable, "-m", f"t2t_revival.cli.{module}", *args]
         self.log(stage, " ".join(command[2:]))
         env = dict(os.environ, TF_CPP_MIN_LOG_LEVEL="2",
-                   PYTHONPATH=os.pathsep.join(p for p in (ROOT, os.environ.get("PYTHONPATH"))
-                                              if p))
+                   PYTHONPATH=os.pathsep.join(p for p in (str(harness.ROOT),
+                                                          os.environ.get("PYTHONPATH")) if p))
         started = time.time()
-        # Its own session: a Ctrl-C reaches it once, through _PassSignals.
+        # Its own session: a Ctrl-C reaches it once, through PassSignals.
         proc = subprocess.Popen(command, stdout=subprocess.PIPE, stderr=subprocess.STDOUT,
                                 stdin=subprocess.DEVNULL, text=True, env=env, bufsize=1,
                                 start_new_session=True)
-        with _PassSignals(proc) as signals:
+        with PassSignals(proc) as signals:
             lines = self._stream(stage, proc)
             code = proc.wait()
         self.seconds[stage] = round(self.seconds.get(stage, 0.0) + time.time() - started, 1)
@@ -206,7 +204,7 @@ class Stages:
         return lines
 
 
-class _PassSignals:
+class PassSignals:
     """While a stage runs, SIGTERM, SIGINT (Ctrl-C) and SIGHUP (its terminal
     closed) to the recipe go to the stage's process instead, once: the
     trainer then saves a checkpoint and stops, the other commands stop with
@@ -219,19 +217,19 @@ class _PassSignals:
         self.signum: int | None = None
         self._previous: dict[int, object] = {}
 
-    def __enter__(self) -> "_PassSignals":
+    def __enter__(self) -> "PassSignals":
         for signum in STOP_SIGNALS:
             # An ignored one (SIGINT of a background job) stays ignored: the
             # stage inherits that, and would not stop.
             if signal.getsignal(signum) is not signal.SIG_IGN:
-                self._previous[signum] = signal.signal(signum, self._handle)
+                self._previous[signum] = signal.signal(signum, self.handle)
         return self
 
     def __exit__(self, *exc) -> None:
         for signum, previous in self._previous.items():
             signal.signal(signum, previous)
 
-    def _handle(self, signum: int, frame) -> None:
+    def handle(self, signum: int, frame) -> None:
         if self.signum is None:
             self.signum = signum
             self.proc.send_signal(signum)
@@ -248,7 +246,8 @@ def _json_tail(lines: list[str]) -> dict:
     return json.loads("\n".join(lines[start:]))
 
 
-def _average(stages: Stages, stage: str, output_dir: str, n: int) -> tuple[list[str], int]:
+def average_checkpoints(stages: Stages, stage: str, output_dir: str,
+                        n: int) -> tuple[list[str], int]:
     """Average the last `n` checkpoints: the decoder's --checkpoint_path flag
     for it, and how many were averaged (fewer than `n` where fewer are kept)."""
     if n <= 1:
@@ -260,8 +259,8 @@ def _average(stages: Stages, stage: str, output_dir: str, n: int) -> tuple[list[
     return [f"--checkpoint_path={averaged.rsplit(' ', 1)[-1]}"], int(averaged.split()[1])
 
 
-def _decode(stages: Stages, stage: str, args, checkpoint: list[str], source: str,
-            reference: str, hypotheses: str, decode_hparams: str) -> dict:
+def decode(stages: Stages, stage: str, args, checkpoint: list[str], source: str,
+           reference: str, hypotheses: str, decode_hparams: str) -> dict:
     """Beam-decode `source` of --raw_dir into `hypotheses`; the decoder's BLEU JSON."""
     lines = stages.run(stage, "decoder", f"--output_dir={args.output_dir}", *checkpoint,
                        f"--decode_from_file={os.path.join(args.raw_dir, source)}",
@@ -271,7 +270,7 @@ def _decode(stages: Stages, stage: str, args, checkpoint: list[str], source: str
     return _json_tail(lines)
 
 
-def _with_decode_hparam(decode_hparams: str, name: str, value) -> str:
+def with_decode_hparam(decode_hparams: str, name: str, value) -> str:
     """`decode_hparams` with `name` set to `value`, in its place, or added last."""
     items = [kv for kv in decode_hparams.split(",") if kv.strip()]
     named = [i for i, kv in enumerate(items) if kv.split("=")[0].strip() == name]
@@ -284,7 +283,7 @@ def _with_decode_hparam(decode_hparams: str, name: str, value) -> str:
     return ",".join(items)
 
 
-def _tune_on_val(stages: Stages, args) -> list[dict]:
+def tune_on_val(stages: Stages, args) -> list[dict]:
     """Decode val once per (average, alpha, beam) of --tune_on_val; its sacreBLEU each.
 
     Each row also holds the decode hparams it used: an axis not in the grid
@@ -293,17 +292,17 @@ def _tune_on_val(stages: Stages, args) -> list[dict]:
     grid = args.tune_on_val
     rows = []
     for n in grid.get("average", [args.average]):
-        checkpoint, _ = _average(stages, "val", args.output_dir, n)
+        checkpoint, _ = average_checkpoints(stages, "val", args.output_dir, n)
         for alpha in grid.get("alpha", [None]):
             for beam in grid.get("beam", [None]):
                 decode_hparams = args.decode_hparams
                 for axis, value in (("alpha", alpha), ("beam", beam)):
                     if value is not None:
-                        decode_hparams = _with_decode_hparam(
+                        decode_hparams = with_decode_hparam(
                             decode_hparams, TUNING_AXES[axis][1], value)
-                scores = _decode(stages, "val", args, checkpoint, VAL_SOURCE, VAL_REFERENCE,
-                                 os.path.join(args.output_dir, "val.de.decodes"),
-                                 decode_hparams)
+                scores = decode(stages, "val", args, checkpoint, VAL_SOURCE, VAL_REFERENCE,
+                                os.path.join(args.output_dir, "val.de.decodes"),
+                                decode_hparams)
                 score = round(scores["sacrebleu"]["score"], 2)
                 rows.append({"average": max(n, 1), "alpha": alpha, "beam": beam,
                              "decode_hparams": decode_hparams, "val_sacrebleu": score})
@@ -317,7 +316,7 @@ def _trainer_hparams(args) -> str:
     return ",".join(part for part in (cooldown, args.hparams) if part)
 
 
-def _trainer_args(args) -> list[str]:
+def trainer_args(args) -> list[str]:
     """t2t-trainer's command line for the recipe's flags."""
     # Keep every checkpoint an average will read.
     kept = max([args.average, 5, *(args.tune_on_val or {}).get("average", [])])
@@ -335,31 +334,31 @@ def _trainer_args(args) -> list[str]:
 
 
 def main():
-    args = _parse_args()
+    args = parse_args()
     needed = (TEST_SOURCE, TEST_REFERENCE) + ((VAL_SOURCE, VAL_REFERENCE) if args.tune_on_val
                                               else ())
     for name in needed:
         if not os.path.exists(os.path.join(args.raw_dir, name)):
-            sys.exit(f"multi30k_recipe: error: {name} is not in --raw_dir={args.raw_dir}; "
-                     "download Multi30k (github.com/multi30k/dataset, data/task1/raw) there.")
+            raise UserError(f"{name} is not in --raw_dir={args.raw_dir}; download Multi30k "
+                            "(github.com/multi30k/dataset, data/task1/raw) there.")
     stages = Stages()
-    matmul_start = machine.matmul_tflops()
-    stages.log("host", f"{machine.describe()}; numpy float32 matmul {matmul_start} TFLOP/s")
+    matmul_start = harness.matmul_tflops()
+    stages.log("host", f"{harness.describe()}; numpy float32 matmul {matmul_start} TFLOP/s")
     train_lines = [] if args.skip_train else stages.run("train", "trainer",
-                                                         *_trainer_args(args))
+                                                         *trainer_args(args))
     steps = [int(m.group(1)) for line in train_lines
              for m in [re.match(r"eval at step (\d+):", line)] if m]
     dev = [line for line in train_lines if line.startswith("eval at step")]
 
     average, decode_hparams, tuning = args.average, args.decode_hparams, []
     if args.tune_on_val:
-        tuning = _tune_on_val(stages, args)
+        tuning = tune_on_val(stages, args)
         best = max(tuning, key=lambda row: row["val_sacrebleu"])
         average, decode_hparams = best["average"], best["decode_hparams"]
-    checkpoint, averaged = _average(stages, "average", args.output_dir, average)
+    checkpoint, averaged = average_checkpoints(stages, "average", args.output_dir, average)
     hypotheses = os.path.join(args.output_dir, "test_2016_flickr.de.decodes")
-    scores = _decode(stages, "decode", args, checkpoint, TEST_SOURCE, TEST_REFERENCE,
-                     hypotheses, decode_hparams)
+    scores = decode(stages, "decode", args, checkpoint, TEST_SOURCE, TEST_REFERENCE,
+                    hypotheses, decode_hparams)
     result = {
         "benchmark": "multi30k_recipe",
         "date": datetime.date.today().isoformat(),
@@ -377,13 +376,13 @@ def main():
         "stage_minutes": {k: round(v / 60.0, 1) for k, v in stages.seconds.items()},
         "total_minutes": round((time.time() - stages.start) / 60.0, 1),
         "hypotheses": hypotheses,
-        "machine": machine.describe(),
+        "machine": harness.describe(),
         # How fast this host multiplies (numpy float32 1024^3, best of 5), at
-        # the start and the end: the VM's hosts differ up to 3x (machine.py).
-        "host_matmul_tflops": {"start": matmul_start, "end": machine.matmul_tflops()},
+        # the start and the end: the VM's hosts differ up to 3x (harness.py).
+        "host_matmul_tflops": {"start": matmul_start, "end": harness.matmul_tflops()},
     }
-    print(json.dumps(result), flush=True)
+    harness.print_result(result)
 
 
 if __name__ == "__main__":
-    main()
+    harness.run(main, PROG)

@@ -12,10 +12,9 @@ second, the untimed pass's seconds (`warm_up_s`: mostly compiles, one per
 batch shape met first there), each export's seconds (`export_s`), and how
 many outputs equal the plain export's.
 
-    python benchmarks/saved_model_latency.py --output_dir=t2t_train/tiny
+    python -m benchmarks.saved_model_latency --output_dir=t2t_train/tiny
 """
 
-import argparse
 import json
 import os
 import subprocess
@@ -23,10 +22,9 @@ import sys
 import tempfile
 import time
 
-sys.path.insert(0, os.path.dirname(os.path.dirname(os.path.abspath(__file__))))
-sys.path.insert(0, os.path.dirname(os.path.abspath(__file__)))  # benchmarks/, also when loaded by path
-import machine  # noqa: E402  (benchmarks/machine.py)
-from model_arguments import add_model_arguments, user_errors_exit  # noqa: E402  (benchmarks/model_arguments.py)
+from benchmarks import harness
+
+PROG = "saved_model_latency"
 
 # Runs in the clean process: argv = saved model, sentences JSON file, batch
 # sizes, threads. Imports nothing of this project.
@@ -66,14 +64,15 @@ print(json.dumps(report))
 
 
 def main():
-    parser = argparse.ArgumentParser(description=__doc__.splitlines()[0])
-    add_model_arguments(parser)
+    parser = harness.argument_parser(PROG, __doc__)
+    harness.add_model_arguments(parser)
     parser.add_argument("--max_sentences", type=int, default=256)
     parser.add_argument("--batch_sizes", default="32,1")
     parser.add_argument("--threads", type=int, default=os.cpu_count())
     args = parser.parse_args()
 
     from t2t_revival.decode.decoder import read_text_lines
+    from t2t_revival.errors import UserError
     from t2t_revival.export.saved_model_export import export_saved_model
 
     sentences = [s for s in read_text_lines(args.source, "source") if s.strip()]
@@ -94,7 +93,10 @@ def main():
                               args.batch_sizes, str(args.threads)],
                              capture_output=True, text=True, env=env, check=False)
         if out.returncode:
-            sys.exit(f"timing the {name} export failed:\n{out.stderr[-3000:]}")
+            sys.stderr.write(out.stderr[-3000:])
+            raise UserError(f"timing the {name} export failed with exit code {out.returncode} "
+                            f"(its error output is above). Received: --output_dir="
+                            f"{args.output_dir!r}")
         results[name] = json.loads(out.stdout.strip().splitlines()[-1])
     entries = []
     for batch in results["plain"]:
@@ -110,14 +112,13 @@ def main():
 
     import tensorflow as tf
     shutil.rmtree(work, ignore_errors=True)
-    print(json.dumps({
+    harness.print_result({
         "benchmark": "saved_model_latency", "output_dir": args.output_dir,
         "checkpoint_path": args.checkpoint_path, "threads": args.threads,
         "results": entries,
-        "machine": machine.describe(tensorflow=tf.__version__),
-        "loadavg": open("/proc/loadavg").read().split()[:3]}))
+        "machine": harness.describe(tensorflow=tf.__version__),
+        "loadavg": harness.load_average()})
 
 
 if __name__ == "__main__":
-    with user_errors_exit("saved_model_latency"):
-        main()
+    harness.run(main, PROG)

@@ -8,29 +8,27 @@ script loads that `Seq2Seq` class unchanged and times the same step (Adam(0.9,
 `torch.autocast(--autocast)`, waiting for the device before reading the clock.
 `--compile` wraps the model in `torch.compile`, as a tuned PyTorch user would.
 It takes the peer's flags and prints the peer's JSON line, so
-`benchmarks/train_step.py --peer_device=cuda --peer_autocast=bfloat16` runs it
-in place of the peer:
+`python -m benchmarks.train_step --peer_device=cuda --peer_autocast=bfloat16`
+runs it in place of the peer:
 
-    python benchmarks/torch_peer_step.py --device cuda --autocast bfloat16 \\
+    python -m benchmarks.torch_peer_step --device cuda --autocast bfloat16 \\
         --d_model 1024 --layers 6 --heads 16 --ff 4096 --vocab 32000 --batch 256
 """
 
-import argparse
 import importlib.util
-import json
 import os
-import pathlib
 import time
 
-ROOT = pathlib.Path(__file__).resolve().parents[1]
-SHARED = pathlib.Path(os.environ.get("T2T_SHARED", ROOT.parent / "shared"))
-PEER_FLAGS = [("d_model", 512), ("layers", 6), ("heads", 8), ("ff", 2048), ("vocab", 32000),
-              ("batch", 64), ("src_len", 32), ("tgt_len", 32), ("steps", 10), ("warmup", 2),
-              ("threads", 0)]
+from benchmarks import harness
+from t2t_revival.errors import UserError
+
+PROG = "torch_peer_step"
+PEER_FLAGS = list(harness.SHAPES["base"].items()) + harness.RUN_FLAGS
+"""The shared peer's flags and its defaults: a model shape and a run."""
 
 
 def parse_args(argv=None):
-    p = argparse.ArgumentParser(description=__doc__.splitlines()[0])
+    p = harness.argument_parser(PROG, __doc__)
     for name, default in PEER_FLAGS:
         p.add_argument(f"--{name}", type=int, default=default)
     p.add_argument("--device", default="cuda",
@@ -38,10 +36,15 @@ def parse_args(argv=None):
     p.add_argument("--autocast", default="none", choices=["none", "bfloat16", "float16"],
                    help="torch.autocast dtype of the forward pass (weights stay float32)")
     p.add_argument("--compile", action="store_true", help="torch.compile the model")
-    p.add_argument("--peer_script",
-                   default=str(SHARED / "peers" / "torch_transformer_train.py"),
+    p.add_argument("--peer_script", default=str(harness.PEER_SCRIPT),
                    help="the shared peer whose Seq2Seq is timed")
     return p.parse_args(argv)
+
+
+def device_for(requested: str, cuda_available: bool) -> str:
+    """The torch device the step runs on: `requested`, or cpu when it names
+    a CUDA device and none is visible."""
+    return "cpu" if requested.startswith("cuda") and not cuda_available else requested
 
 
 def load_peer(path):
@@ -54,15 +57,13 @@ def load_peer(path):
 def main(argv=None):
     a = parse_args(argv)
     if not os.path.exists(a.peer_script):
-        raise SystemExit(f"torch_peer_step.py: error: no peer script at {a.peer_script}; "
-                         "pass --peer_script or set T2T_SHARED to the shared folder")
+        raise UserError("there is no peer script there; pass --peer_script, or set T2T_SHARED "
+                        f"to the shared folder. Received: --peer_script={a.peer_script!r}")
     import torch
     from torch import nn
 
     peer = load_peer(a.peer_script)
-    device = a.device
-    if device.startswith("cuda") and not torch.cuda.is_available():
-        device = "cpu"
+    device = device_for(a.device, torch.cuda.is_available())
     if a.threads:
         torch.set_num_threads(a.threads)
     torch.manual_seed(0)
@@ -102,13 +103,14 @@ def main(argv=None):
     sync()
     elapsed = time.perf_counter() - start
     tokens = a.batch * a.tgt_len * a.steps
-    print(json.dumps({
+    harness.print_result({
         "peer": "torch.nn.Transformer", "torch": torch.__version__, "device": device,
         "device_name": torch.cuda.get_device_name() if kind == "cuda" else "cpu",
         "autocast": a.autocast, "compile": a.compile, "threads": torch.get_num_threads(),
         "params": sum(p.numel() for p in model.parameters()), "warmup_s": warmup_s,
-        "loss": float(loss.detach()), "step_s": elapsed / a.steps, "tgt_tokens_per_s": tokens / elapsed}))
+        "loss": float(loss.detach()), "step_s": elapsed / a.steps,
+        "tgt_tokens_per_s": tokens / elapsed})
 
 
 if __name__ == "__main__":
-    main()
+    harness.run(main, PROG)

@@ -2,22 +2,24 @@
 update's time goes, one update per call and N per call (issue 17, items 1, 3
 and 4); prints one JSON object.
 
-    PYTHONPATH=$PWD python benchmarks/train_loop.py [--shapes tiny,multi30k,base]
+    python -m benchmarks.train_loop [--shapes tiny,multi30k,base]
         [--steps 24] [--steps_per_execution 8] [--data_dir DIR] [--skip_peer]
 
-Everything timed is `t2t_revival.train.trainer.Trainer`'s: its `train()` loop
-(progress lines, stats, signal checks, `--steps_per_execution`), its update
-(`train_step`, `train_steps`: the per-replica XLA forward/backward, the
-all-reduce of the token-mean gradient, `ReducedGradientsAdam`; or, with one
-replica, the same update fused into one XLA call, `Trainer.fused`), under the
-strategy the trainer makes on this machine (MirroredStrategy over one device:
-the all-reduce is that of one replica). Shapes:
+Everything timed is the trainer's (`t2t_revival.train.trainer.Trainer`,
+built from t2t-trainer's flags by `resolve_train_config`): its loop
+(`TrainingLoop`: progress lines, stats, saves, evaluations,
+`--steps_per_execution`), its update (`UpdateStep` on the trainer's model,
+optimizer and strategy: the per-replica XLA forward/backward, the all-reduce
+of the token-mean gradient, `ReducedGradientsAdam`; or, with one replica,
+the same update fused into one XLA call, `UpdateStep(fuse=True)`), under the
+strategy the trainer makes on this machine (one device: the all-reduce is
+that of one replica). Shapes:
 
     tiny      transformer_tiny on the real Multi30k pipeline (datagen into a
               temporary folder unless --data_dir has the data)
     multi30k  transformer_multi30k, the same
     base      transformer_base's shape on synthetic full batches (64 x 32, as
-              benchmarks/train_step.py), no pipeline: only the update's split
+              benchmarks.train_step), no pipeline: only the update's split
 
 Variants of the update, on --cached_batches batches of the pipeline held in
 memory (tf.data from tensors, repeated), read back only after the last call
@@ -25,17 +27,19 @@ unless said; every bucket shape is XLA-compiled first, on all-pad batches that
 change no weight, so no timed update compiles; the variants run in 3
 interleaved rounds, so a change of the machine's load falls on all of them:
 
-    grads_only         the per-replica XLA forward/backward alone
-    grads_reduce       that and the all-reduce (trainer._first_micro, _reduce)
+    grads_only         the per-replica XLA forward/backward alone (`first_micro`)
+    grads_reduce       that and the all-reduce (`first_micro`, then `reduce`)
     unfused            the whole update as main had it (XLA forward/backward,
                        then the all-reduce and Adam as graph ops per variable)
     unfused_sync_each  the same, the token count read back after each update
     fused              the whole update in one XLA call (item 4)
-    unfused_nN/fused_nN  N updates per call (`Trainer.train_steps`)
+    unfused_nN/fused_nN  N updates per call (`UpdateStep.run_many`)
 
-and of the loop, `Trainer.train()` itself, --steps updates after a warm-up
-(seconds per update from a wrapper around the trainer's compiled call, which
-reads the call's token count back, as the loop does anyway):
+and of the loop, the trainer's `TrainingLoop` itself (with the trainer's
+checkpoints, evaluator, faults and a time budget of the run), --steps
+updates after a warm-up (seconds per update from a wrapper around the
+update step's compiled call, which reads the call's token count back, as the
+loop does anyway):
 
     loop_real_before    the real pipeline, one update per call, unfused (main)
     loop_cached_before  the same on the cached batches
@@ -58,8 +62,8 @@ grads_reduce. Differences of timings taken under load can come out slightly
 negative: they are noise around 0.
 
 The figure is real (non-pad) target tokens/s: padded slots are cost, not
-work. The PyTorch peer (`benchmarks/train_step.py`'s `run_peer`: the shared
-nn.Transformer step, or `torch_peer_step.py` with --peer_device) runs in the
+work. The PyTorch peer (`harness.peer_command`: the shared nn.Transformer
+step, or `benchmarks.torch_peer_step` with --peer_device) runs in the
 same process tree at the same shape on full synthetic batches of the same
 token budget (batch_size / 32 rows of 32 tokens); `ratio` = our loop_real
 tokens/s (after) / the peer's.
@@ -67,50 +71,40 @@ tokens/s (after) / the peer's.
 
 from __future__ import annotations
 
-import argparse
 import dataclasses
 import json
 import os
-import pathlib
 import sys
 import tempfile
 import time
 
-sys.path.insert(0, os.path.dirname(os.path.abspath(__file__)))  # benchmarks/, also when loaded by path
-import machine  # noqa: E402  (benchmarks/machine.py)
+from benchmarks import harness
 
+PROG = "train_loop"
 os.environ.setdefault("TF_CPP_MIN_LOG_LEVEL", "2")
 os.environ.setdefault("KERAS_BACKEND", "tensorflow")
 
-ROOT = pathlib.Path(__file__).resolve().parents[1]
-sys.path.insert(0, str(ROOT))
-sys.path.insert(0, str(ROOT / "benchmarks"))
-
-import train_step as peer_bench  # noqa: E402  (run_peer, SHAPES, the peer's flags)
-
-PROBLEM = "translate_ende_multi30k"
+PROBLEM = harness.PROBLEM
 ROUNDS = 3   # interleaved rounds of the update's variants
 REAL_SETS = {"tiny": "transformer_tiny", "multi30k": "transformer_multi30k"}
-SHAPES = {"tiny": peer_bench.SHAPES["tiny"], "base": peer_bench.SHAPES["base"],
+SHAPES = {"tiny": harness.SHAPES["tiny"], "base": harness.SHAPES["base"],
           "multi30k": dict(d_model=256, layers=3, heads=4, ff=1024, vocab=8192)}
 
 
 def parse_args(argv=None):
-    p = argparse.ArgumentParser(description=__doc__.splitlines()[0])
+    p = harness.argument_parser(PROG, __doc__)
     p.add_argument("--shapes", default="tiny,multi30k,base")
     p.add_argument("--steps", type=int, default=16, help="timed updates per variant")
     p.add_argument("--base_steps", type=int, default=2, help="timed updates per base variant")
     p.add_argument("--steps_per_execution", type=int, default=8, help="N of the 'after' runs")
     p.add_argument("--cached_batches", type=int, default=32)
     p.add_argument("--data_dir", default="", help="Multi30k data (default: datagen to a temp dir)")
-    shared = pathlib.Path(os.environ.get("T2T_SHARED_DATA", ROOT.parent / "shared" / "data"))
-    p.add_argument("--tmp_dir", default=str(shared / "multi30k"))
+    p.add_argument("--tmp_dir", default=str(harness.SHARED_DATA / "multi30k"))
     p.add_argument("--hparams", default="", help="more overrides of every shape's hparams")
     p.add_argument("--skip_peer", action="store_true")
     p.add_argument("--peer_steps", type=int, default=4)
     p.add_argument("--peer_python", default=sys.executable)
-    p.add_argument("--peer_script", default=str(peer_bench.SHARED / "peers" /
-                                                "torch_transformer_train.py"))
+    p.add_argument("--peer_script", default=str(harness.PEER_SCRIPT))
     p.add_argument("--peer_device", default="")
     a = p.parse_args(argv)
     a.shapes = [s.strip() for s in a.shapes.split(",") if s.strip()]
@@ -123,13 +117,16 @@ def parse_args(argv=None):
 
 
 def make_trainer(hparams_set, hparams, data_dir, out_dir):
-    from t2t_revival.train.train_config import TrainConfig
+    """The trainer of t2t-trainer's flags for a run that saves and evaluates
+    only at its end, on one dev batch, without dev decoding."""
+    from t2t_revival.config_resolution import resolve_train_config
     from t2t_revival.train.trainer import Trainer
 
-    config = TrainConfig(problem=PROBLEM, output_dir=out_dir, data_dir=data_dir,
-                         hparams_set=hparams_set, hparams=hparams, seed=0, eval_every=0,
-                         save_every=0, eval_steps=1, eval_decode_sentences=0,
-                         keep_checkpoint_max=1)
+    config = resolve_train_config(problem=PROBLEM, output_dir=out_dir, data_dir=data_dir,
+                                  hparams_set=hparams_set, hparams=hparams, seed=0,
+                                  local_eval_frequency=0, save_checkpoints_steps=0,
+                                  eval_steps=1, eval_decode_sentences=0,
+                                  keep_checkpoint_max=1)
     return Trainer(config, log=lambda *args: None)
 
 
@@ -167,53 +164,47 @@ def timed_calls(fn, calls, per_call=1):
     return (time.perf_counter() - start) / (calls * per_call)
 
 
-def updates(trainer, fused):
-    """The trainer's (train_step, train_steps) with its fused update on or off
-    (`Trainer.fused`, read when a call traces: set again before each call)."""
-    import tensorflow as tf
+def update_step(trainer, fused):
+    """The trainer's update (`UpdateStep` on its model, optimizer and
+    strategy, as `Trainer` makes it) with the fused update forced on or off."""
+    from t2t_revival.train.update_step import UpdateStep
 
-    step = tf.function(trainer._train_step, autograph=False)
-    steps = tf.function(trainer._train_steps, autograph=False)
-
-    def flagged(fn):
-        def call(*args):
-            trainer.fused = fused
-            return fn(*args)
-        return call
-    return flagged(step), flagged(steps)
+    return UpdateStep(trainer.model, trainer.optimizer, trainer.strategy, trainer.hparams,
+                      xla=trainer.config.xla, fuse=fused)
 
 
-def bare_variants(trainer, iterator, warm_batches, steps, spe, fns_by_fused):
+def bare_variants(trainer, iterator, warm_batches, steps, spe, steps_by_fused):
     """Per-update seconds of the trainer's update and its parts (see the
-    docstring); each variant first compiles the shapes of `warm_batches`."""
+    docstring); each variant first compiles the shapes of `warm_batches`.
+    `steps_by_fused`: {False: the unfused `UpdateStep`, True: the fused one}."""
     import tensorflow as tf
 
     run = trainer.strategy.run
     first = trainer.strategy.experimental_local_results
+    unfused, fused = steps_by_fused[False], steps_by_fused[True]
 
     def grads_only(it):
-        grads, loss_sum, tokens = run(trainer._first_micro, (next(it),))
+        grads, loss_sum, tokens = run(unfused.first_micro, (next(it),))
         return first(tokens)[0] + tf.reduce_sum(first(grads[0])[0])
 
     def grads_reduce(it):
-        state = run(trainer._first_micro, (next(it),))
-        _, _, tokens, norm = run(trainer._reduce, state)
+        state = run(unfused.first_micro, (next(it),))
+        _, _, tokens, norm = run(unfused.reduce, state)
         return first(tokens)[0] + first(norm)[0]
 
     n = tf.constant(spe)
-    (step0, steps0), (step1, steps1) = fns_by_fused[False], fns_by_fused[True]
     fns = {"grads_only": tf.function(grads_only, autograph=False),
            "grads_reduce": tf.function(grads_reduce, autograph=False),
-           "unfused": lambda it: step0(it)[1], "fused": lambda it: step1(it)[1],
-           f"unfused_n{spe}": lambda it: steps0(it, n)[1],
-           f"fused_n{spe}": lambda it: steps1(it, n)[1]}
+           "unfused": lambda it: unfused.run(it)[1], "fused": lambda it: fused.run(it)[1],
+           f"unfused_n{spe}": lambda it: unfused.run_many(it, n)[1],
+           f"fused_n{spe}": lambda it: fused.run_many(it, n)[1]}
     warm_it = iter(distribute(trainer, warm_batches))
     for fn in fns.values():
         for _ in warm_batches:
             float(fn(warm_it))
 
     def unfused_sync_each():
-        return tf.constant(float(step0(iterator)[1]))   # read back after each update
+        return tf.constant(float(unfused.run(iterator)[1]))   # read back after each update
 
     timed = {name: (lambda fn=fn: fn(iterator), spe if "_n" in name else 1)
              for name, fn in fns.items()}
@@ -228,40 +219,42 @@ def bare_variants(trainer, iterator, warm_batches, steps, spe, fns_by_fused):
     return seconds
 
 
-def loop_variant(trainer, dataset_for, steps, spe, warmup, fns):
-    """Seconds per update and real target tokens/s of `trainer.train()` itself,
+def loop_variant(trainer, dataset_for, steps, spe, warmup, update):
+    """Seconds per update and real target tokens/s of the trainer's loop
+    (`TrainingLoop`, with the trainer's checkpoints, evaluator and faults),
     `steps` updates after `warmup`, with --steps_per_execution=spe and the
-    update functions `fns` (fused or not)."""
+    update step `update` (fused or not, its shapes compiled already);
+    `dataset_for(step)` gives the distributed batches."""
+    from t2t_revival.train.time_budget import TimeBudget
+    from t2t_revival.train.training_loop import TrainingLoop, updates_in_next_call
+
     start_step = trainer.step
-    trainer.config = dataclasses.replace(trainer.config, steps_per_execution=spe,
-                                         train_steps=start_step + warmup + steps,
-                                         log_every=max(spe, 50))
-    trainer.train_dataset = dataset_for
-    trainer._last_eval = None
-    marks = []   # (time, step, tokens) after each call
-    saved = trainer.train_step, trainer.train_steps
-    calls = {"train_step": fns[0], "train_steps": fns[1]}
+    config = dataclasses.replace(trainer.config, steps_per_execution=spe,
+                                 train_steps=start_step + warmup + steps,
+                                 log_step_count_steps=max(spe, 50))
+    marks = []   # (time, tokens) after each call
 
-    def wrap(name):
-        fn = calls[name]
-
-        def timed(iterator, *n):
+    def timed(fn):
+        def call(iterator, *n):
             out = fn(iterator, *n)
             marks.append((time.perf_counter(), float(out[1])))   # the loop reads it too
             return out
-        return timed
+        return call
 
-    trainer.train_step, trainer.train_steps = wrap("train_step"), wrap("train_steps")
+    budget = TimeBudget(config, None, trainer.strategy, trainer.log)
+    loop = TrainingLoop(config, update, trainer.checkpoints, trainer.evaluator,
+                        trainer.faults, budget, check_stop=lambda: None, log=trainer.log)
+    compiled = update.run, update.run_many
+    update.run, update.run_many = timed(update.run), timed(update.run_many)
     try:
-        trainer.train()
+        loop.run(iter(dataset_for(start_step)))
     finally:
-        trainer.train_step, trainer.train_steps = saved
-    del trainer.train_dataset   # back to the class's
+        update.run, update.run_many = compiled
     # The calls after the warm-up updates (a call's size is in the step counter).
     step = start_step
     sizes = []
-    while step < trainer.config.train_steps:
-        n = trainer._updates_in_next_call(step)
+    while step < config.train_steps:
+        n = updates_in_next_call(step, config.train_steps, config)
         sizes.append(n)
         step += n
     assert len(sizes) == len(marks), (sizes, len(marks))
@@ -270,10 +263,10 @@ def loop_variant(trainer, dataset_for, steps, spe, warmup, fns):
         done += n
         if done >= warmup and first is None:
             first = i
-    timed = marks[first:]
+    timed_marks = marks[first:]
     updates = sum(sizes[first + 1:])
-    tokens = sum(t for _, t in timed[1:])
-    seconds = timed[-1][0] - timed[0][0]
+    tokens = sum(t for _, t in timed_marks[1:])
+    seconds = timed_marks[-1][0] - timed_marks[0][0]
     return {"s_per_update": seconds / updates, "updates": updates,
             "real_target_tokens_per_s": tokens / seconds,
             "real_target_tokens_per_update": tokens / updates}
@@ -314,19 +307,19 @@ def measure_real(name, a, data_dir):
         pad = all_pad_batches(trainer.problem.batch_shapes(hp), cached[0])
         seen = sorted({b["targets"].shape for b in cached})
         pad_seen = [b for b in pad if b["targets"].shape in seen]
-        fns = {fused: updates(trainer, fused) for fused in (False, True)}
+        steps_by_fused = {fused: update_step(trainer, fused) for fused in (False, True)}
         # Compile every bucket shape in every update function (1 and N per call).
         warm_it = iter(distribute(trainer, pad))
-        for step_fn, steps_fn in fns.values():
+        for update in steps_by_fused.values():
             for _ in pad:
-                float(step_fn(warm_it)[1])
-            float(steps_fn(warm_it, tf.constant(len(pad)))[1])
+                float(update.run(warm_it)[1])
+            float(update.run_many(warm_it, tf.constant(len(pad)))[1])
         cached_it = iter(distribute(trainer, cached))
         spe = a.steps_per_execution
-        v = bare_variants(trainer, cached_it, pad_seen, a.steps, spe, fns)
+        v = bare_variants(trainer, cached_it, pad_seen, a.steps, spe, steps_by_fused)
         tokens_per_update = float(np.mean([real_target_tokens(b) for b in cached]))
         cached_ds = lambda step: distribute(trainer, cached)   # noqa: E731
-        real_ds = type(trainer).train_dataset.__get__(trainer)
+        real_ds = trainer.train_dataset
         warmup = max(4, spe)
         for label, n, fused, datasets in (
                 ("before", 1, False, (("cached", cached_ds), ("real", real_ds))),
@@ -335,7 +328,7 @@ def measure_real(name, a, data_dir):
                 ("n1_fused", 1, True, (("real", real_ds),))):
             for kind, dataset in datasets:
                 v[f"loop_{kind}_{label}"] = loop_variant(trainer, dataset, a.steps, n, warmup,
-                                                         fns[fused])
+                                                         steps_by_fused[fused])
         before, after = split(v, spe)
         params = trainer.model.count_params()
         padding = 1 - tokens_per_update / float(np.mean([b["targets"].size for b in cached]))
@@ -356,23 +349,17 @@ def measure_base(a):
     import numpy as np
 
     shape = SHAPES["base"]
-    args = argparse.Namespace(batch=64, src_len=32, tgt_len=32, mixed_precision="float32",
-                              hparams=a.hparams)
     with tempfile.TemporaryDirectory(prefix="bench_loop_") as out_dir:
-        from t2t_revival.train.train_config import TrainConfig
-        from t2t_revival.train.trainer import Trainer
-
-        config = TrainConfig(problem=PROBLEM, output_dir=out_dir, data_dir=out_dir,
-                             hparams_set="transformer_base",
-                             hparams=peer_bench.hparams_overrides(shape, args), seed=0)
-        trainer = Trainer(config, log=lambda *x: None)
-        batch = peer_bench.synthetic_batch(shape, args)
+        trainer = make_trainer("transformer_base",
+                               harness.hparams_overrides(shape, 64, 32, 32, more=a.hparams),
+                               out_dir, out_dir)
+        batch = harness.synthetic_batch(shape, 64, 32, 32)
         spe = min(a.steps_per_execution, a.base_steps)
-        fns = {fused: updates(trainer, fused) for fused in (False, True)}
+        steps_by_fused = {fused: update_step(trainer, fused) for fused in (False, True)}
         it = iter(distribute(trainer, [batch]))
-        v = bare_variants(trainer, it, [batch], a.base_steps, spe, fns)
+        v = bare_variants(trainer, it, [batch], a.base_steps, spe, steps_by_fused)
     tokens = float(np.count_nonzero(batch["targets"]))
-    return {"hparams_set": "transformer_base (shape of benchmarks/train_step.py)",
+    return {"hparams_set": "transformer_base (shape of benchmarks.train_step)",
             "batch": [64, 32], "variants_s_per_update": {k: round(x, 4) for k, x in v.items()},
             "split_s": {"host_sync": round(v["unfused_sync_each"] - v["unfused"], 4),
                         "optimizer": round(v["unfused"] - v["grads_reduce"], 4),
@@ -408,11 +395,10 @@ def main(argv=None):
         entry = measure_base(a) if name == "base" else measure_real(name, a, data_dir)
         if not a.skip_peer:
             hp_batch = entry.get("batch_size", 64 * 32)
-            peer_args = argparse.Namespace(
-                batch=hp_batch // 32, src_len=32, tgt_len=32, steps=a.peer_steps, warmup=2,
-                threads=0, peer_python=a.peer_python, peer_script=a.peer_script,
-                peer_device=a.peer_device, peer_autocast="none", peer_compile=False)
-            peer = peer_bench.run_peer(SHAPES[name], peer_args)
+            run_flags = dict(batch=hp_batch // 32, src_len=32, tgt_len=32, steps=a.peer_steps,
+                             warmup=2, threads=0)
+            peer = harness.run_peer(*harness.peer_command(
+                SHAPES[name], run_flags, a.peer_python, a.peer_script, a.peer_device))
             entry["peer"] = {k: peer[k] for k in ("peer", "torch", "device", "threads", "params",
                                                   "step_s", "tgt_tokens_per_s") if k in peer}
             ours = list(entry["real_target_tokens_per_s"].values())[-1]
@@ -420,12 +406,12 @@ def main(argv=None):
         result["shapes"][name] = entry
         print(json.dumps({"shape": name, **entry}), file=sys.stderr, flush=True)
     result.update({"datagen_s": datagen_s, "tf": tf.__version__, "cpus": os.cpu_count(),
-                   "machine": machine.describe(),
-                   "load_average_1m": round(os.getloadavg()[0], 2)})
-    print(json.dumps(result))
+                   "machine": harness.describe(),
+                   "load_average_1m": harness.load_average()[0]})
+    harness.print_result(result)
     if tmp is not None:
         tmp.cleanup()
 
 
 if __name__ == "__main__":
-    main()
+    harness.run(main, PROG)

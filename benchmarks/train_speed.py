@@ -1,29 +1,26 @@
 """Tokens per second of the full trainer (input pipeline included) on Multi30k,
 and the fraction of step time spent waiting for input. Prints one JSON line.
 
-    python benchmarks/train_speed.py --data_dir=/tmp/t2t_data --steps=100
+    python -m benchmarks.train_speed --data_dir=/tmp/t2t_data --steps=100
 
-The input wait is measured by running the same number of updates twice: on
-the real tf.data pipeline, then on the same batches cached in memory (no
-parsing, shuffling or bucketing). wait_fraction = 1 - t_cached / t_real.
-Datagen runs first if data_dir has no data.
+Each update is the trainer's own (`trainer.update_step.run`). The input
+wait is measured by running the same number of updates twice: on the real
+tf.data pipeline, then on the same batches cached in memory (no parsing,
+shuffling or bucketing). wait_fraction = 1 - t_cached / t_real. Datagen
+runs first if data_dir has no data.
 """
 
-import argparse
-import json
 import os
-import sys
 import tempfile
 import time
 
-sys.path.insert(0, os.path.dirname(os.path.abspath(__file__)))  # benchmarks/, also when loaded by path
-import machine  # noqa: E402  (benchmarks/machine.py)
+from benchmarks import harness
 
-sys.path.insert(0, os.path.dirname(os.path.dirname(os.path.abspath(__file__))))
+PROG = "train_speed"
 
 
 def main():
-    parser = argparse.ArgumentParser(description=__doc__.splitlines()[0])
+    parser = harness.argument_parser(PROG, __doc__)
     parser.add_argument("--problem", default="translate_ende_multi30k")
     parser.add_argument("--hparams_set", default="transformer_tiny")
     parser.add_argument("--hparams", default="")
@@ -37,25 +34,25 @@ def main():
     args = parser.parse_args()
 
     import tensorflow as tf
-    from t2t_revival.train.train_config import TrainConfig
+
+    from t2t_revival.config_resolution import resolve_train_config
     from t2t_revival.train.trainer import Trainer
 
     out_dir = tempfile.mkdtemp(prefix="train_speed_")
-    config = TrainConfig(problem=args.problem, hparams_set=args.hparams_set,
-                         hparams=args.hparams, data_dir=args.data_dir, tmp_dir=args.tmp_dir,
-                         output_dir=out_dir, num_cpu_devices=args.cpu_devices,
-                         xla=not args.no_xla)
+    config = resolve_train_config(problem=args.problem, output_dir=out_dir,
+                                  data_dir=args.data_dir, hparams_set=args.hparams_set,
+                                  hparams=args.hparams, tmp_dir=args.tmp_dir,
+                                  cpu_devices=args.cpu_devices, xla=not args.no_xla)
     trainer = Trainer(config, log=lambda *a: None)
     if not trainer.problem.has_data(args.data_dir):
-        from t2t_revival.train.trainer import DEFAULT_TMP_DIR
-        trainer.problem.generate_data(args.data_dir, args.tmp_dir or DEFAULT_TMP_DIR)
+        trainer.problem.generate_data(args.data_dir, config.tmp_dir)
     strategy = trainer.strategy
 
     def timed(iterator, steps):
         tokens = 0.0
         start = time.perf_counter()
         for _ in range(steps):
-            _, n, _ = trainer.train_step(iterator)
+            _, n, _ = trainer.update_step.run(iterator)
             tokens += float(n)
         return time.perf_counter() - start, tokens
 
@@ -73,7 +70,7 @@ def main():
     timed(cached, args.steps)  # fills the cache, compiles any new shape
     t_cached, tokens_cached = timed(cached, args.steps)
 
-    print(json.dumps({
+    harness.print_result({
         "benchmark": "train_speed", "problem": args.problem,
         "hparams_set": args.hparams_set, "hparams": args.hparams,
         "replicas": strategy.num_replicas_in_sync, "xla": not args.no_xla,
@@ -83,9 +80,9 @@ def main():
         "cached_input_tokens_per_second": round(tokens_cached / t_cached, 1),
         "input_wait_fraction": round(max(0.0, 1.0 - (t_cached / tokens_cached)
                                          / (t_real / tokens_real)), 4),
-        "machine": machine.describe(tensorflow=tf.__version__),
-    }))
+        "machine": harness.describe(tensorflow=tf.__version__),
+    })
 
 
 if __name__ == "__main__":
-    main()
+    harness.run(main, PROG)

@@ -2,35 +2,46 @@
 step, beside the PyTorch nn.Transformer peer (`../shared/peers/torch_transformer_train.py`)
 and the machine's measured matrix-multiply peak.
 
-One step is the product's: with the TensorFlow backend the benchmark builds
-the trainer (`t2t_revival.train.trainer.Trainer`, hparam set transformer_base
-overridden to the shape below, one update per step: no gradient accumulation)
-and times `trainer.train_step(iterator)`, the very update `t2t-trainer` runs:
-its per-replica forward and backward (XLA-compiled with `--jit_compile true`,
-as `--xla` does), its label-smoothed cross-entropy (`train/losses.py`: eps on
-the other V-1 tokens, normalized by the global target token count), its
-all-reduce, and its Adam (`ReducedGradientsAdam`, beta2 0.98, eps 1e-9, the
-Noam schedule), under its tf.distribute strategy (one device, or every
-visible GPU). Only the input is synthetic: a full batch (default 64
-sentences x 32 source and 32 target tokens, the peer's defaults, no padding)
-repeated through `strategy.experimental_distribute_dataset`, so the input
-pipeline is not timed. Shapes (`--shapes`, in one run):
+    python -m benchmarks.train_step --shapes base,tiny
+    python -m benchmarks.train_step --backend jax --shapes big \\
+        --mixed_precision mixed_bfloat16 --batch 256 --peak_tflops 989 \\
+        --peer_device cuda --peer_autocast bfloat16 --peer_python python3
+
+The step timed is the product's. Either backend builds the run as
+`t2t-trainer` does: its config (`resolve_train_config`: hparam set
+transformer_base overridden to the shape below, one update per step: no
+gradient accumulation), its model (`build_model`), its optimizer
+(`make_optimizer`: `ReducedGradientsAdam`, beta2 0.98, eps 1e-9, the Noam
+schedule, clipping by the global norm) and its loss (`train/losses.py`: the
+label-smoothed cross-entropy, eps on the other V-1 tokens, normalized by the
+target token count). Only the input is synthetic: a full batch (default 64
+sentences x 32 source and 32 target tokens, the peer's defaults, no padding),
+repeated, so the input pipeline is not timed.
+
+`--backend tensorflow` (the default, or `KERAS_BACKEND`) builds the trainer
+(`t2t_revival.train.trainer.Trainer`) and times `trainer.update_step.run`,
+the very update `t2t-trainer` runs: its per-replica forward and backward
+(XLA-compiled with `--jit_compile true`, as `--xla` does), its all-reduce
+and its optimizer under its tf.distribute strategy (one device, or every
+visible GPU); on one CPU device the whole update is one XLA call
+(`UpdateStep.fused`). The batch goes through
+`strategy.experimental_distribute_dataset`. The step is timed with XLA and
+without (`--jit_compile`); the faster is compared with the peer.
+
+`--backend jax` (or `KERAS_BACKEND=jax`: how GPU figures are taken; the GPU
+image has no TensorFlow) times a `jax.jit` of Keras's stateless call of that
+model, that loss, and that optimizer's `stateless_apply`. What still differs
+from the trainer there: no tf.distribute, so no all-reduce (one device); the
+loss differentiated is the token mean itself, where the trainer
+differentiates loss_sum / batch_size and scales the gradient by batch_size /
+tokens (the same gradient, up to rounding); no loss scaling
+(mixed_float16 is refused); and the whole update is one compiled call, as
+the trainer's only on one CPU device (its GPU step compiles the forward and
+backward alone). Shapes (`--shapes`, in one run):
 
     base  d_model 512,  6 layers,  8 heads, d_ff 2048, vocab 32000 (transformer_base)
     big   d_model 1024, 6 layers, 16 heads, d_ff 4096, vocab 32000 (transformer_big)
     tiny  d_model 128,  2 layers,  4 heads, d_ff 512,  vocab 8192  (transformer_tiny, Multi30k)
-
-With the TensorFlow backend the step is timed with XLA and without
-(`--jit_compile`); the faster is compared with the peer. With
-`KERAS_BACKEND=jax` (how GPU figures are taken) the TF trainer cannot run: the
-step is a `jax.jit` of Keras's stateless call and optimizer update on the same
-model and hparams, with the trainer's own loss function (`train/losses.py`,
-divided by the batch's target tokens as the trainer does with one replica)
-and the trainer's optimizer settings (Adam with its betas, epsilon, Noam
-schedule and clipping; plain `keras.optimizers.Adam`, which is what
-`ReducedGradientsAdam` is without tf.distribute). What differs from the
-trainer there: no tf.distribute and no all-reduce (one device), and the loss
-is not divided by `batch_size` before the gradient (a constant factor).
 
 FLOPs of one step (the usual 6 x parameters x tokens, split by the tokens each
 part of the model sees, plus the attention scores, which have no parameters):
@@ -50,13 +61,8 @@ framework and thread setting, unless --peak_tflops gives a device's
 datasheet figure (e.g. 989 for an H100 SXM in dense bf16); MFU is then that
 fraction against the datasheet.
 
-    PYTHONPATH=$PWD python benchmarks/train_step.py --shapes base,tiny
-    KERAS_BACKEND=jax python benchmarks/train_step.py --shapes big \\
-        --mixed_precision mixed_bfloat16 --batch 256 --peak_tflops 989 \\
-        --peer_device cuda --peer_autocast bfloat16 --peer_python python3
-
 On a GPU the peer is the same nn.Transformer model run by
-`benchmarks/torch_peer_step.py` on `--peer_device` under torch.autocast
+`benchmarks.torch_peer_step` on `--peer_device` under torch.autocast
 (`--peer_compile` adds torch.compile); without `--peer_device` it is the
 shared peer script itself, on the CPU in float32.
 
@@ -64,41 +70,32 @@ Prints one JSON object: per shape, our figures, the peer's, `ratio` = our best
 tokens/s / the peer's, FLOPs per step and the fraction of the peak.
 """
 
-import argparse
 import functools
 import inspect
-import json
 import os
-import pathlib
-import subprocess
 import sys
+import tempfile
 import time
 
-sys.path.insert(0, os.path.dirname(os.path.abspath(__file__)))  # benchmarks/, also when loaded by path
-import machine  # noqa: E402  (benchmarks/machine.py)
+from benchmarks import harness
+from t2t_revival.errors import UserError
 
+PROG = "train_step"
+BACKENDS = ("tensorflow", "jax")
 os.environ.setdefault("TF_CPP_MIN_LOG_LEVEL", "2")
-os.environ.setdefault("KERAS_BACKEND", "tensorflow")
 # JAX takes 75% of the GPU's memory up front by default, which leaves the
 # PyTorch peer (a subprocess on the same GPU) too little: allocate as needed.
 os.environ.setdefault("XLA_PYTHON_CLIENT_PREALLOCATE", "false")
-
-ROOT = pathlib.Path(__file__).resolve().parents[1]
-sys.path.insert(0, str(ROOT))
-# The shared folder beside the repository (../shared); T2T_SHARED overrides it
-# (a git worktree elsewhere has no ../shared).
-SHARED = pathlib.Path(os.environ.get("T2T_SHARED", ROOT.parent / "shared"))
-SHAPES = {
-    "base": dict(d_model=512, layers=6, heads=8, ff=2048, vocab=32000),
-    "big": dict(d_model=1024, layers=6, heads=16, ff=4096, vocab=32000),
-    "tiny": dict(d_model=128, layers=2, heads=4, ff=512, vocab=8192),
-}
-RUN_FLAGS = [("batch", 64), ("src_len", 32), ("tgt_len", 32), ("steps", 10), ("warmup", 2),
-             ("threads", 0)]
+SHAPES = harness.SHAPES
+RUN_FLAGS = harness.RUN_FLAGS
 
 
 def parse_args(argv=None):
-    p = argparse.ArgumentParser(description=__doc__.splitlines()[0])
+    p = harness.argument_parser(PROG, __doc__)
+    p.add_argument("--backend", default=os.environ.get("KERAS_BACKEND", "tensorflow"),
+                   help="Keras backend of our step: tensorflow (the trainer's update) or jax "
+                        "(a jax.jit of the trainer's loss and optimizer); default "
+                        "$KERAS_BACKEND, else tensorflow")
     p.add_argument("--shapes", default="base,tiny",
                    help=f"comma-separated, of {', '.join(SHAPES)}")
     for name, default in RUN_FLAGS:
@@ -113,12 +110,11 @@ def parse_args(argv=None):
                    help="the device's datasheet peak instead of the measured one")
     p.add_argument("--peer_python", default=sys.executable,
                    help="a python with torch, to run the peer")
-    p.add_argument("--peer_script",
-                   default=str(SHARED / "peers" / "torch_transformer_train.py"),
+    p.add_argument("--peer_script", default=str(harness.PEER_SCRIPT),
                    help="the peer script (default: $T2T_SHARED or ../shared, /peers/...)")
     p.add_argument("--peer_device", default="",
                    help="run the peer's model on this torch device (e.g. cuda) through "
-                        "benchmarks/torch_peer_step.py; default: the shared peer as is (CPU)")
+                        "benchmarks.torch_peer_step; default: the shared peer as is (CPU)")
     p.add_argument("--peer_autocast", default="none", choices=["none", "bfloat16", "float16"],
                    help="with --peer_device: torch.autocast dtype of the peer's step")
     p.add_argument("--peer_compile", action="store_true",
@@ -138,6 +134,9 @@ def parse_args(argv=None):
                    help="more overrides of our model's hparams (e.g. dropout=0.0), "
                         "after the shape's")
     a = p.parse_args(argv)
+    if a.backend not in BACKENDS:
+        p.error(f"--backend must be one of {', '.join(BACKENDS)} (KERAS_BACKEND gives the "
+                f"default). Received: --backend={a.backend!r}")
     if not a.peer_device and (a.peer_autocast != "none" or a.peer_compile):
         p.error("--peer_autocast and --peer_compile need --peer_device (e.g. cuda or cpu); "
                 "the shared peer script runs in float32 as it is")
@@ -148,6 +147,18 @@ def parse_args(argv=None):
     return a
 
 
+def use_backend(name: str) -> None:
+    """Load Keras with backend `name` (--backend); a UserError when this
+    process already loaded it with another."""
+    os.environ["KERAS_BACKEND"] = name
+    import keras
+
+    if keras.backend.backend() != name:
+        raise UserError(f"--backend {name} needs a process of its own: Keras is already "
+                        f"loaded with the {keras.backend.backend()} backend here. "
+                        f"Received: --backend={name}")
+
+
 def step_flops(shape, batch, src_len, tgt_len, enc_params, dec_params):
     """Model FLOPs of one training step (forward + backward), as in the docstring."""
     d, vocab, layers = shape["d_model"], shape["vocab"], shape["layers"]
@@ -156,26 +167,22 @@ def step_flops(shape, batch, src_len, tgt_len, enc_params, dec_params):
     return matmul + attention
 
 
-PROBLEM = "translate_ende_multi30k"  # only its name: the batches are synthetic
+def train_config(shape, a, output_dir, jit_compile=True):
+    """The `TrainConfig` of our run at `shape`: t2t-trainer's flags resolved
+    (`resolve_train_config`). Nothing is written to `output_dir`."""
+    from t2t_revival.config_resolution import resolve_train_config
 
-
-def hparams_overrides(shape, a):
-    """The `--hparams` string that turns transformer_base into `shape`."""
-    values = dict(num_hidden_layers=shape["layers"], d_model=shape["d_model"],
-                  num_heads=shape["heads"], d_ff=shape["ff"], vocab_size=shape["vocab"],
-                  max_length=max(a.src_len, a.tgt_len), mixed_precision=a.mixed_precision,
-                  batch_size=a.batch * max(a.src_len, a.tgt_len),
-                  gradient_accumulation_steps=1)
-    return ",".join([f"{k}={v}" for k, v in values.items()] + ([a.hparams] if a.hparams else []))
+    return resolve_train_config(
+        problem=harness.PROBLEM, output_dir=output_dir, data_dir=output_dir,
+        hparams_set="transformer_base",
+        hparams=harness.hparams_overrides(shape, a.batch, a.src_len, a.tgt_len,
+                                          a.mixed_precision, a.hparams),
+        xla=jit_compile, seed=0)
 
 
 def synthetic_batch(shape, a):
     """Full batches of random non-pad ids: {"inputs": [B, S], "targets": [B, T]}."""
-    import numpy as np
-
-    rng = np.random.default_rng(0)
-    return {"inputs": rng.integers(1, shape["vocab"], (a.batch, a.src_len)).astype("int32"),
-            "targets": rng.integers(1, shape["vocab"], (a.batch, a.tgt_len)).astype("int32")}
+    return harness.synthetic_batch(shape, a.batch, a.src_len, a.tgt_len)
 
 
 def param_counts(model, shape):
@@ -192,13 +199,9 @@ def param_counts(model, shape):
 def build(shape, a, output_dir, jit_compile=True):
     """The trainer for `shape` (TensorFlow backend), a synthetic batch and the
     parameter counts. Nothing is written to `output_dir` (no checkpoint is saved)."""
-    from t2t_revival.train.train_config import TrainConfig
     from t2t_revival.train.trainer import Trainer
 
-    config = TrainConfig(problem=PROBLEM, output_dir=output_dir, data_dir=output_dir,
-                         hparams_set="transformer_base", hparams=hparams_overrides(shape, a),
-                         xla=jit_compile, seed=0)
-    trainer = Trainer(config, log=lambda *args: None)
+    trainer = Trainer(train_config(shape, a, output_dir, jit_compile), log=lambda *args: None)
     return trainer, synthetic_batch(shape, a), param_counts(trainer.model, shape)
 
 
@@ -215,57 +218,63 @@ def _timed(step, a):
     return warmup_s, (time.perf_counter() - start) / a.steps, float(loss)
 
 
-def time_ours_tensorflow(shape, a, jit_compile):
-    """Times `trainer.train_step`, the trainer's own update, on synthetic batches."""
-    import tempfile
-
+def time_update(trainer, batch, a):
+    """Times the trainer's own update, `trainer.update_step.run`, on `batch`
+    repeated through the trainer's strategy: --warmup, then --steps calls."""
     import tensorflow as tf
 
     if a.threads:
         tf.config.threading.set_intra_op_parallelism_threads(a.threads)
+    dataset = tf.data.Dataset.from_tensors(batch).repeat()
+    iterator = iter(trainer.strategy.experimental_distribute_dataset(dataset))
+    tokens = []
+
+    def step():
+        loss, step_tokens, _ = trainer.update_step.run(iterator)
+        tokens.append(float(step_tokens))
+        return float(loss)  # waits for the step
+
+    warmup_s, step_s, loss = _timed(step, a)
+    targets = batch["targets"]
+    assert set(tokens) == {float(targets.size)}, tokens  # every target token counted
+    optimizer = getattr(trainer.optimizer, "inner_optimizer", trainer.optimizer)
+    return {"backend": "tensorflow", "jit_compile": trainer.config.xla,
+            "tensorflow": tf.__version__, "step": "Trainer.update_step.run",
+            "fused": trainer.update_step.fused, "optimizer": type(optimizer).__name__,
+            "replicas": trainer.strategy.num_replicas_in_sync,
+            "updates": trainer.step,   # the trainer's optimizer counted every timed update
+            "warmup_s": warmup_s, "step_s": step_s, "loss": loss}
+
+
+def time_ours_tensorflow(shape, a, jit_compile):
+    """The trainer's update (`time_update`) at `shape`, with or without XLA,
+    and its parameter counts."""
     with tempfile.TemporaryDirectory() as output_dir:
         trainer, batch, counts = build(shape, a, output_dir, jit_compile)
-        dataset = tf.data.Dataset.from_tensors(batch).repeat()
-        iterator = iter(trainer.strategy.experimental_distribute_dataset(dataset))
-        tokens = []
-
-        def step():
-            loss, step_tokens, _ = trainer.train_step(iterator)
-            tokens.append(float(step_tokens))
-            return float(loss)  # waits for the step
-
-        warmup_s, step_s, loss = _timed(step, a)
-        updates = trainer.step   # the trainer's optimizer counted every timed update
-    assert set(tokens) == {float(a.batch * a.tgt_len)}, tokens  # every target token counted
-    optimizer = getattr(trainer.optimizer, "inner_optimizer", trainer.optimizer)
-    return {"backend": "tensorflow", "jit_compile": jit_compile,
-            "tensorflow": tf.__version__, "step": "Trainer.train_step",
-            "optimizer": type(optimizer).__name__,
-            "replicas": trainer.strategy.num_replicas_in_sync, "updates": updates,
-            "warmup_s": warmup_s, "step_s": step_s, "loss": loss, **counts}
+        return {**time_update(trainer, batch, a), **counts}
 
 
 def time_ours_jax(shape, a):
-    """A `jax.jit` step with the trainer's loss and optimizer settings (see the docstring)."""
+    """A `jax.jit` step of the trainer's model, loss and optimizer (see the docstring)."""
     import jax
     import keras
 
-    from t2t_revival import registry
-    from t2t_revival.hparams import resolve
-    from t2t_revival.models.transformer import Transformer
+    from t2t_revival.models.build_model import build_model
     from t2t_revival.train.losses import smoothed_cross_entropy_sum
-    from t2t_revival.train.noam_schedule import NoamSchedule
+    from t2t_revival.train.optimizer import make_optimizer
 
-    registry.load_all()
-    hp = resolve("transformer_base", hparams_overrides(shape, a))
-    keras.utils.set_random_seed(0)
+    with tempfile.TemporaryDirectory() as output_dir:   # nothing is written there
+        config = train_config(shape, a, output_dir)
+    hp = config.hparams
+    if hp.mixed_precision == "mixed_float16":
+        raise UserError("--backend jax times the update without loss scaling; use "
+                        "--mixed_precision mixed_bfloat16 (or float32), or --backend "
+                        "tensorflow. Received: --mixed_precision=mixed_float16")
+    # The trainer's set-up (`TrainingSetup.build`), without tf.distribute.
+    keras.utils.set_random_seed(config.seed)
     keras.mixed_precision.set_global_policy(hp.mixed_precision)
-    model = Transformer(hp)
-    model.build()
-    optimizer = keras.optimizers.Adam(
-        NoamSchedule(hp.d_model, hp.learning_rate_warmup_steps, hp.learning_rate),
-        beta_1=hp.adam_beta1, beta_2=hp.adam_beta2, epsilon=hp.adam_epsilon,
-        global_clipnorm=hp.clip_grad_norm or None)
+    model = build_model(hp, config.model)
+    optimizer = make_optimizer(hp, config.train_steps)
     optimizer.build(model.trainable_variables)
     batch = {k: jax.numpy.asarray(v) for k, v in synthetic_batch(shape, a).items()}
 
@@ -285,9 +294,11 @@ def time_ours_jax(shape, a):
         trainable, opt_vars = optimizer.stateless_apply(opt_vars, grads, trainable)
         return loss, (trainable, non_trainable, opt_vars)
 
-    state = [[v.value for v in model.trainable_variables],
+    # A tuple, as `step` returns it: a list would be another pytree, and the
+    # second call would compile the step again.
+    state = ([v.value for v in model.trainable_variables],
              [v.value for v in model.non_trainable_variables],
-             [v.value for v in optimizer.variables]]
+             [v.value for v in optimizer.variables])
 
     calls = 0
 
@@ -301,10 +312,14 @@ def time_ours_jax(shape, a):
 
     warmup_s, step_s, loss = _timed(run, a)
     profile = device_time_profile(run, a.profile_steps) if a.profile_steps else None
+    # The optimizer's step counter after the timed updates: its `iterations`
+    # in the state the step returned.
+    updates = next(int(value) for variable, value in zip(optimizer.variables, state[2])
+                   if variable.path == optimizer.iterations.path)
     return {"backend": "jax", "jit_compile": True, "jax": jax.__version__,
-            "step": "jax.jit(stateless_call + trainer loss + Adam)",
+            "step": "jax.jit(stateless_call + trainer loss + make_optimizer's stateless_apply)",
             "sync_every": a.sync_every, "donate": a.donate,
-            "optimizer": type(optimizer).__name__,
+            "optimizer": type(optimizer).__name__, "updates": updates,
             "devices": [str(d) for d in jax.devices()], "keras": keras.__version__,
             "warmup_s": warmup_s, "step_s": step_s, "loss": loss,
             **({"profile": profile} if profile else {}),
@@ -372,7 +387,7 @@ def measured_peak(a):
     """Best FLOP/s of n x n @ n x n matmuls in our framework, threads and dtype."""
     n = a.matmul_n
     flops = 2 * n ** 3
-    if os.environ["KERAS_BACKEND"] == "jax":
+    if a.backend == "jax":
         import jax
         import jax.numpy as jnp
         x = jnp.ones((n, n), a.matmul_dtype)
@@ -395,39 +410,33 @@ def measured_peak(a):
 
 
 def run_peer(shape, a):
-    cmd = [a.peer_python, a.peer_script]
-    if a.peer_device:
-        cmd = [a.peer_python, str(ROOT / "benchmarks" / "torch_peer_step.py"),
-               "--peer_script", a.peer_script, "--device", a.peer_device,
-               "--autocast", a.peer_autocast] + (["--compile"] if a.peer_compile else [])
-    for name, value in list(shape.items()) + [(n, getattr(a, n)) for n, _ in RUN_FLAGS]:
-        cmd += [f"--{name}", str(value)]
-    proc = subprocess.run(cmd, capture_output=True, text=True)
-    if proc.returncode:
-        raise SystemExit(f"the peer failed ({' '.join(cmd)}):\n{proc.stderr[-2000:]}")
-    return json.loads(proc.stdout.strip().splitlines()[-1])
+    """The torch peer's JSON at `shape` and our run flags (`harness.peer_command`)."""
+    command, env = harness.peer_command(
+        shape, {name: getattr(a, name) for name, _ in RUN_FLAGS}, a.peer_python,
+        a.peer_script, a.peer_device, a.peer_autocast, a.peer_compile)
+    return harness.run_peer(command, env)
 
 
 def main(argv=None):
     a = parse_args(argv)
-    backend = os.environ["KERAS_BACKEND"]
+    use_backend(a.backend)
     if a.peak_tflops:
         peak, peak_source = a.peak_tflops * 1e12, "datasheet (--peak_tflops)"
     else:
         peak, peak_source = measured_peak(a), f"measured {a.matmul_dtype} {a.matmul_n}^3 matmul"
-    result = {"benchmark": "train_step", "backend": backend,
+    result = {"benchmark": "train_step", "backend": a.backend,
               "mixed_precision": a.mixed_precision, "hparams": a.hparams,
               "jax_prng": os.environ.get("JAX_DEFAULT_PRNG_IMPL", "threefry2x32"),
               "run": {name: getattr(a, name) for name, _ in RUN_FLAGS},
               "peak_tflops": round(peak / 1e12, 4), "peak": peak_source,
-              "machine": machine.describe(), "shapes": {}}
+              "machine": harness.describe(), "shapes": {}}
     tokens = a.batch * a.tgt_len
     for name in a.shapes:
         shape = SHAPES[name]
         # The peer runs first, so its process has ended (and given back the
         # GPU's memory) before ours allocates.
         peer = None if a.skip_peer else run_peer(shape, a)
-        if backend == "jax":
+        if a.backend == "jax":
             ours = [time_ours_jax(shape, a)]
         else:
             modes = {"both": [True, False], "true": [True], "false": [False]}[a.jit_compile]
@@ -446,8 +455,8 @@ def main(argv=None):
             entry["peer"] = peer
             entry["ratio"] = best["tgt_tokens_per_s"] / peer["tgt_tokens_per_s"]
         result["shapes"][name] = entry
-    print(json.dumps(result))
+    harness.print_result(result)
 
 
 if __name__ == "__main__":
-    main()
+    harness.run(main, PROG)

@@ -155,3 +155,36 @@ def test_early_stop_decode_hparam():
     step = make_step(np.zeros((1, 3, 3, 3)), 4)
     with pytest.raises(ValueError, match="early_stop must be one of"):
         beam_search(step, make_cache([0], 4), 1, 2, 0.6, 4, early_stop="soon")
+
+
+def test_on_step_sees_every_step_with_its_stages_rows():
+    """`on_step` (benchmarks/decode_steps.py counts steps with it) is called
+    before each step with the state of the step's stage: the index it feeds
+    and the searching flags of that stage's rows (9, then 4); watching the
+    search changes none of its results."""
+    rng = np.random.default_rng(11)
+    tables = rng.normal(0.0, 2.0, size=(4, 6, 6, 6))
+    tables[1, :, :, EOS] += 4.0   # stops at once
+    tables[2, :, :, EOS] -= 3.0   # runs long
+    table_ids, max_len = [2, 1, 0, 3, 1, 2, 0, 1, 3], 12
+    inner = make_step(tables, max_len)
+    stepped, seen = [], []
+
+    def step(ids, cache, index):
+        stepped.append((int(index), int(ids.shape[0]) // 3))
+        return inner(ids, cache, index)
+
+    def on_step(state):
+        searching = state["searching"].numpy()
+        seen.append((int(state["index"]), searching.shape[0], int(searching.sum())))
+
+    seqs, scores = beam_search(step, make_cache(table_ids, max_len), len(table_ids), 3, 0.6,
+                               max_len, on_step=on_step)
+    assert [(index, rows) for index, rows, _ in seen] == stepped
+    assert {rows for _, rows, _ in seen} == {9, 4}
+    # A stage of 9 rows steps while more than 4 search; the last, while any does.
+    assert seen[0] == (0, 9, 9)
+    assert all(searching > 4 if rows == 9 else searching >= 1 for _, rows, searching in seen)
+    want_seqs, want_scores = search(tables, table_ids, 3, 0.6, max_len, True, True)
+    np.testing.assert_array_equal(seqs.numpy(), want_seqs)
+    np.testing.assert_allclose(scores.numpy(), want_scores, atol=1e-5)

@@ -2,21 +2,17 @@
 split it relies on: encoder + decoder + shared embedding = every weight), and
 that the step it times is the trainer's own update."""
 
-import importlib.util
+import json
+import subprocess
+import sys
 
-from conftest import ROOT
+import pytest
 
-
-def _train_step_module():
-    spec = importlib.util.spec_from_file_location(
-        "train_step_benchmark", ROOT / "benchmarks" / "train_step.py")
-    module = importlib.util.module_from_spec(spec)
-    spec.loader.exec_module(module)
-    return module
+from benchmarks import train_step as bench
+from conftest import ENV
 
 
 def test_step_flops_by_hand_at_the_tiny_shape():
-    bench = _train_step_module()
     shape = bench.SHAPES["tiny"]  # d 128, 2 layers, d_ff 512, vocab 8192
     d = 128
     # Forward multiply-adds per token = the weights it meets; x2 FLOPs, x3 with
@@ -31,7 +27,6 @@ def test_step_flops_by_hand_at_the_tiny_shape():
 
 
 def test_parameter_split_covers_every_weight(tmp_path):
-    bench = _train_step_module()
     args = bench.parse_args(["--shapes", "tiny", "--batch", "2", "--src_len", "4",
                              "--tgt_len", "4"])
     trainer, batch, counts = bench.build(bench.SHAPES["tiny"], args, str(tmp_path))
@@ -49,9 +44,6 @@ def test_parameter_split_covers_every_weight(tmp_path):
 
 
 def test_peer_precision_flags_need_a_peer_device(capsys):
-    import pytest
-
-    bench = _train_step_module()
     with pytest.raises(SystemExit) as e:
         bench.parse_args(["--peer_autocast", "bfloat16"])
     assert e.value.code == 2
@@ -60,12 +52,29 @@ def test_peer_precision_flags_need_a_peer_device(capsys):
     assert (args.peer_device, args.peer_autocast) == ("cuda", "bfloat16")
 
 
-def test_the_timed_step_is_the_trainers_update():
-    bench = _train_step_module()
+def test_the_timed_step_is_the_trainers_update(tmp_path, monkeypatch):
+    """Every timed call goes through the trainer's own `update_step.run` (a
+    spy in its place sees each one), and the loss reported is its last."""
     args = bench.parse_args(["--shapes", "tiny", "--batch", "4", "--src_len", "6",
                              "--tgt_len", "5", "--steps", "2", "--warmup", "1"])
+    build, losses = bench.build, []
+
+    def build_with_a_spy(*build_args, **kwargs):
+        trainer, batch, counts = build(*build_args, **kwargs)
+        update = trainer.update_step.run
+
+        def spy(iterator):
+            loss, tokens, grad_norm = update(iterator)
+            losses.append(float(loss))
+            return loss, tokens, grad_norm
+
+        trainer.update_step.run = spy
+        return trainer, batch, counts
+
+    monkeypatch.setattr(bench, "build", build_with_a_spy)
     result = bench.time_ours_tensorflow(bench.SHAPES["tiny"], args, jit_compile=False)
-    assert result["step"] == "Trainer.train_step"
+    assert len(losses) == 3                                    # warm-up + timed, all of them
+    assert result["loss"] == losses[-1]
     assert result["optimizer"] == "ReducedGradientsAdam"     # not a plain Adam
     assert result["updates"] == 3                              # warm-up + timed, all applied
     # The trainer's smoothed loss (entropy of the target subtracted) at a random
@@ -73,3 +82,27 @@ def test_the_timed_step_is_the_trainers_update():
     # without the entropy term is about ln(8192) + 0.4 = 9.4.
     assert 6.5 < result["loss"] < 9.0, result["loss"]
     assert result["step_s"] > 0 and result["params"] > 0
+
+
+@pytest.mark.slow  # a fresh interpreter imports JAX and compiles the tiny step
+def test_the_jax_step_uses_the_trainers_optimizer_without_tensorflow():
+    """`--backend jax` (how GPU figures are taken, on an image without
+    TensorFlow) times the trainer's model, loss and optimizer
+    (`make_optimizer`'s ReducedGradientsAdam), each update applied."""
+    run = ("import runpy, sys; sys.modules['tensorflow'] = None; "  # as on the GPU image
+           "sys.argv = ['train_step'] + sys.argv[1:]; "
+           "runpy.run_module('benchmarks.train_step', run_name='__main__')")
+    env = dict(ENV, JAX_PLATFORMS="cpu")
+    env.pop("KERAS_BACKEND", None)
+    proc = subprocess.run(
+        [sys.executable, "-c", run, "--backend", "jax", "--shapes", "tiny", "--batch", "4",
+         "--src_len", "6", "--tgt_len", "5", "--steps", "2", "--warmup", "1", "--skip_peer",
+         "--matmul_n", "64"], env=env, capture_output=True, text=True, timeout=900)
+    assert proc.returncode == 0, proc.stderr[-3000:]
+    result = json.loads(proc.stdout.strip().splitlines()[-1])
+    assert result["backend"] == "jax"
+    ours = result["shapes"]["tiny"]["ours"]["xla"]
+    assert ours["optimizer"] == "ReducedGradientsAdam"       # make_optimizer's, not a copy
+    assert ours["updates"] == 3                                # warm-up + timed, all applied
+    assert 6.5 < ours["loss"] < 9.0, ours["loss"]             # the trainer's smoothed loss
+    assert ours["params"] == 1971200                           # transformer_tiny at vocab 8192

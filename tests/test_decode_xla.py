@@ -12,7 +12,7 @@ import sys
 import numpy as np
 import pytest
 
-from conftest import ENV, ROOT, one_line_error
+from conftest import ENV, one_line_error
 
 MAX_LENGTH = 32
 # Extra decode length kept small: a random model rarely emits EOS.
@@ -254,13 +254,13 @@ def test_xla_saved_model_loads_and_serves_like_the_decoder(random_run, tmp_path)
 
 
 def _benchmark_report(script, random_run, tmp_path, *flags) -> dict:
-    """The JSON report of benchmarks/<script>.py on the random model's first 6
-    sentences, with the short decode length and `flags`."""
+    """The JSON report of `python -m benchmarks.<script>` on the random
+    model's first 6 sentences, with the short decode length and `flags`."""
     out_dir, sentences = random_run
     source = tmp_path / "source.txt"
     source.write_text("\n".join(sentences[:6]) + "\n", encoding="utf-8")
     proc = subprocess.run(
-        [sys.executable, os.path.join(ROOT, "benchmarks", f"{script}.py"),
+        [sys.executable, "-m", f"benchmarks.{script}",
          f"--output_dir={out_dir}", f"--source={source}", f"--decode_hparams={FAST}",
          *flags],
         env=ENV, capture_output=True, text=True, timeout=600)
@@ -312,7 +312,7 @@ def test_decode_steps_counts_the_staged_loops_steps(random_run, tmp_path):
 def test_decode_steps_refuses_a_search_without_beams_in_one_line(random_run, tmp_path):
     out_dir, _ = random_run
     proc = subprocess.run(
-        [sys.executable, os.path.join(ROOT, "benchmarks", "decode_steps.py"),
+        [sys.executable, "-m", "benchmarks.decode_steps",
          f"--output_dir={out_dir}", "--decode_hparams=beam_size=1"],
         env=ENV, capture_output=True, text=True, timeout=600)
     one_line_error(proc, "decode_steps", "beam_size >= 2")
@@ -324,7 +324,7 @@ def test_decode_steps_refuses_a_search_without_beams_before_loading_a_model(
     """The refusal of what --decode_hparams asks for comes first: no model
     (here not even a run) is loaded for a setting that cannot be counted."""
     proc = subprocess.run(
-        [sys.executable, os.path.join(ROOT, "benchmarks", "decode_steps.py"),
+        [sys.executable, "-m", "benchmarks.decode_steps",
          f"--output_dir={tmp_path / 'missing'}", f"--decode_hparams={decode_hparams}"],
         env=ENV, capture_output=True, text=True, timeout=600)
     one_line_error(proc, "decode_steps", "beam_size >= 2")
@@ -386,7 +386,7 @@ def test_decode_speed_leaves_a_zero_setting_at_each_engines_default(random_run, 
                                            (["--searches=xla,fast"], "--searches")])
 def test_decode_speed_refuses_a_bad_setting_in_one_line(flags, needle, tmp_path):
     proc = subprocess.run(
-        [sys.executable, os.path.join(ROOT, "benchmarks", "decode_speed.py"),
+        [sys.executable, "-m", "benchmarks.decode_speed",
          f"--output_dir={tmp_path}", *flags],
         env=ENV, capture_output=True, text=True, timeout=600)
     one_line_error(proc, "decode_speed", needle)
@@ -397,7 +397,7 @@ def test_decode_speed_refuses_a_bad_setting_in_one_line(flags, needle, tmp_path)
                                            ("decode_steps", [])])
 def test_a_decoding_benchmark_without_a_model_says_so_in_one_line(script, flags, tmp_path):
     proc = subprocess.run(
-        [sys.executable, os.path.join(ROOT, "benchmarks", f"{script}.py"),
+        [sys.executable, "-m", f"benchmarks.{script}",
          f"--output_dir={tmp_path / 'missing'}", *flags],
         env=ENV, capture_output=True, text=True, timeout=600)
     one_line_error(proc, script, "--output_dir")

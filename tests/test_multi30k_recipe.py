@@ -9,9 +9,9 @@ import sys
 
 import pytest
 
+from benchmarks import multi30k_recipe as recipe
 from conftest import ROOT, stop_signals_at_their_defaults
 
-RECIPE = ROOT / "benchmarks" / "multi30k_recipe.py"
 # The recipe's decodes here: short, and uncompiled (xla=false, the same
 # translations): each of the 6 decodes of 1,000 sentences would otherwise
 # compile 3-4 XLA programs of 10-20 s for a few seconds of search.
@@ -20,8 +20,8 @@ _DECODE = "beam_size=2,alpha=0.6,extra_length=5,xla=false"
 
 def _recipe(*args):
     env = dict(os.environ, PYTHONPATH=str(ROOT))
-    return subprocess.run([sys.executable, str(RECIPE), *args], capture_output=True,
-                          text=True, env=env, timeout=1800)
+    return subprocess.run([sys.executable, "-m", "benchmarks.multi30k_recipe", *args],
+                          capture_output=True, text=True, env=env, timeout=1800)
 
 
 @pytest.mark.slow
@@ -103,26 +103,16 @@ def test_recipe_trains_averages_decodes_and_scores(multi30k_data_dir, shared_dat
         sacrebleu.corpus_bleu(val_hypotheses, [val_references]).score, abs=0.005)
 
 
-def _load_recipe():
-    import importlib.util
-
-    spec = importlib.util.spec_from_file_location("multi30k_recipe", RECIPE)
-    recipe = importlib.util.module_from_spec(spec)
-    spec.loader.exec_module(recipe)
-    return recipe
-
-
 def test_tuning_grid_and_alpha_override():
-    recipe = _load_recipe()
-    assert recipe._parse_tuning("") is None
-    assert recipe._parse_tuning(recipe.DEFAULT_TUNING) == {
+    assert recipe.parse_tuning("") is None
+    assert recipe.parse_tuning(recipe.DEFAULT_TUNING) == {
         "average": [5, 10], "alpha": [0.6, 1.0]}
-    assert recipe._parse_tuning("alpha=1") == {"alpha": [1.0]}
-    assert recipe._parse_tuning("beam=4,8;average=10") == {"beam": [4, 8], "average": [10]}
+    assert recipe.parse_tuning("alpha=1") == {"alpha": [1.0]}
+    assert recipe.parse_tuning("beam=4,8;average=10") == {"beam": [4, 8], "average": [10]}
     for bad in ("width=4", "average=", "average=five", "beam=4.5", "average=5;alpha"):
         with pytest.raises(ValueError):
-            recipe._parse_tuning(bad)
-    set_ = recipe._with_decode_hparam
+            recipe.parse_tuning(bad)
+    set_ = recipe.with_decode_hparam
     assert set_("beam_size=4,alpha=0.6", "alpha", 1.0) == "beam_size=4,alpha=1.0"
     assert set_("beam_size=4,alpha=0.6", "beam_size", 8) == "beam_size=8,alpha=0.6"
     assert set_("", "alpha", 0.8) == "alpha=0.8"
@@ -133,7 +123,7 @@ def test_a_malformed_tuning_grid_is_one_line(tmp_path):
     out = _recipe(f"--output_dir={tmp_path / 'run'}", "--tune_on_val=width=4")
     assert out.returncode == 2
     assert out.stderr.strip().splitlines()[-1] == (
-        "multi30k_recipe.py: error: --tune_on_val: expected "
+        "multi30k_recipe: error: --tune_on_val: expected "
         "'average=N,...;alpha=A,...;beam=B,...', got 'width=4'")
 
 
@@ -148,7 +138,7 @@ def test_a_failing_stage_stops_the_recipe_with_its_error(tmp_path):
 
 def test_missing_raw_data_is_one_line(tmp_path):
     out = _recipe(f"--raw_dir={tmp_path}", f"--output_dir={tmp_path / 'run'}")
-    assert out.returncode == 1
+    assert out.returncode == 2
     assert out.stderr.strip().splitlines() == [
         f"multi30k_recipe: error: test_2016_flickr.en.gz is not in --raw_dir={tmp_path}; "
         "download Multi30k (github.com/multi30k/dataset, data/task1/raw) there."]
@@ -159,19 +149,18 @@ def test_tuning_only_the_averaging_keeps_the_decode_hparams_as_given(monkeypatch
     # alpha stays without it); the best val figure picks the averaging.
     import argparse
 
-    recipe = _load_recipe()
     calls = []
-    monkeypatch.setattr(recipe, "_average", lambda stages, stage, out, n: ([f"--ckpt={n}"], n))
+    monkeypatch.setattr(recipe, "average_checkpoints", lambda stages, stage, out, n: ([f"--ckpt={n}"], n))
 
     def fake_decode(stages, stage, args, checkpoint, source, reference, hyp, dhp):
         calls.append((stage, checkpoint, source, dhp))
         return {"sacrebleu": {"score": {"--ckpt=5": 30.0, "--ckpt=10": 31.5}[checkpoint[0]]}}
 
-    monkeypatch.setattr(recipe, "_decode", fake_decode)
+    monkeypatch.setattr(recipe, "decode", fake_decode)
     stages = argparse.Namespace(log=lambda *a: None)
-    args = argparse.Namespace(tune_on_val=recipe._parse_tuning("average=5,10"), average=5,
+    args = argparse.Namespace(tune_on_val=recipe.parse_tuning("average=5,10"), average=5,
                               decode_hparams="beam_size=4", output_dir="out")
-    rows = recipe._tune_on_val(stages, args)
+    rows = recipe.tune_on_val(stages, args)
     assert rows == [
         {"average": 5, "alpha": None, "beam": None, "decode_hparams": "beam_size=4",
          "val_sacrebleu": 30.0},
@@ -186,9 +175,8 @@ def test_every_combination_of_the_grid_is_decoded_on_val(monkeypatch):
     and one row each with its val figure."""
     import argparse
 
-    recipe = _load_recipe()
     calls = []
-    monkeypatch.setattr(recipe, "_average", lambda stages, stage, out, n: ([f"--ckpt={n}"], n))
+    monkeypatch.setattr(recipe, "average_checkpoints", lambda stages, stage, out, n: ([f"--ckpt={n}"], n))
     scores = {("--ckpt=5", "beam_size=4,alpha=1.4"): 40.1,
               ("--ckpt=5", "beam_size=8,alpha=1.4"): 40.3}
 
@@ -196,12 +184,12 @@ def test_every_combination_of_the_grid_is_decoded_on_val(monkeypatch):
         calls.append((checkpoint[0], dhp))
         return {"sacrebleu": {"score": scores.get((checkpoint[0], dhp), 39.0)}}
 
-    monkeypatch.setattr(recipe, "_decode", fake_decode)
+    monkeypatch.setattr(recipe, "decode", fake_decode)
     stages = argparse.Namespace(log=lambda *a: None)
-    grid = recipe._parse_tuning("average=5,10;alpha=1.0,1.4;beam=4,8")
+    grid = recipe.parse_tuning("average=5,10;alpha=1.0,1.4;beam=4,8")
     args = argparse.Namespace(tune_on_val=grid, average=5,
                               decode_hparams="beam_size=4,alpha=0.6", output_dir="out")
-    rows = recipe._tune_on_val(stages, args)
+    rows = recipe.tune_on_val(stages, args)
     assert calls == [(f"--ckpt={n}", f"beam_size={b},alpha={a}")
                      for n in (5, 10) for a in (1.0, 1.4) for b in (4, 8)]
     assert [(r["average"], r["alpha"], r["beam"]) for r in rows] == [
@@ -215,28 +203,25 @@ def test_the_averaged_count_is_what_the_averaging_read():
     result then reports that many, not the number asked for."""
     import argparse
 
-    recipe = _load_recipe()
     lines = ["Only 3 checkpoints in out; averaging all of them.",
              "Averaged 3 checkpoints into out/averaged/ckpt-600"]
     stages = argparse.Namespace(run=lambda stage, module, *args: lines)
-    assert recipe._average(stages, "average", "out", 4) == (
+    assert recipe.average_checkpoints(stages, "average", "out", 4) == (
         ["--checkpoint_path=out/averaged/ckpt-600"], 3)
-    assert recipe._average(stages, "average", "out", 1) == ([], 1)
+    assert recipe.average_checkpoints(stages, "average", "out", 1) == ([], 1)
     lines[:] = ["Only 1 checkpoint in out; averaging it.",
                 "Averaged 1 checkpoint into out/averaged/ckpt-200"]
-    assert recipe._average(stages, "average", "out", 4) == (
+    assert recipe.average_checkpoints(stages, "average", "out", 4) == (
         ["--checkpoint_path=out/averaged/ckpt-200"], 1)
 
 
-def test_the_trainer_gets_the_recipe_s_flags(monkeypatch):
+def test_the_trainer_gets_the_recipe_s_flags():
     """--noxla (the bfloat16 step's setting on avx512_bf16 CPUs) reaches
     t2t-trainer, as do the budget and the checkpoints kept for averaging."""
-    recipe = _load_recipe()
     for flags, xla in (([], "--xla"), (["--noxla"], "--noxla"), (["--noxla", "--xla"], "--xla")):
-        monkeypatch.setattr(sys, "argv", ["multi30k_recipe.py", "--max_train_minutes=110",
-                                          "--hparams=mixed_precision=mixed_bfloat16", *flags])
-        args = recipe._parse_args()
-        command = recipe._trainer_args(args)
+        args = recipe.parse_args(["--max_train_minutes=110",
+                                  "--hparams=mixed_precision=mixed_bfloat16", *flags])
+        command = recipe.trainer_args(args)
         assert [f for f in command if f in ("--xla", "--noxla")] == [xla]
         assert "--max_train_minutes=110.0" in command
         assert "--hparams=learning_rate_cooldown_steps=2500,mixed_precision=mixed_bfloat16" \
@@ -252,38 +237,29 @@ def test_the_trainer_gets_the_recipe_s_flags(monkeypatch):
     (["--hparams=learning_rate_cooldown_steps=5"],
      "set the cooldown with --cooldown_steps, not in --hparams"),
 ])
-def test_a_cooldown_the_trainer_would_refuse_is_refused_at_once(monkeypatch, capsys, flags,
-                                                               message):
-    recipe = _load_recipe()
-    monkeypatch.setattr(sys, "argv", ["multi30k_recipe.py", *flags])
+def test_a_cooldown_the_trainer_would_refuse_is_refused_at_once(capsys, flags, message):
     with pytest.raises(SystemExit) as exit_:
-        recipe._parse_args()
+        recipe.parse_args(flags)
     assert exit_.value.code == 2
     assert message in capsys.readouterr().err
 
 
-def test_no_cooldown_passes_the_hparams_as_given(monkeypatch):
-    recipe = _load_recipe()
-    monkeypatch.setattr(sys, "argv", ["multi30k_recipe.py", "--cooldown_steps=0",
-                                      "--hparams=dropout=0.2"])
-    assert "--hparams=dropout=0.2" in recipe._trainer_args(recipe._parse_args())
+def test_no_cooldown_passes_the_hparams_as_given():
+    args = recipe.parse_args(["--cooldown_steps=0", "--hparams=dropout=0.2"])
+    assert "--hparams=dropout=0.2" in recipe.trainer_args(args)
 
 
-def test_the_seed_goes_to_the_trainer_only_when_given(monkeypatch):
-    recipe = _load_recipe()
-    monkeypatch.setattr(sys, "argv", ["multi30k_recipe.py", "--seed=7"])
-    assert "--seed=7" in recipe._trainer_args(recipe._parse_args())
-    monkeypatch.setattr(sys, "argv", ["multi30k_recipe.py"])
-    args = recipe._parse_args()
+def test_the_seed_goes_to_the_trainer_only_when_given():
+    assert "--seed=7" in recipe.trainer_args(recipe.parse_args(["--seed=7"]))
+    args = recipe.parse_args([])
     assert args.seed is None
-    assert not any(arg.startswith("--seed") for arg in recipe._trainer_args(args))
+    assert not any(arg.startswith("--seed") for arg in recipe.trainer_args(args))
 
 
 _STAGE = r"""
 import sys
-sys.path.insert(0, sys.argv[1])
-import multi30k_recipe
-multi30k_recipe.Stages().run("train", "trainer", *sys.argv[2:])
+from benchmarks.multi30k_recipe import Stages
+Stages().run("train", "trainer", *sys.argv[1:])
 """
 
 
@@ -303,7 +279,7 @@ def test_a_signal_to_the_recipe_stops_its_trainer_with_a_checkpoint(tiny_data, t
     out = tmp_path / "run"
     env = dict(os.environ, PYTHONPATH=str(ROOT), PYTHONUNBUFFERED="1")
     with stop_signals_at_their_defaults():   # as from a terminal
-        proc = subprocess.Popen([sys.executable, "-c", _STAGE, str(ROOT / "benchmarks"),
+        proc = subprocess.Popen([sys.executable, "-c", _STAGE,
                                  *_trainer_args(tiny_data, out, 100000,
                                                 "--log_step_count_steps=1")],
                                 stdout=subprocess.PIPE, stderr=subprocess.STDOUT, text=True,
@@ -335,12 +311,11 @@ def test_an_ignored_sigint_stays_ignored_while_a_stage_runs():
     passing one on would report a stop that never comes."""
     import signal
 
-    recipe = _load_recipe()
     previous = signal.signal(signal.SIGINT, signal.SIG_IGN)
     try:
-        with recipe._PassSignals(proc=None) as passing:
+        with recipe.PassSignals(proc=None) as passing:
             assert signal.getsignal(signal.SIGINT) is signal.SIG_IGN
-            assert signal.getsignal(signal.SIGTERM) == passing._handle
+            assert signal.getsignal(signal.SIGTERM) == passing.handle
         assert signal.getsignal(signal.SIGINT) is signal.SIG_IGN
     finally:
         signal.signal(signal.SIGINT, previous)

@@ -51,6 +51,14 @@ _DEAD = NEG_INF / 2
 
 StepFn = Callable[[Any, Any, Any], tuple[Any, Any]]
 
+OnStep = Callable[[dict], None]
+"""`beam_search`'s observer: `on_step(state)` before each step. The state's
+fields include (R: the rows of the stage the step runs, B at first, fewer
+once stopped batch elements are dropped; see `beam_search`):
+
+    index:      int32 scalar   the position the step feeds
+    searching:  bool [R]       the batch elements whose result may still change
+"""
 
 
 def length_penalty(length, alpha: float):
@@ -166,7 +174,8 @@ def _best_extensions(live_log_probs, logits, n: int):
 def beam_search(step: StepFn, cache, batch_size, beam_size: int, alpha: float,
                 max_decode_length: int, eos_id: int = EOS_ID,
                 return_beams: bool = True, early_stop: str = "exact",
-                resize_cache: Callable[[Any, int], Any] | None = None):
+                resize_cache: Callable[[Any, int], Any] | None = None,
+                on_step: OnStep | None = None):
     """Beam search with the GNMT length penalty and early stopping.
 
     Args:
@@ -195,6 +204,12 @@ def beam_search(step: StepFn, cache, batch_size, beam_size: int, alpha: float,
             positions and lengthens them when the step index reaches their
             end, up to max_decode_length (below; a max_decode_length tensor,
             as in a SavedModel, is passed on as one).
+        on_step: optional `on_step(state)`, called before each step with the
+            search's state (`OnStep`), to watch the search (e.g. count its
+            steps: benchmarks/decode_steps.py). Called where the step is
+            traced: eagerly once per step, under tf.function or XLA once per
+            trace of the loop body; not with beam_size 1 (greedy search).
+            None adds nothing to the search.
 
     Returns:
         (sequences, scores): with return_beams, sequences int32
@@ -305,6 +320,8 @@ def beam_search(step: StepFn, cache, batch_size, beam_size: int, alpha: float,
         return ops.logical_not(ops.greater(finished, bound))
 
     def body(state):
+        if on_step is not None:
+            on_step(state)
         index = state["index"]
         logits, new_cache = step(ops.reshape(state["live_ids"], (-1,)), state["cache"], index)
         # The 2k best extensions: enough that k of them do not end in EOS.

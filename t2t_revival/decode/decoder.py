@@ -17,7 +17,7 @@ from typing import Callable, Sequence
 import keras
 import tensorflow as tf
 
-from t2t_revival.decode.beam_search import beam_search
+from t2t_revival.decode.beam_search import OnStep, beam_search
 from t2t_revival.decode.ensemble import Ensemble
 from t2t_revival.decode.forced_scoring import score_targets
 from t2t_revival.decode.sampling import sample_search
@@ -79,6 +79,8 @@ class Decoder:
         """Forced scoring of a batch: (inputs [B, S], targets [B, T]) -> (log_probs, scores)."""
         self._seed_generator = keras.random.SeedGenerator(self.decode_hparams.seed) \
             if self.decode_hparams.sampling else None
+        self.on_beam_step: OnStep | None = None
+        """None, or beam search's observer of its steps (`beam_search`'s `on_step`)."""
 
     @classmethod
     def load(cls, output_dir: str, checkpoint_paths: str | Sequence[str] | None = None,
@@ -137,7 +139,7 @@ class Decoder:
                            beam_size=dhp.beam_size, alpha=dhp.alpha,
                            max_decode_length=max_decode_length,
                            return_beams=dhp.return_beams, early_stop=dhp.early_stop,
-                           resize_cache=self.model.resize_cache)
+                           resize_cache=self.model.resize_cache, on_step=self.on_beam_step)
 
     def compiled_search(self, rows: int):
         """The XLA search of batches of `rows` inputs: inputs int32 [rows, S]

@@ -8,11 +8,13 @@ from t2t_revival.hparams import HParams
 
 def build_model(hparams: HParams, model_name: str = "transformer"):
     """The registered model `model_name` for `hparams`, built (its weights
-    created, so a checkpoint can be restored into it)."""
-    import tensorflow as tf
+    created, so a checkpoint can be restored into it). Keras only: the JAX
+    benchmark of the training step (`benchmarks.train_step --backend jax`)
+    builds the model through it too."""
+    import keras
 
     registry.load_all()
     model = registry.models.get(model_name)(hparams)
-    dummy = tf.zeros([1, 8], tf.int32)
+    dummy = keras.ops.zeros((1, 8), "int32")
     model({"inputs": dummy, "targets": dummy}, training=False)
     return model
