@@ -102,6 +102,7 @@ class CheckpointFolder:
         self.path = str(path)
         self.keep = keep
         self._manager: tf.train.CheckpointManager | None = None
+        self._saved: tf.train.Checkpoint | None = None   # what `_manager` saves
 
     # ------------------------------------------------------------ reading
     @staticmethod
@@ -261,11 +262,15 @@ class CheckpointFolder:
         exist before) is removed, the previous checkpoints and the index are
         left as they were, and a UserError says why in one line.
         """
-        if self._manager is None:
+        if self._manager is None or self._saved is not checkpoint:
+            # A manager saves the one object it was made with: another object
+            # (the next average's model) gets a manager of its own, which reads
+            # the index and keeps rotating the same files.
             os.makedirs(self.path, exist_ok=True)
             self._manager = tf.train.CheckpointManager(checkpoint, self.path,
                                                        max_to_keep=self.keep,
                                                        checkpoint_name=CHECKPOINT_PREFIX)
+            self._saved = checkpoint
         prefix = os.path.join(self.path, f"{CHECKPOINT_PREFIX}-{step}")
         before = set(glob.glob(glob.escape(prefix) + ".*"))
         try:
