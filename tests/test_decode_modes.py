@@ -139,9 +139,9 @@ def test_score_file_bad_lines_are_one_line(runs, tmp_path):
 # ---------------------------------------------------------------- ensembles
 def test_ensemble_averages_the_probabilities(runs):
     from t2t_revival.decode.ensemble import Ensemble
-    from t2t_revival.run_dir.training_directory import TrainingDirectory
+    from t2t_revival.models.trained_model import TrainedModel
 
-    a, b = (TrainingDirectory(runs[k]).load().model for k in ("a", "b"))
+    a, b = (TrainedModel.load(runs[k]).model for k in ("a", "b"))
     ensemble = Ensemble([a, b])
     inputs = tf.constant([[5, 9, 30, 1, 0], [7, 1, 0, 0, 0]], tf.int32)
     targets = tf.constant([[12, 40, 1], [3, 1, 0]], tf.int32)
@@ -341,11 +341,11 @@ def test_a_run_trained_in_mixed_precision_decodes_in_float32(runs):
     mixed_bfloat16 translates and scores as the float32 run of the same
     weights, not with bfloat16 rounding in every beam score."""
     from decoding import decoder_of
+    from t2t_revival.models.trained_model import TrainedModel
     from t2t_revival.run_dir.training_directory import TrainingDirectory
 
-    trained = TrainingDirectory(runs["a_bf16"])
-    assert trained.read_hparams().mixed_precision == "mixed_bfloat16"
-    loaded = trained.load()
+    assert TrainingDirectory(runs["a_bf16"]).read_hparams().mixed_precision == "mixed_bfloat16"
+    loaded = TrainedModel.load(runs["a_bf16"])
     assert loaded.hparams.mixed_precision == "float32"
     assert loaded.model.compute_dtype == "float32"
     pairs = list(zip(SOURCES, TARGETS))
@@ -353,7 +353,7 @@ def test_a_run_trained_in_mixed_precision_decodes_in_float32(runs):
     for decoder in (decoder_of(runs["a_bf16"], settings="return_beams=true"),
                     decoder_of(runs["a"], f"{runs['a_bf16']}/ckpt-1", "return_beams=true"),
                     decoder_of(runs["a_bf16"], f"{runs['a_bf16']}/ckpt-1,{runs['a_bf16']}",
-                            "return_beams=true")):
+                               "return_beams=true")):
         models = getattr(decoder.model, "models", [decoder.model])
         assert [m.compute_dtype for m in models] == ["float32"] * len(models)
         assert decoder.translate(SOURCES) == f32.translate(SOURCES)
