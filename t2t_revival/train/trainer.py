@@ -84,32 +84,17 @@ class Trainer:
         self.budget = TimeBudget(config, setup.cooldown_end, setup.strategy, self.log)
 
     # ------------------------------------------------------------- the parts
-    @property
-    def problem(self):
-        return self.setup.problem
-
-    @property
-    def hparams(self):
-        return self.config.hparams
-
-    @property
-    def strategy(self) -> tf.distribute.Strategy:
-        return self.setup.strategy
-
-    @property
-    def chief(self) -> bool:
-        return self.setup.chief
-
-    @property
-    def model(self):
-        return self.setup.model
-
-    @property
-    def optimizer(self):
-        return self.setup.optimizer
+    # The built parts, read where a caller wants them (`TrainingSetup`).
+    problem = property(lambda self: self.setup.problem)
+    strategy = property(lambda self: self.setup.strategy)
+    chief = property(lambda self: self.setup.chief)
+    model = property(lambda self: self.setup.model)
+    optimizer = property(lambda self: self.setup.optimizer)
+    hparams = property(lambda self: self.config.hparams)
 
     @property
     def step(self) -> int:
+        """The optimizer's update count: the step training has reached."""
         return int(self.optimizer.iterations.numpy())
 
     @property
