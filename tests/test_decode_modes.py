@@ -409,11 +409,14 @@ def test_t2t_decoder_and_exporter_parse_their_decode_hparams_once(runs, tmp_path
     parse = decode_hparams.parse_typed_pairs
     monkeypatch.setattr(decode_hparams, "parse_typed_pairs",
                         lambda text, *a, **k: parsed.append(text) or parse(text, *a, **k))
-    out = _decoder(f"--output_dir={runs['a']}", "--decode_interactive",
-                   f"--checkpoint_path={runs['a']},{runs['b']}",
-                   "--decode_hparams=beam_size=2,alpha=1.0", stdin="A dog runs.\n")
+    source = tmp_path / "source.en"
+    source.write_text("A dog runs.\n", encoding="utf-8")
+    out = run_cli("decoder", f"--output_dir={runs['a']}", f"--decode_from_file={source}",
+                  f"--decode_to_file={tmp_path / 'out.de'}",
+                  f"--checkpoint_path={runs['a']},{runs['b']}",
+                  "--decode_hparams=beam_size=2,alpha=1.0")
     assert out.returncode == 0, out.stderr[-2000:]
-    assert len(out.stdout.splitlines()) == 1
+    assert len((tmp_path / "out.de").read_text(encoding="utf-8").splitlines()) == 1
     assert parsed == ["beam_size=2,alpha=1.0"]
     parsed.clear()
     out = run_cli("exporter", f"--output_dir={runs['a']}", "--decode_hparams=beam_size=2",
