@@ -1,5 +1,6 @@
-"""Quiet by default: no TensorFlow C++ start-up lines from the CLIs, and
-`t2t-trainer --registry_help` lists the registries without importing TensorFlow."""
+"""Quiet by default: no TensorFlow C++ start-up lines and no absl log lines
+from the CLIs (our own lines come plain), and `t2t-trainer --registry_help`
+lists the registries without importing TensorFlow."""
 
 import os
 import re
@@ -18,6 +19,9 @@ from t2t_revival.cli import tensorflow_noise
 NOISE = re.compile(r"cuda|cpu_feature_guard|TF_ENABLE_ONEDNN_OPTS|oneDNN|XLA service|"
                    r"StreamExecutor|absl::InitializeLog|^[IWEF]0000 |precompiled_charsmap",
                    re.IGNORECASE | re.MULTILINE)
+# An absl log line: `I1128 00:40:23.874246 139654954986368 problem.py:275] ...`
+# (level, date, time, thread id, source line).
+ABSL_LINE = re.compile(r"^[IWEF]\d{4} \d\d:\d\d:\d\d\.\d+ +\d+ \S+:\d+\] ", re.MULTILINE)
 
 
 def _quiet_env():
@@ -109,6 +113,73 @@ def test_a_tiny_training_run_prints_no_tensorflow_startup_lines(shared_data, tmp
     assert out.returncode == 0, out.stderr[-3000:]
     assert "step 2/2" in out.stdout and "eval at step 2:" in out.stdout, out.stdout
     assert not NOISE.search(out.stdout + out.stderr), out.stderr[-3000:]
-    # TensorFlow's own INFO lines (the checkpoint saver's) are hidden too; ours are not.
+    # No absl line at all: TensorFlow's own INFO lines (the checkpoint saver's)
+    # are hidden, and ours (datagen's) come as plain lines.
+    assert not ABSL_LINE.search(out.stdout + out.stderr), out.stderr[-3000:]
     assert "Sharding callback" not in out.stderr
-    assert "parsing_english_ptb_sample train: 3396 pairs" in out.stderr
+    assert any(line.startswith("parsing_english_ptb_sample train: 3396 pairs")
+               for line in out.stderr.splitlines()), out.stderr[-3000:]
+
+
+def test_our_log_records_are_plain_lines_a_library_s_keep_absl_s_format(tmp_path):
+    import logging
+
+    from absl import logging as absl_logging
+
+    from t2t_revival.cli import plain_own_lines
+    from t2t_revival.data import problem
+
+    def record(level, pathname, msg, *args):
+        return logging.LogRecord("absl", level, str(pathname), 12, msg, args, None)
+
+    formatter = plain_own_lines.PlainOwnLines()
+    assert formatter.format(record(logging.INFO, problem.__file__,
+                                   "%s dev: %d pairs", "p", 3)) == "p dev: 3 pairs"
+    assert formatter.format(record(logging.WARNING, problem.__file__, "a.gz:5 is not "
+                                   "valid UTF-8")) == "warning: a.gz:5 is not valid UTF-8"
+    # A usr_dir's module is the user's own code: plain too.
+    assert formatter.format(record(logging.INFO, tmp_path / "my_usr_dir" / "__init__.py",
+                                   "mine")) == "mine"
+    # An installed library's record (absl's own module here) keeps the prefix.
+    library = formatter.format(record(logging.WARNING, absl_logging.__file__, "theirs"))
+    assert ABSL_LINE.match(library) and library.endswith("__init__.py:12] theirs"), library
+
+
+@pytest.mark.parametrize("argv,plain", [([], True), (["--verbose"], False),
+                                        (["--verbosity=1"], False)])
+def test_verbose_keeps_absl_s_format_for_every_line(argv, plain):
+    from absl import logging as absl_logging
+
+    from t2t_revival.cli import plain_own_lines
+
+    handler = absl_logging.get_absl_handler()
+    before = handler.python_handler.formatter
+    try:
+        handler.setFormatter(absl_logging.PythonFormatter())
+        plain_own_lines.show_own_lines_plain(["t2t-trainer", *argv])
+        installed = isinstance(handler.python_handler.formatter,
+                               plain_own_lines.PlainOwnLines)
+        assert installed is plain
+    finally:
+        handler.setFormatter(before)
+
+
+def test_pairs_dropped_for_length_are_said_once_per_split(tiny_data, caplog):
+    """The dev split is read at every evaluation: its dropped pairs are said
+    at the first only, and nothing is said where no pair is dropped."""
+    import logging
+
+    from t2t_revival import registry
+    from t2t_revival.hparams import resolve
+
+    registry.load_all()
+    problem = registry.problems.get("translate_ende_multi30k")()   # tiny_data's files
+    short = resolve("transformer_tiny", "max_length=8", problem)
+    with caplog.at_level(logging.INFO):
+        for _ in range(3):
+            problem.dataset("eval", str(tiny_data), short)
+        problem.dataset("eval", str(tiny_data), short.replace(max_length=256))
+    said = [r.getMessage() for r in caplog.records if "are longer than" in r.getMessage()]
+    assert len(said) == 1, said
+    assert re.fullmatch(r"translate_ende_multi30k dev: [1-9]\d* of 40 pairs are longer "
+                        r"than 8 tokens and are dropped\.", said[0]), said

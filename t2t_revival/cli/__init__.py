@@ -2,16 +2,18 @@
 
 Importing this package (which every `t2t_revival.cli.<name>` does first)
 hides TensorFlow's C++ start-up lines unless the command line asks for them
-(see `tensorflow_noise.quiet_tensorflow_startup`), and TensorFlow's warnings
-about a damaged checkpoint that `CheckpointFolder` says in one line of its
-own (`restore_warnings.hide_restore_warnings`). Each CLI module runs its
+(see `tensorflow_noise.quiet_tensorflow_startup`), writes the project's own
+log lines without absl's prefix (`plain_own_lines`), and hides TensorFlow's
+warnings about a damaged checkpoint that `CheckpointFolder` says in one line
+of its own (`restore_warnings.hide_restore_warnings`). Each CLI module runs its
 `main` through `entry_point.run` and defines its path flags with `path_flags`.
 """
 
 import sys
 
-from t2t_revival.cli import tensorflow_noise
+from t2t_revival.cli import plain_own_lines, tensorflow_noise
 from t2t_revival.run_dir.restore_warnings import hide_restore_warnings
 
 tensorflow_noise.quiet_tensorflow_startup(sys.argv)
+plain_own_lines.show_own_lines_plain(sys.argv)
 hide_restore_warnings()

@@ -18,6 +18,8 @@ from t2t_revival.usable_cores import usable_cores
 
 SPLITS = ("train", "dev", "test")
 MODES = {"train": "train", "eval": "dev"}
+# (problem, split, data_dir, max_length) whose dropped long pairs this process has said.
+_SAID_TOO_LONG: set[tuple[str, str, str, int]] = set()
 
 
 class Problem:
@@ -247,8 +249,8 @@ class Problem:
                 skip_corrupt: bool = False):
         """Token-bucketed batches of the "train" or "eval" (dev) split.
 
-        Pairs longer than `hparams.max_length` are dropped; their number is
-        logged (`count_too_long`). With `skip_corrupt`, each shard is read up
+        Pairs longer than `hparams.max_length` are dropped; their number, when
+        any, is logged once per split in a process (`count_too_long`). With `skip_corrupt`, each shard is read up
         to a damaged record and the rest of it skipped (`corrupt_records`
         counts them). With `hparams.packing`, training batches are packed
         instead (`input_pipeline.packed_dataset`: several pairs per row, with
@@ -272,8 +274,11 @@ class Problem:
                 f"first_missing={missing[0]!r}")
         limit = self.batch_shapes(hparams, mode)[-1][1]
         total, too_long = self._check_something_survives(split, data_dir, limit)
-        logging.info("%s %s: %d of %d pairs are longer than %d tokens and are dropped.",
-                     self.name, split, too_long, total, limit)
+        said = (self.name, split, os.path.abspath(data_dir), limit)
+        if too_long and said not in _SAID_TOO_LONG:   # once: the dev split is read at every eval
+            _SAID_TOO_LONG.add(said)
+            logging.info("%s %s: %d of %d pairs are longer than %d tokens and are dropped.",
+                         self.name, split, too_long, total, limit)
         if mode == "train" and "dev" in self.num_shards:
             # Evaluation runs after hours of training: refuse an empty dev split now.
             self._check_something_survives("dev", data_dir, limit)
