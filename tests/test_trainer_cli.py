@@ -41,3 +41,43 @@ def test_bad_input_is_one_line_exit_2(args, message):
     lines = [l for l in out.stderr.splitlines() if l.startswith("t2t-trainer: error:")]
     assert len(lines) == 1 and message in lines[0], out.stderr
     assert "Traceback" not in out.stderr
+
+
+@pytest.mark.parametrize("problem, expected", [
+    ("translate_ende_multi30k", [
+        "t2t-avg-checkpoints --output_dir=out --num_last_checkpoints=5",
+        "t2t-decoder --output_dir=out --checkpoint_path=out/averaged/ckpt-7 "
+        "--decode_from_file=data/translate_ende_multi30k-test.source.txt "
+        "--decode_reference=data/translate_ende_multi30k-test.target.txt "
+        "--decode_to_file=test.hyp.de",
+        "t2t-bleu --translation=test.hyp.de "
+        "--reference=data/translate_ende_multi30k-test.target.txt",
+        "t2t-exporter --output_dir=out --checkpoint_path=out/averaged/ckpt-7"]),
+    ("translate_enfr_wmt32k", [
+        "t2t-avg-checkpoints --output_dir=out --num_last_checkpoints=5",
+        "t2t-decoder --output_dir=out --checkpoint_path=out/averaged/ckpt-7 "
+        "--decode_from_file=data/translate_enfr_wmt32k-test.source.txt "
+        "--decode_reference=data/translate_enfr_wmt32k-test.target.txt "
+        "--decode_to_file=test.hyp.fr --language=fr",
+        "t2t-bleu --translation=test.hyp.fr "
+        "--reference=data/translate_enfr_wmt32k-test.target.txt --language=fr",
+        "t2t-exporter --output_dir=out --checkpoint_path=out/averaged/ckpt-7"]),
+    ("parsing_english_ptb_sample", [
+        "t2t-avg-checkpoints --output_dir=out --num_last_checkpoints=5",
+        "t2t-decoder --output_dir=out --checkpoint_path=out/averaged/ckpt-7 "
+        "--decode_from_file=data/parsing_english_ptb_sample-test.source.txt "
+        "--decode_reference=data/parsing_english_ptb_sample-test.target.txt "
+        "--decode_to_file=test.hyp",
+        "t2t-parse-eval --gold=data/parsing_english_ptb_sample-test.gold.trees "
+        "--predicted=test.hyp.trees",
+        "t2t-exporter --output_dir=out --checkpoint_path=out/averaged/ckpt-7"]),
+])
+def test_the_next_commands_after_training_go_on_to_scoring_and_export(problem, expected):
+    """What the trainer prints last: the workflow after training, through the
+    score and the export of the same averaged checkpoint (README.md's workflow
+    block for the main job: tests/test_readme_snippets.py)."""
+    from t2t_revival import registry
+    from t2t_revival.cli.next_commands import next_commands
+
+    registry.load_all()
+    assert next_commands(problem, "out", "data", 7) == expected

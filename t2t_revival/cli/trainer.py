@@ -15,6 +15,7 @@ from absl import flags
 
 from t2t_revival import registry
 from t2t_revival.cli import entry_point, path_flags, tensorflow_noise
+from t2t_revival.cli.next_commands import next_commands
 from t2t_revival.errors import UserError
 from t2t_revival.train.train_config import TrainConfig
 
@@ -124,10 +125,9 @@ def _progress(line: str) -> None:
 
 def _print_summary(config, result) -> None:
     """Where the result is and what to run next, after a run."""
-    from t2t_revival.run_dir.file_names import AVERAGED_DIR, BEST_DIR, CHECKPOINT_PREFIX
+    from t2t_revival.run_dir.file_names import BEST_DIR
 
     out = config.output_dir
-    averaged = os.path.join(out, AVERAGED_DIR, f"{CHECKPOINT_PREFIX}-{result.step}")
     if result.stop_reason:
         print(f"Stopped early at step {result.step}: {result.stop_reason}.")
     if result.checkpoint:
@@ -137,13 +137,10 @@ def _print_summary(config, result) -> None:
     if result.best:
         print(f"The best: {result.best.describe()}, in {result.best_checkpoint} "
               f"(t2t-decoder/t2t-exporter --checkpoint_path={os.path.join(out, BEST_DIR)}).")
-    source, target = registry.problems.get(config.problem)().source_target_files(
-        "test", config.data_dir)
-    print("Next, average the last checkpoints and translate the test set:\n"
-          f"  t2t-avg-checkpoints --output_dir={out} --num_last_checkpoints=5\n"
-          f"  t2t-decoder --output_dir={out} --checkpoint_path={averaged} "
-          f"--decode_from_file={source} --decode_reference={target} "
-          f"--decode_to_file={out}/test.decodes")
+    print("Next, average the last 5 checkpoints, decode the test set with the average and "
+          "score it, and export the same average for serving:")
+    for command in next_commands(config.problem, out, config.data_dir, result.step):
+        print(f"  {command}")
 
 
 def main(argv: list[str]) -> int:
