@@ -268,9 +268,47 @@ def _unknown_field(key: str, value: Any) -> HParamsError:
     near = closest(key, _TYPES)
     hint = f" Did you mean '{near}'?" if near else ""
     return HParamsError(
-        f"Unknown hparam '{key}'.{hint} Run with --registry_help or see "
-        f"t2t_revival/hparams.py for the fields. Received: {key}={value}"
+        f"Unknown hparam '{key}'.{hint} `t2t-trainer --registry_help` lists the "
+        f"fields with their types and defaults. Received: {key}={value}"
     )
+
+
+def field_docs() -> dict[str, str]:
+    """{field name: its docstring, on one line}, read from this module's source
+    (the string under each field of `HParams`), in the order of the fields."""
+    import ast
+    import inspect
+
+    body = ast.parse(inspect.getsource(HParams)).body[0].body
+    docs = {}
+    for field, after in zip(body, body[1:]):
+        if (isinstance(field, ast.AnnAssign) and isinstance(field.target, ast.Name)
+                and isinstance(after, ast.Expr) and isinstance(after.value, ast.Constant)
+                and isinstance(after.value.value, str)):
+            docs[field.target.id] = " ".join(after.value.value.split())
+    return {name: docs.get(name, "") for name in _TYPES}
+
+
+def fields_help() -> str:
+    """Every HParams field with its `--hparams` type, default and meaning
+    (`t2t-trainer --registry_help` prints it)."""
+    def text(value: Any) -> str:
+        if isinstance(value, bool):
+            return str(value).lower()
+        if isinstance(value, tuple):
+            return "[" + ",".join(str(v) for v in value) + "]"
+        return str(value)
+
+    kinds = {int: "int", float: "float", bool: "bool", str: "str"}
+    defaults = HParams()
+    rows = [(name, kinds.get(_TYPES[name], "list"), text(getattr(defaults, name)), doc)
+            for name, doc in field_docs().items()]
+    widths = [max(len(row[i]) for row in rows) for i in range(3)]
+    lines = ['Hparam fields (--hparams "name=value,..."; a set changes some defaults, '
+             'the problem others; choices and ranges are checked):']
+    lines += [f"  {n.ljust(widths[0])}  {k.ljust(widths[1])}  {d.ljust(widths[2])}  {doc}"
+              for n, k, d, doc in rows]
+    return "\n".join(lines)
 
 
 def parse_overrides(overrides: str) -> dict[str, Any]:

@@ -43,6 +43,28 @@ def test_bad_input_is_one_line_exit_2(args, message):
     assert "Traceback" not in out.stderr
 
 
+def test_registry_help_lists_every_hparam_field_where_the_error_points():
+    """The unknown-field error sends the user to --registry_help: it lists
+    every HParams field with its type, default and meaning."""
+    import dataclasses
+
+    from t2t_revival.hparams import HParams, HParamsError
+
+    with pytest.raises(HParamsError, match=r"`t2t-trainer --registry_help` lists the fields"):
+        HParams().override_from_string("d_modle=512")
+    out = _trainer("--registry_help")
+    assert out.returncode == 0, out.stderr
+    lines = out.stdout.splitlines()
+    start = next(i for i, l in enumerate(lines) if l.startswith("Hparam fields (--hparams"))
+    rows = {l.split()[0]: l.split(None, 3)[1:] for l in lines[start + 1:]}
+    assert list(rows) == [f.name for f in dataclasses.fields(HParams)]
+    assert rows["batch_size"][:2] == ["int", "4096"]
+    assert rows["batch_size"][2].startswith("Tokens per replica per step")
+    assert rows["packing"][:2] == ["bool", "false"]
+    assert rows["bucket_boundaries"][:2] == ["list", "[]"]
+    assert all(len(row) == 3 and row[2] for row in rows.values()), rows
+
+
 @pytest.mark.parametrize("problem, expected", [
     ("translate_ende_multi30k", [
         "t2t-avg-checkpoints --output_dir=out --num_last_checkpoints=5",

@@ -25,7 +25,8 @@ _DEFAULT = {field.name: field.default for field in dataclasses.fields(TrainConfi
 
 path_flags.define_usr_dir_flag(__name__)
 flags.DEFINE_bool("registry_help", False,
-                  "Print every registered problem, model and hparam set, then exit.")
+                  "Print every registered problem, model and hparam set, and the hparam "
+                  "fields (their types, defaults and meaning), then exit.")
 flags.DEFINE_string("problem", "translate_ende_multi30k", "Registered problem name.")
 flags.DEFINE_string("model", _DEFAULT["model"], "Registered model name.")
 flags.DEFINE_string("hparams_set", _DEFAULT["hparams_set"], "Registered hparam set name.")
@@ -146,7 +147,10 @@ def _print_summary(config, result) -> None:
 def main(argv: list[str]) -> int:
     if FLAGS.registry_help:
         path_flags.import_usr_dir()
+        from t2t_revival.hparams import fields_help
+
         print(registry.help_text())
+        print(fields_help())
         return 0
     output_dir = path_flags.check_directory("output_dir", FLAGS.output_dir, writable=True)
     usr_dir = path_flags.import_usr_dir(output_dir)   # the flag, or the run's own when resuming
