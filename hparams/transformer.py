@@ -79,7 +79,7 @@ def transformer_multi30k() -> HParams:
     `--hparams=packing=false` trains on bucketed batches. The earlier set is
     `--hparams=num_hidden_layers=3,d_model=256,d_ff=1024,batch_size=3072,`
     `learning_rate_warmup_steps=1000,learning_rate=2.0,attention_dropout=0.1,relu_dropout=0.1`.
-    See benchmarks/multi30k_recipe.py and the README's "Reproduce" section.
+    See benchmarks/multi30k_recipe.py and docs/reproducing.md.
     """
     # learning_rate 2.53 x 128^-0.5 x 2000^-0.5 = 0.005, the Adam peak of Wu et al.
     return transformer_small().replace(

@@ -72,7 +72,7 @@ class TranslatePlainText(Text2TextProblem):
             raise DataError(
                 f"{self.name} reads your corpora from a {CORPORA_FILE}, and there is none "
                 f"in --tmp_dir ({given or 'not given'}) nor a generated one in --data_dir; "
-                f"write one (README: \"Your own data\") and pass its folder as --tmp_dir. "
+                f"write one (docs/your-own-data.md) and pass its folder as --tmp_dir. "
                 f"Received: tmp_dir={tmp_dir!r}, data_dir={data_dir!r}")
         self.spec = spec
         self.vocab_size = spec.vocab_size

@@ -9,7 +9,7 @@ import sys
 import numpy as np
 import pytest
 
-from conftest import ENV, one_line_error
+from conftest import ENV, ROOT, one_line_error
 from t2t_revival.usable_cores import usable_cores
 
 ctranslate2 = pytest.importorskip("ctranslate2")
@@ -222,9 +222,26 @@ def test_missing_ctranslate2_says_how_to_install(monkeypatch, tmp_path):
     from t2t_revival.errors import UserError
     from t2t_revival.export.ctranslate2_export import export_ctranslate2
 
+    from t2t_revival.export.ctranslate2_translator import CTranslate2Translator
+
     monkeypatch.setitem(sys.modules, "ctranslate2", None)     # import fails
-    with pytest.raises(UserError, match=r'pip install "t2t-revival\[ctranslate2\]"'):
+    # The extra of the clone (`pip install "t2t-revival[ctranslate2]"` would
+    # fetch the project from the registry), or the package alone.
+    hint = (r'python -m pip install -e "\.\[ctranslate2\]" from the clone\'s root '
+            r'\(or pip install "ctranslate2>=4\.5,<5"\)')
+    with pytest.raises(UserError, match=hint):
         export_ctranslate2(str(tmp_path))
+    with pytest.raises(UserError, match=hint):
+        CTranslate2Translator(str(tmp_path))
+
+
+def test_the_install_hint_pins_what_the_extra_pins():
+    tomllib = pytest.importorskip("tomllib")   # Python 3.11
+    from t2t_revival.export.ctranslate2_translator import INSTALL_HINT
+
+    with open(ROOT / "pyproject.toml", "rb") as f:
+        extra = tomllib.load(f)["project"]["optional-dependencies"]["ctranslate2"]
+    assert len(extra) == 1 and f'"{extra[0]}"' in INSTALL_HINT, (extra, INSTALL_HINT)
 
 
 def test_unsupported_architecture_is_a_user_error(vocab_file, tmp_path):

@@ -1,7 +1,7 @@
 """`t2t-exporter`: export a trained model as a TF Serving SavedModel or a
 CTranslate2 model directory.
 
-    t2t-exporter --output_dir=t2t_train/tiny
+    t2t-exporter --output_dir=t2t_train/tiny --checkpoint_path=t2t_train/tiny/averaged/ckpt-2000
     docker run -p 8501:8501 -v $PWD/t2t_train/tiny/export:/models/t2t \\
         -e MODEL_NAME=t2t tensorflow/serving
 
@@ -10,15 +10,17 @@ SavedModel whose `serving_default` signature takes sentences (tf.string [None])
 and returns translations (`outputs`, tf.string [None]) and their scores
 (`scores`, float32 [None]); `translate_ids` does the same on token ids.
 Tokenization and beam search run in the graph; the beam settings come from
-hparams.json and --decode_hparams.
+hparams.json and --decode_hparams. Without --checkpoint_path: the latest
+checkpoint.
 
-    t2t-exporter --output_dir=t2t_train/tiny --format=ctranslate2 --quantization=int8
+    t2t-exporter --output_dir=t2t_train/tiny --checkpoint_path=t2t_train/tiny/averaged/ckpt-2000 \\
+        --format=ctranslate2 --quantization=int8
 
 writes output_dir/export/ctranslate2/<step>/: the same checkpoint as a
 CTranslate2 model (model.bin, config.json, shared_vocabulary.json) with the
 SentencePiece vocab.model beside it, for fast CPU/GPU decoding
 (`t2t_revival.export.ctranslate2_translator.CTranslate2Translator`). Needs the
-optional extra: pip install "t2t-revival[ctranslate2]".
+optional extra: python -m pip install -e ".[ctranslate2]" in the clone.
 """
 
 from __future__ import annotations

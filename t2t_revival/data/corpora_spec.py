@@ -95,11 +95,11 @@ class CorporaSpec:
                 values = json.load(f)
         except IsADirectoryError:
             raise DataError(f"{path} is a directory, not a file; corpora.json is a JSON file "
-                            f"(see the README's \"Your own data\"). "
+                            f"(see docs/your-own-data.md). "
                             f"Received: path={path!r}") from None
         except FileNotFoundError:
-            raise DataError(f"{path} is missing; write it (see the README's \"Your own "
-                            f"data\") or point --tmp_dir at the folder that holds "
+            raise DataError(f"{path} is missing; write it (see docs/your-own-data.md) "
+                            f"or point --tmp_dir at the folder that holds "
                             f"corpora.json. Received: path={path!r}") from None
         except (json.JSONDecodeError, UnicodeDecodeError) as e:
             raise DataError(f"{path} is not valid JSON ({e}); fix it. "

@@ -5,8 +5,8 @@
 The same checkpoint `t2t-decoder` reads, converted into CTranslate2's
 `TransformerSpec` (https://opennmt.net/CTranslate2), for fast CPU/GPU beam
 search, int8 included. CTranslate2 is an optional extra
-(`pip install "t2t-revival[ctranslate2]"`), imported only here and in
-`CTranslate2Translator`.
+(`python -m pip install -e ".[ctranslate2]"` in the clone), imported only
+here and in `CTranslate2Translator`.
 
 The version directory holds:
 
@@ -45,7 +45,7 @@ import numpy as np
 from t2t_revival.decode_hparams import DecodeOverrides
 from t2t_revival.decode_length import longest_decode_length
 from t2t_revival.errors import UserError
-from t2t_revival.export.ctranslate2_translator import EXPORT_CONFIG
+from t2t_revival.export.ctranslate2_translator import EXPORT_CONFIG, INSTALL_HINT
 from t2t_revival.export.version_directory import checkpoint_version, write_version_directory
 from t2t_revival.run_dir.file_names import VOCAB_FILE
 from t2t_revival.special_ids import EOS_ID, PAD_ID, UNK_ID
@@ -53,7 +53,6 @@ from t2t_revival.special_ids import EOS_ID, PAD_ID, UNK_ID
 # Weight types CTranslate2 can store (ctranslate2.specs.model_spec.ACCEPTED_MODEL_TYPES).
 QUANTIZATIONS = ("float32", "int8", "int8_float32", "int8_float16", "int8_bfloat16",
                  "int16", "float16", "bfloat16")
-INSTALL_HINT = 'pip install "t2t-revival[ctranslate2]"'
 
 
 def _import_ctranslate2():

@@ -43,6 +43,11 @@ from t2t_revival.run_dir.file_names import VOCAB_FILE
 from t2t_revival.text_lines import one_field
 from t2t_revival.usable_cores import usable_cores
 
+# How to install the optional ctranslate2 package: the extra of the clone
+# (`pip install "t2t-revival[ctranslate2]"` would fetch the project itself from
+# the registry), or the package alone.
+INSTALL_HINT = ('python -m pip install -e ".[ctranslate2]" from the clone\'s root '
+                '(or pip install "ctranslate2>=4.5,<5")')
 EXPORT_CONFIG = "t2t_export.json"
 """The export's decode settings, written by `export_ctranslate2`."""
 EOS_PIECE = "</s>"
@@ -124,8 +129,7 @@ class CTranslate2Translator:
             import sentencepiece as spm
         except ImportError as e:
             raise UserError(f"translating with a CTranslate2 export needs the optional "
-                            f"ctranslate2 package ({e}); install it with "
-                            f'pip install "t2t-revival[ctranslate2]". '
+                            f"ctranslate2 package ({e}); install it with {INSTALL_HINT}. "
                             f"Received: export_dir={export_dir!r}") from None
         export_dir = _newest_version(export_dir)
         on_gpu = device == "cuda" or (device == "auto" and ctranslate2.get_cuda_device_count() > 0)

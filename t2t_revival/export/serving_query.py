@@ -68,7 +68,7 @@ def query_server(server: str, model_name: str, sentences: Sequence[str],
     except (urllib.error.URLError, socket.timeout, ConnectionError) as e:
         reason = getattr(e, "reason", e)
         raise ServingError(f"cannot reach the TF Serving REST API ({reason}); start the "
-                           f"server (see the README) or fix --server. Received: url={url!r}"
+                           f"server (docs/serving.md) or fix --server. Received: url={url!r}"
                            ) from None
     try:
         predictions = json.loads(answer)["predictions"]
