@@ -41,12 +41,10 @@ def one_line_error(out, prog, *needles, status=2):
 
 
 def readme_block(needle: str) -> str:
-    """The README's fenced code block that contains `needle`."""
-    import re
+    """The fenced code block of the README or a docs page that contains `needle`."""
+    from readme_workflow import blocks
 
-    text = (ROOT / "README.md").read_text(encoding="utf-8")
-    blocks = re.findall(r"```\w*\n(.*?)```", text, re.S)
-    return next(b for b in blocks if needle in b)
+    return next(code for _, _, code, _ in blocks() if needle in code)
 
 
 def pytest_addoption(parser):

@@ -1,14 +1,17 @@
-"""The README's fenced blocks, and running them as written (slow tests).
+"""The fenced blocks of the README and of the docs pages, and running them as
+written (slow tests).
 
-Every fenced block of README.md is either run, in order, from a fresh folder
-beside `../shared` (as a newcomer runs them from a fresh clone), or preceded
-by `<!-- not run by tests: why -->`. Three things are scaled down so that CI
-can afford it, and nothing else is changed: training runs fewer updates
-(`--train_steps` and the checkpoint step in paths), the trainer's dev
-decoding at each evaluation takes its first few dev sentences
-(`--eval_decode_sentences`, default 200; an untrained model's translations run
-to the length limit), and after each datagen the test files are cut to their
-first lines, so the decodes are short.
+Every fenced block of README.md and of each page of docs/ is either run, in
+order (the README's, then each page's in the order of the site,
+`docs/conf.py`'s PAGES), from a fresh folder beside `../shared` (as a
+newcomer runs them from a fresh clone), or preceded by `<!-- not run by
+tests: why -->`. Three things are scaled down so that CI can afford it, and
+nothing else is changed: training runs fewer updates (`--train_steps`, and
+the step in checkpoint and export paths: `ckpt-2000`, `export/2000`), the
+trainer's dev decoding at each evaluation takes its first few dev sentences
+(`--eval_decode_sentences`, default 200; an untrained model's translations
+run to the length limit), and after each datagen the test files are cut to
+their first lines, so the decodes are short.
 
 The README's main job, scaled to TINY_RUN_STEPS updates, is also the
 `tiny_run` the slow trainer, decoder, export and warm-start tests share
@@ -21,10 +24,12 @@ import dataclasses
 import os
 import pathlib
 import re
+import runpy
 import subprocess
 import sys
 
-README = pathlib.Path(__file__).resolve().parents[1] / "README.md"
+ROOT = pathlib.Path(__file__).resolve().parents[1]
+README = ROOT / "README.md"
 _FENCE = re.compile(r"(<!-- not run by tests:[^>]*-->\s*)?```(\w*)\n(.*?)```", re.S)
 # The main job's steps in the tests: enough for a dev loss well below chance
 # and real translations (the decoder, export and CTranslate2 tests use it).
@@ -37,10 +42,20 @@ EVAL_DECODE_SENTENCES = 8
 MAIN_JOB_OUTPUT_DIR = "t2t_train/tiny"
 
 
-def blocks() -> list[tuple[str, str, bool]]:
-    """(language, code, excluded) of every fenced block, in README order."""
-    text = README.read_text(encoding="utf-8")
-    return [(m.group(2), m.group(3), bool(m.group(1))) for m in _FENCE.finditer(text)]
+def pages() -> list[pathlib.Path]:
+    """README.md, then the pages of docs/ in the site's order (docs/conf.py)."""
+    site = runpy.run_path(str(ROOT / "docs" / "conf.py"))["PAGES"]
+    return [README] + [ROOT / f"{page}.md" for page in site if page.startswith("docs/")]
+
+
+def blocks() -> list[tuple[pathlib.Path, str, str, bool]]:
+    """(page, language, code, excluded) of every fenced block, in run order."""
+    found = []
+    for page in pages():
+        text = page.read_text(encoding="utf-8")
+        found += [(page, m.group(2), m.group(3), bool(m.group(1)))
+                  for m in _FENCE.finditer(text)]
+    return found
 
 
 def commands(code: str) -> list[str]:
@@ -51,9 +66,11 @@ def commands(code: str) -> list[str]:
 
 
 def scaled(command: str) -> str:
+    """A command (or a Python block) with the README's step counts scaled down."""
     for readme, test in STEPS.items():
         command = command.replace(f"--train_steps={readme}", f"--train_steps={test}")
         command = command.replace(f"ckpt-{readme}", f"ckpt-{test}")
+        command = command.replace(f"export/{readme}", f"export/{test}")
     if command.startswith("t2t-trainer ") and "--eval_decode_sentences" not in command:
         command += f" --eval_decode_sentences={EVAL_DECODE_SENTENCES}"
     return command
@@ -71,7 +88,7 @@ def _cut_test_files(workdir: pathlib.Path) -> None:
 @dataclasses.dataclass
 class ReadmeRun:
     workdir: pathlib.Path
-    # (the command or Python snippet as run, its finished process), in README order.
+    # (the command or Python snippet as run, its finished process), in run order.
     ran: list[tuple[str, subprocess.CompletedProcess]]
 
     def main_job(self) -> tuple[pathlib.Path, str]:
@@ -83,29 +100,32 @@ class ReadmeRun:
 
 
 def run_readme(tmp_path: pathlib.Path, env: dict, shared_data: pathlib.Path) -> ReadmeRun:
-    """Run every block not excluded in `tmp_path/clone`, `../shared` linked
-    to `shared_data`'s parent. Each must exit 0 with no traceback."""
+    """Run every block not excluded (README, then docs/) in `tmp_path/clone`,
+    `../shared` linked to `shared_data`'s parent. Each must exit 0 with no
+    traceback."""
     workdir = tmp_path / "clone"
     workdir.mkdir()
     (tmp_path / "shared").symlink_to(shared_data.parent, target_is_directory=True)
     bin_dir = os.path.dirname(sys.executable)
     env = dict(env, PATH=f"{bin_dir}{os.pathsep}{os.environ.get('PATH', '')}")
     ran = []
-    for language, code, excluded in blocks():
+    for page, language, code, excluded in blocks():
         if excluded:
             continue
         if language == "python":
+            code = scaled(code)
             out = subprocess.run([sys.executable, "-c", code], cwd=workdir, env=env,
                                  capture_output=True, text=True, timeout=600)
-            assert out.returncode == 0, (code, out.stderr[-3000:])
+            assert out.returncode == 0, (page.name, code, out.stderr[-3000:])
             ran.append((code, out))
             continue
         for command in commands(code):
             command = scaled(command)
             out = subprocess.run(["bash", "-c", command], cwd=workdir, env=env,
                                  capture_output=True, text=True, timeout=1200)
-            assert out.returncode == 0, (command, out.stdout[-2000:], out.stderr[-3000:])
-            assert "Traceback" not in out.stderr, (command, out.stderr[-3000:])
+            assert out.returncode == 0, (page.name, command, out.stdout[-2000:],
+                                         out.stderr[-3000:])
+            assert "Traceback" not in out.stderr, (page.name, command, out.stderr[-3000:])
             ran.append((command, out))
             _cut_test_files(workdir)
     return ReadmeRun(workdir, ran)

@@ -1,7 +1,7 @@
 """The trainer's dev metric at each evaluation: the problem's own metric on the
 first dev sentences decoded by the model in memory, best/ following it, early
 stopping, and the checks of issue #15's end-to-end run (check_dev_bleu_run; the
-run itself is the README's usr_dir run in tests/test_usr_dir.py)."""
+run itself is docs/your-own-data.md's usr_dir run in tests/test_usr_dir.py)."""
 
 import glob
 import json
@@ -230,7 +230,7 @@ E2E_STEPS, E2E_EVERY, E2E_SENTENCES = 150, 50, 40
 
 # The trainer flags of such a run: transformer_tiny trained E2E_STEPS steps
 # with dev BLEU on the first E2E_SENTENCES dev sentences every E2E_EVERY steps,
-# keeping 1 checkpoint (tests/test_usr_dir.py adds them to the README's command).
+# keeping 1 checkpoint (tests/test_usr_dir.py adds them to the docs' command).
 # Without XLA: it would compile each of the many bucket shapes of max_length
 # 256 (the dev decoding is the same either way).
 DEV_BLEU_FLAGS = (f"--train_steps={E2E_STEPS}", f"--local_eval_frequency={E2E_EVERY}",
@@ -316,6 +316,6 @@ def test_a_run_whose_dev_bleu_stalls_stops_early_and_says_so(multi30k_data_dir, 
 
 
 # Issue #15's acceptance run (a usr_dir problem on the WMT14 sample, dev BLEU at
-# each evaluation, t2t-decoder on best/ without the flag) is the README's usr_dir
+# each evaluation, t2t-decoder on best/ without the flag) is docs/your-own-data.md's usr_dir
 # run: tests/test_usr_dir.py::test_readme_usr_dir_problem_end_to_end_with_dev_bleu,
 # which checks it with check_dev_bleu_run above.

@@ -1,6 +1,7 @@
-"""benchmarks/multi30k_recipe.py, the README's "Reproduce" command: every stage
-runs, progress goes to the log, and the last line is the JSON with both BLEU
-figures. The real recipe takes 100 minutes; here a tiny model trains 60 steps."""
+"""benchmarks/multi30k_recipe.py, the command of docs/reproducing.md's "Multi30k
+recipe": every stage runs, progress goes to the log, and the last line is the
+JSON with both BLEU figures. The real recipe takes 100 minutes; here a tiny
+model trains 60 steps."""
 
 import json
 import os

@@ -134,7 +134,7 @@ def test_recorded_usr_dir_is_imported_and_flag_wins(tmp_path):
 
 @pytest.mark.slow
 def test_readme_usr_dir_problem_end_to_end_with_dev_bleu(tmp_path):
-    """The README's usr_dir, saved in a temp folder outside the repo, and its
+    """The usr_dir of docs/your-own-data.md, saved in a temp folder outside the repo, and its
     commands as written: t2t-datagen and t2t-trainer with --t2t_usr_dir, then
     t2t-decoder of that directory WITHOUT the flag (run.json names the usr_dir).
 
@@ -215,7 +215,7 @@ def test_datagen_runs_a_problem_that_subclasses_problem_directly(tmp_path):
 
 
 def test_datagen_names_a_corpus_file_that_is_not_there(tmp_path):
-    """A Text2TextProblem reading its files from --tmp_dir (the README's
+    """A Text2TextProblem reading its files from --tmp_dir (docs/your-own-data.md's
     usr_dir example) with a wrong --tmp_dir: one line naming the file."""
     usr_dir = _usr_package(tmp_path / "files_usr", '''
         import os
