@@ -38,6 +38,7 @@ highlight_language = "none"
 suppress_warnings = ["myst.header"]
 html_theme = "furo"
 html_title = "t2t-revival"
+html_show_copyright = False   # (no copyright holder to name; the license is Apache-2.0)
 
 
 def _navigation(app, docname, source):
