@@ -29,12 +29,15 @@ ISSUE_HPARAMS_SETS = ("transformer_base", "transformer_big", "transformer_base_s
 
 
 def one_line_error(out, prog, *needles, status=2):
-    """`out` (a finished subprocess) failed with one `prog: error: ...` line
-    holding every needle, exit `status` and no traceback."""
-    assert out.returncode == status, (out.returncode, out.stderr[-2000:])
-    lines = [l for l in out.stderr.splitlines() if l.startswith(f"{prog}: error: ")]
-    assert len(lines) == 1, out.stderr[-2000:]
-    assert "Traceback" not in out.stderr
+    """`out` (a finished subprocess, text or bytes) failed with one
+    `prog: error: ...` line holding every needle, exit `status` and no
+    traceback. Returns the line."""
+    stderr = out.stderr.decode("utf-8", "replace") if isinstance(out.stderr, bytes) \
+        else out.stderr
+    assert out.returncode == status, (out.returncode, stderr[-3000:])
+    lines = [l for l in stderr.splitlines() if l.startswith(f"{prog}: error: ")]
+    assert len(lines) == 1, stderr[-3000:]
+    assert "Traceback" not in stderr, stderr[-3000:]
     for needle in needles:
         assert needle in lines[0], lines[0]
     return lines[0]
@@ -108,13 +111,13 @@ def pytest_collection_modifyitems(config, items):
 
 @pytest.fixture(scope="module")
 def tiny_data(tmp_path_factory):
-    """test_faults' tiny synthetic corpus, through datagen (one per test module)."""
-    from test_faults import _TinyMulti30k, _write_corpus
+    """The tiny synthetic corpus of `tiny_runs`, through datagen (one per test module)."""
+    from tiny_runs import TinyMulti30k, write_corpus
 
     raw = tmp_path_factory.mktemp("raw")
-    _write_corpus(str(raw))
+    write_corpus(str(raw))
     data = tmp_path_factory.mktemp("data")
-    _TinyMulti30k(download=False).generate_data(str(data), str(raw))
+    TinyMulti30k(download=False).generate_data(str(data), str(raw))
     return data
 
 

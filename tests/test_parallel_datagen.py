@@ -198,12 +198,12 @@ def test_a_full_disk_while_encoding_is_one_line_then_a_rerun_completes(raw_dir, 
     space), and a rerun on a disk with room writes the same bytes."""
     import errno
 
-    from test_disk_failures import _disk_full_after
+    from full_disk import disk_full_after
     from t2t_revival.errors import UserError
 
     _, expected = reference
     shutil.copy(reference[0] / "vocab.small_datagen.model", tmp_path)
-    _disk_full_after(monkeypatch, sharded_record_writer, room=100_000, suffix=".raw.incomplete")
+    disk_full_after(monkeypatch, sharded_record_writer, room=100_000, suffix=".raw.incomplete")
     with pytest.raises(UserError) as e:
         SmallDatagen(download=False, num_workers=1).generate_data(str(tmp_path), str(raw_dir))
     assert str(e.value) == (
