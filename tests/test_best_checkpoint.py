@@ -80,7 +80,7 @@ FAILURES = {
     "copying the data": ("shutil", "copyfile", 2, True),
     "writing the checkpoint index": ("atomic", "write_atomically", 1, True),
     "writing best.json": ("atomic", "write_atomically", 2, True),
-    "swapping": ("atomic", "_exchange", 1, True),
+    "swapping": ("atomic", "exchange_paths", 1, True),
     "removing the old folder": ("shutil", "rmtree", 2, True),
     # (os.replace calls 1 and 2 are the atomic writes of the index and best.json.)
     "moving the old folder aside (no renameat2)": ("os", "replace", 3, False),
@@ -101,7 +101,8 @@ def test_a_kill_at_each_step_of_an_update_leaves_a_readable_best(tmp_path, monke
     new = write_checkpoint(tmp_path, 2)
     module, name, call, exchange = FAILURES[where]
     if not exchange:
-        monkeypatch.setattr(atomic_file, "_exchange", lambda a, b: False)
+        # A system without renameat2: the swap in one step is not available.
+        monkeypatch.setattr(atomic_file, "exchange_paths", lambda a, b: False)
     owner = {"shutil": shutil, "os": os, "atomic": atomic_file}[module]
     if module == "atomic" and name == "write_atomically":
         owner = best_checkpoint
