@@ -249,7 +249,7 @@ def tiny_run_test_decodes(tiny_run, shared_data, tmp_path_factory):
 _cli_module = None
 
 
-def run_cli(module: str, *args: str, stdin: str = ""):
+def run_cli(module: str, *args: str, stdin: str | bytes = ""):
     """`python -m t2t_revival.cli.<module> ARGS`, called in this process.
 
     For tests of what a CLI does (its output, files, exit status, one-line
@@ -259,7 +259,13 @@ def run_cli(module: str, *args: str, stdin: str = ""):
     flags from their defaults; a UserError is one line and exit 2); stdout
     and stderr are captured, and the signal handlers it installs are put
     back. An exception other than SystemExit (a bug) propagates with its
-    traceback. Returns a text `subprocess.CompletedProcess`.
+    traceback. `stdin` (text, or bytes that need not be UTF-8) is the
+    standard input, readable as text or through `sys.stdin.buffer`. Returns a
+    text `subprocess.CompletedProcess`.
+
+    Output written to the stderr the process started with (a stream bound
+    before the call, native code's) is not captured: assert its absence in
+    a subprocess.
     """
     import contextlib
     import importlib
@@ -289,7 +295,9 @@ def run_cli(module: str, *args: str, stdin: str = ""):
     argv, stdin_before = sys.argv, sys.stdin
     stdout, stderr = io.StringIO(), io.StringIO()
     flags.FLAGS.unparse_flags()
-    sys.argv, sys.stdin = [f"t2t-{module.replace('_', '-')}", *args], io.StringIO(stdin)
+    data = stdin.encode("utf-8") if isinstance(stdin, str) else stdin
+    sys.argv = [f"t2t-{module.replace('_', '-')}", *args]
+    sys.stdin = io.TextIOWrapper(io.BytesIO(data), encoding="utf-8")
     status = 0
     try:
         with contextlib.redirect_stdout(stdout), contextlib.redirect_stderr(stderr):
