@@ -4,7 +4,10 @@ skipped, decode settings out of range, and the kill series (--slow).
 
 Each case asserts one line, the exit status and, where files were written
 before, that they are byte-identical afterwards (the `.lock` file, which
-records the last holder's pid, apart).
+records the last holder's pid, apart). The CLIs run in this process
+(`run_cli`) where their output is the subject, as subprocesses where the
+process is (signals, kills, a closed pipe or terminal, a lock another
+process holds).
 """
 
 import errno
@@ -20,7 +23,8 @@ import time
 
 import pytest
 
-from conftest import ROOT, checkpoint_step, one_line_error, stop_signals_at_their_defaults
+from conftest import (ROOT, checkpoint_step, one_line_error, run_cli,
+                      stop_signals_at_their_defaults)
 from tiny_runs import PROBLEM, TINY_HPARAMS, TinyMulti30k, cli_subprocess, digests, trainer_args
 
 LOCK = ".lock"
@@ -46,9 +50,8 @@ def _popen(module, *args, stdin=subprocess.DEVNULL, unbuffered=True):
 def run3(tiny_data, tmp_path_factory):
     """A training directory with checkpoints at steps 1, 2 and 3."""
     out = tmp_path_factory.mktemp("run3") / "run"
-    result = cli_subprocess("trainer",
-                            *trainer_args(tiny_data, out, 3, "--save_checkpoints_steps=1"))
-    assert result.returncode == 0, result.stderr.decode()[-3000:]
+    result = run_cli("trainer", *trainer_args(tiny_data, out, 3, "--save_checkpoints_steps=1"))
+    assert result.returncode == 0, result.stderr[-3000:]
     return out
 
 
@@ -133,8 +136,8 @@ def test_readers_use_the_newest_intact_checkpoint_saying_what_they_skipped(damag
 def test_a_named_damaged_checkpoint_is_one_clear_error(damage, run_copy):
     reason = damage(run_copy)
     before = _files(run_copy)
-    result = cli_subprocess("decoder", f"--output_dir={run_copy}", "--decode_interactive",
-                            f"--checkpoint_path={run_copy / 'ckpt-3'}", stdin=b"ein mann\n")
+    result = run_cli("decoder", f"--output_dir={run_copy}", "--decode_interactive",
+                     f"--checkpoint_path={run_copy / 'ckpt-3'}", stdin="ein mann\n")
     one_line_error(result, "t2t-decoder", f"the checkpoint {run_copy / 'ckpt-3'}", reason,
                    "leave it out to use the newest intact checkpoint")
     assert _files(run_copy) == before
@@ -142,14 +145,14 @@ def test_a_named_damaged_checkpoint_is_one_clear_error(damage, run_copy):
 
 def test_decoder_without_a_checkpoint_named_falls_back_and_says_so(run_copy):
     _truncate_data(run_copy)
-    result = cli_subprocess("decoder", f"--output_dir={run_copy}", "--decode_interactive",
-                            stdin=b"ein mann\n")
-    stderr = result.stderr.decode()
+    result = run_cli("decoder", f"--output_dir={run_copy}", "--decode_interactive",
+                     stdin="ein mann\n")
+    stderr = result.stderr
     assert result.returncode == 0, stderr[-3000:]
     skipped = [l for l in stderr.splitlines() if l.startswith("Skipping the checkpoint")]
     assert len(skipped) == 1 and "ckpt-3: its .data file is truncated" in skipped[0]
     assert f"Decoding with {run_copy / 'ckpt-2'}" in stderr
-    assert len(result.stdout.decode().splitlines()) == 1
+    assert len(result.stdout.splitlines()) == 1
 
 
 def test_averaging_skips_a_damaged_checkpoint(run_copy):
@@ -174,10 +177,10 @@ def test_trainer_resumes_from_the_newest_intact_checkpoint_and_repairs_the_index
     import tensorflow as tf
 
     _garbage_index(run_copy)  # and ckpt-3's data truncated
-    result = cli_subprocess("trainer", *trainer_args(tiny_data, run_copy, 4,
-                                                     "--save_checkpoints_steps=1"))
-    stdout = result.stdout.decode()
-    assert result.returncode == 0, result.stderr.decode()[-3000:]
+    result = run_cli("trainer", *trainer_args(tiny_data, run_copy, 4,
+                                              "--save_checkpoints_steps=1"))
+    stdout = result.stdout
+    assert result.returncode == 0, result.stderr[-3000:]
     assert f"The checkpoint index {run_copy / 'checkpoint'} is unreadable" in stdout
     assert f"Skipping the checkpoint {run_copy / 'ckpt-3'}: its .data file is truncated" \
         in stdout
@@ -199,7 +202,7 @@ def test_resume_refuses_a_vocabulary_that_differs_by_content(run_copy, tiny_data
     with open(vocab, "ab") as f:
         f.write(b"\x00")  # same name, other bytes
     before = _files(run_copy)
-    result = cli_subprocess("trainer", *trainer_args(data, run_copy, 5))
+    result = run_cli("trainer", *trainer_args(data, run_copy, 5))
     one_line_error(result, "t2t-trainer", f"the vocabulary {vocab} differs from "
                                           f"{run_copy / 'vocab.model'}",
                    f"resume with the --data_dir they were trained on ({tiny_data})")
@@ -234,7 +237,7 @@ def test_a_resume_with_other_hparams_is_refused_and_rewrites_nothing(run_copy, t
     before = _files(run_copy)
     args = [a.replace("--hparams=", "--hparams=learning_rate=1.5,")
             for a in trainer_args(tiny_data, run_copy, 5)]
-    one_line_error(cli_subprocess("trainer", *args), "t2t-trainer",
+    one_line_error(run_cli("trainer", *args), "t2t-trainer",
                    f"{run_copy} holds a run with other hparams (learning_rate: saved 2.0, "
                    f"now 1.5); rerun with the same --hparams_set/--hparams to resume")
     assert _files(run_copy) == before
@@ -246,7 +249,7 @@ def test_a_failed_resume_rewrites_nothing(run_copy, tiny_data):
     other = TINY_HPARAMS.replace("d_model=16", "d_model=32")
     args = [a if not a.startswith("--hparams=") else f"--hparams={other}"
             for a in trainer_args(tiny_data, run_copy, 5)]
-    result = cli_subprocess("trainer", *args)
+    result = run_cli("trainer", *args)
     one_line_error(result, "t2t-trainer", f"the checkpoint {run_copy / 'ckpt-3'} holds a "
                                           f"model of other hparams",
                    "hparams.json, which records them, is missing")
@@ -686,8 +689,7 @@ def test_a_full_disk_during_training_ends_in_one_line_and_loses_nothing(small_tm
     import tensorflow as tf
 
     out = small_tmpfs / "run"
-    result = cli_subprocess("trainer",
-                            *trainer_args(tiny_data, out, 5, "--save_checkpoints_steps=1"))
+    result = run_cli("trainer", *trainer_args(tiny_data, out, 5, "--save_checkpoints_steps=1"))
     one_line_error(result, "t2t-trainer", "could not save the checkpoint at step 2",
                    "No space left on device", f"the latest saved checkpoint {out / 'ckpt-1'} "
                                               f"is intact", "free some space")
@@ -756,9 +758,9 @@ def test_skip_corrupt_records_counts_and_names_the_shards(tiny_data, tmp_path):
     os.truncate(shards[3], os.path.getsize(shards[3]) - 7)
     before = digests(copy)
     out = tmp_path / "run"
-    result = cli_subprocess("trainer", *trainer_args(copy, out, 2), "--skip_corrupt_records")
-    stdout = result.stdout.decode()
-    assert result.returncode == 0, result.stderr.decode()[-3000:]
+    result = run_cli("trainer", *trainer_args(copy, out, 2), "--skip_corrupt_records")
+    stdout = result.stdout
+    assert result.returncode == 0, result.stderr[-3000:]
     lines = [l for l in stdout.splitlines() if l.startswith("--skip_corrupt_records:")]
     assert len(lines) == 1, stdout
     assert lines[0].startswith("--skip_corrupt_records: skipping 1 record(s) of the train "
@@ -795,10 +797,10 @@ def test_decode_hparams_out_of_range_are_refused_with_the_range(text, message):
 
 
 def test_decoder_refuses_decode_hparams_out_of_range_before_loading(run3):
-    result = cli_subprocess("decoder", f"--output_dir={run3}", "--decode_interactive",
-                            "--decode_hparams=alpha=nan", stdin=b"ein mann\n")
+    result = run_cli("decoder", f"--output_dir={run3}", "--decode_interactive",
+                     "--decode_hparams=alpha=nan", stdin="ein mann\n")
     one_line_error(result, "t2t-decoder", "'alpha' must be a finite number in [0, inf)")
-    assert "Decoding with" not in result.stderr.decode()
+    assert "Decoding with" not in result.stderr
 
 
 # ---------------------------------------------------------------------------
