@@ -76,14 +76,14 @@ def test_trainer_runs_the_cooldown_to_its_train_steps(tiny_data, tmp_path):
 
 
 def test_trainer_refuses_a_cooldown_longer_than_train_steps(tiny_data, tmp_path):
-    from conftest import one_line_error
-    from tiny_runs import TINY_HPARAMS, cli_subprocess, trainer_args
+    from conftest import one_line_error, run_cli
+    from tiny_runs import TINY_HPARAMS, trainer_args
 
     out = tmp_path / "run"
     args = [a if not a.startswith("--hparams=") else
             f"--hparams={TINY_HPARAMS},learning_rate_cooldown_steps=5"
             for a in trainer_args(tiny_data, out, 3)]
-    result = cli_subprocess("trainer", *args)
+    result = run_cli("trainer", *args)
     one_line_error(result, "t2t-trainer", "hparam learning_rate_cooldown_steps=5 is more "
                                           "than --train_steps=3", "raise --train_steps")
     assert not out.exists() or not any(out.glob("ckpt-*"))

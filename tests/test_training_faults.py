@@ -8,8 +8,8 @@ import math
 import numpy as np
 import pytest
 
-from conftest import checkpoint_step, one_line_error
-from tiny_runs import PROBLEM, TINY_HPARAMS, cli_subprocess, trainer_args
+from conftest import checkpoint_step, one_line_error, run_cli
+from tiny_runs import PROBLEM, TINY_HPARAMS, trainer_args
 
 
 def test_a_diverged_run_stops_with_one_line_and_keeps_its_checkpoints(tiny_data, tmp_path):
@@ -23,7 +23,7 @@ def test_a_diverged_run_stops_with_one_line_and_keeps_its_checkpoints(tiny_data,
     args = trainer_args(tiny_data, out, 12, "--save_checkpoints_steps=1",
                         "--log_step_count_steps=1")
     args = [a.replace("--hparams=", "--hparams=learning_rate=1e37,") for a in args]
-    line = one_line_error(cli_subprocess("trainer", *args), "t2t-trainer",
+    line = one_line_error(run_cli("trainer", *args), "t2t-trainer",
                           "the model diverged at step 2",
                           "its update's loss nan, gradient norm nan",
                           f"the last checkpoint, {out / 'ckpt-1'}, is from before it",
@@ -51,7 +51,7 @@ def test_a_run_that_diverged_before_its_first_save_is_rerun_with_new_hparams(tin
     out = tmp_path / "run"
     args = trainer_args(tiny_data, out, 2, "--save_checkpoints_steps=1")
     diverging = [a.replace("--hparams=", "--hparams=learning_rate=1e45,") for a in args]
-    line = one_line_error(cli_subprocess("trainer", *diverging), "t2t-trainer",
+    line = one_line_error(run_cli("trainer", *diverging), "t2t-trainer",
                           "the model diverged at step 1: its weights hold NaN or infinity, "
                           "so it is not saved; no checkpoint was saved before it")
     assert line.endswith("rerun (with no checkpoint saved, the output_dir takes the new "
@@ -59,11 +59,11 @@ def test_a_run_that_diverged_before_its_first_save_is_rerun_with_new_hparams(tin
     assert not list(out.glob("ckpt-*"))
     assert json.loads((out / "hparams.json").read_text())["learning_rate"] == 1e45
 
-    result = cli_subprocess("trainer", *args)
-    assert result.returncode == 0, result.stderr.decode()[-3000:]
+    result = run_cli("trainer", *args)
+    assert result.returncode == 0, result.stderr[-3000:]
     assert (f"{out} holds the hparams of an earlier run that saved no checkpoint: starting "
             f"the run anew with these (learning_rate: saved 1e+45, now 2.0).") \
-        in result.stdout.decode()
+        in result.stdout
     assert json.loads((out / "hparams.json").read_text())["learning_rate"] == 2.0
     assert (out / "ckpt-2.index").exists()
 
