@@ -243,7 +243,6 @@ def test_shards_deleted_while_training_stop_it_saved_with_one_line(tiny_data, tm
 def test_t2t_trainer_parses_its_hparams_once(tiny_data, tmp_path, monkeypatch):
     """--hparams (and --eval_decode_hparams) are parsed once, at the door
     (config_resolution); the trainer takes the typed HParams (issue 55)."""
-    from conftest import run_cli
     import t2t_revival.decode_hparams as decode_hparams
     import t2t_revival.hparams as hparams
 
@@ -253,7 +252,7 @@ def test_t2t_trainer_parses_its_hparams_once(tiny_data, tmp_path, monkeypatch):
         monkeypatch.setattr(module, "parse_typed_pairs",
                             lambda text, *a, parse=parse, **k: parsed.append(text)
                             or parse(text, *a, **k))
-    out = run_cli("trainer", *_trainer_args(tiny_data, tmp_path / "run", 1),
+    out = run_cli("trainer", *trainer_args(tiny_data, tmp_path / "run", 1),
                   "--eval_decode_hparams=beam_size=1")
     assert out.returncode == 0, out.stderr[-3000:]
     assert parsed == [TINY_HPARAMS, "beam_size=1"]
