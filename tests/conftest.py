@@ -60,6 +60,13 @@ def pytest_addoption(parser):
 # The session fixtures of the README's run (the longest set-up of the suite).
 _README_RUN_FIXTURES = {"readme_run", "tiny_run", "tiny_run_test_decodes"}
 README_RUN_GROUP = "readme_run"
+# The groups of a default run that take minutes on the 2-core machine, the
+# longest first (their durations, measured one file at a time, issue 55):
+# started before the others, so that the workers end together instead of one
+# running a long group that started last while the other has nothing left.
+LONG_GROUPS = ("test_decode_modes", "test_decode_xla", "test_steps_per_execution",
+               "test_faults_run_dir", "test_ctranslate2_export", "test_trainer",
+               "test_training_faults", "test_quiet_start", "test_learning_rate_schedule")
 
 
 def _xdist_group(item) -> str:
@@ -94,7 +101,8 @@ def pytest_collection_modifyitems(config, items):
     of the README's run (whose session fixture trains the main job), and each
     file's other tests (their module fixtures). Workers take the groups in
     collection order (`--no-loadscope-reorder`): the README's run first, then
-    the files with slow tests, then the rest, so no long group starts last.
+    the files with slow tests, then the LONG_GROUPS, then the rest, so no
+    long group starts last.
     """
     slow = config.getoption("--slow")
     skip = pytest.mark.skip(reason="slow: run with --slow")
@@ -105,8 +113,10 @@ def pytest_collection_modifyitems(config, items):
         group = groups[item] = _xdist_group(item)
         item.add_marker(pytest.mark.xdist_group(group))
     slow_groups = {g for item, g in groups.items() if slow and "slow" in item.keywords}
+    rank = {group: i for i, group in enumerate(LONG_GROUPS)}
     items.sort(key=lambda item: (groups[item] != README_RUN_GROUP,
-                                 groups[item] not in slow_groups))
+                                 groups[item] not in slow_groups,
+                                 rank.get(groups[item], len(LONG_GROUPS))))
 
 
 @pytest.fixture(scope="module")
