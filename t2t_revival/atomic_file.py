@@ -166,10 +166,11 @@ def copy_atomically(source: str, path: str) -> None:
         shutil.copyfile(source, tmp)
 
 
-def _exchange(a: str, b: str) -> bool:
+def exchange_paths(a: str, b: str) -> bool:
     """Swap the paths `a` and `b` in one step (Linux renameat2 RENAME_EXCHANGE).
 
-    False when the system or file system cannot (then nothing was done).
+    False when the system or file system cannot (then nothing was done, and
+    `replace_directory` moves the old folder aside instead).
     """
     import ctypes
     import errno
@@ -202,7 +203,7 @@ def replace_directory(tmp: str, path: str) -> None:
     if not os.path.exists(path):
         os.replace(tmp, path)
         return
-    if not _exchange(tmp, path):
+    if not exchange_paths(tmp, path):
         old = old_directory_name(path)
         shutil.rmtree(old, ignore_errors=True)
         os.replace(path, old)

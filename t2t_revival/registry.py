@@ -27,6 +27,7 @@ takes the place of the lazy entry. Listing names (`t2t-trainer
 from __future__ import annotations
 
 import ast
+import contextlib
 import difflib
 import importlib
 import importlib.util
@@ -112,6 +113,17 @@ class Registry:
             raise RegistryError(f"A {self.kind} named '{name}' is already registered; "
                                 f"pick another name. Received: {self.kind}={target}")
         self._entries[name] = LazyEntry(target)
+
+    @contextlib.contextmanager
+    def registered(self, obj: Any, name: str | None = None) -> Iterator[Any]:
+        """Register `obj` (as `register` does) for a `with` block only; its name
+        is free again after the block. For an object of a test or a session
+        that must not stay registered in the process."""
+        self._add(obj, name)
+        try:
+            yield obj
+        finally:
+            del self._entries[name or snake_case(obj.__name__)]
 
     def _add(self, obj: Any, name: str | None) -> Any:
         key = name or snake_case(obj.__name__)

@@ -29,12 +29,15 @@ ISSUE_HPARAMS_SETS = ("transformer_base", "transformer_big", "transformer_base_s
 
 
 def one_line_error(out, prog, *needles, status=2):
-    """`out` (a finished subprocess) failed with one `prog: error: ...` line
-    holding every needle, exit `status` and no traceback."""
-    assert out.returncode == status, (out.returncode, out.stderr[-2000:])
-    lines = [l for l in out.stderr.splitlines() if l.startswith(f"{prog}: error: ")]
-    assert len(lines) == 1, out.stderr[-2000:]
-    assert "Traceback" not in out.stderr
+    """`out` (a finished subprocess, text or bytes) failed with one
+    `prog: error: ...` line holding every needle, exit `status` and no
+    traceback. Returns the line."""
+    stderr = out.stderr.decode("utf-8", "replace") if isinstance(out.stderr, bytes) \
+        else out.stderr
+    assert out.returncode == status, (out.returncode, stderr[-3000:])
+    lines = [l for l in stderr.splitlines() if l.startswith(f"{prog}: error: ")]
+    assert len(lines) == 1, stderr[-3000:]
+    assert "Traceback" not in stderr, stderr[-3000:]
     for needle in needles:
         assert needle in lines[0], lines[0]
     return lines[0]
@@ -55,6 +58,13 @@ def pytest_addoption(parser):
 # The session fixtures of the README's run (the longest set-up of the suite).
 _README_RUN_FIXTURES = {"readme_run", "tiny_run", "tiny_run_test_decodes"}
 README_RUN_GROUP = "readme_run"
+# The groups of a default run that take minutes on the 2-core machine, the
+# longest first (their durations, measured one file at a time, issue 55):
+# started before the others, so that the workers end together instead of one
+# running a long group that started last while the other has nothing left.
+LONG_GROUPS = ("test_decode_modes", "test_decode_xla", "test_steps_per_execution",
+               "test_faults_run_dir", "test_ctranslate2_export", "test_trainer",
+               "test_training_faults", "test_quiet_start", "test_learning_rate_schedule")
 
 
 def _xdist_group(item) -> str:
@@ -89,7 +99,8 @@ def pytest_collection_modifyitems(config, items):
     of the README's run (whose session fixture trains the main job), and each
     file's other tests (their module fixtures). Workers take the groups in
     collection order (`--no-loadscope-reorder`): the README's run first, then
-    the files with slow tests, then the rest, so no long group starts last.
+    the files with slow tests, then the LONG_GROUPS, then the rest, so no
+    long group starts last.
     """
     slow = config.getoption("--slow")
     skip = pytest.mark.skip(reason="slow: run with --slow")
@@ -100,19 +111,21 @@ def pytest_collection_modifyitems(config, items):
         group = groups[item] = _xdist_group(item)
         item.add_marker(pytest.mark.xdist_group(group))
     slow_groups = {g for item, g in groups.items() if slow and "slow" in item.keywords}
+    rank = {group: i for i, group in enumerate(LONG_GROUPS)}
     items.sort(key=lambda item: (groups[item] != README_RUN_GROUP,
-                                 groups[item] not in slow_groups))
+                                 groups[item] not in slow_groups,
+                                 rank.get(groups[item], len(LONG_GROUPS))))
 
 
 @pytest.fixture(scope="module")
 def tiny_data(tmp_path_factory):
-    """test_faults' tiny synthetic corpus, through datagen (one per test module)."""
-    from test_faults import _TinyMulti30k, _write_corpus
+    """The tiny synthetic corpus of `tiny_runs`, through datagen (one per test module)."""
+    from tiny_runs import TinyMulti30k, write_corpus
 
     raw = tmp_path_factory.mktemp("raw")
-    _write_corpus(str(raw))
+    write_corpus(str(raw))
     data = tmp_path_factory.mktemp("data")
-    _TinyMulti30k(download=False).generate_data(str(data), str(raw))
+    TinyMulti30k(download=False).generate_data(str(data), str(raw))
     return data
 
 
@@ -244,7 +257,7 @@ def tiny_run_test_decodes(tiny_run, shared_data, tmp_path_factory):
 _cli_module = None
 
 
-def run_cli(module: str, *args: str, stdin: str = ""):
+def run_cli(module: str, *args: str, stdin: str | bytes = ""):
     """`python -m t2t_revival.cli.<module> ARGS`, called in this process.
 
     For tests of what a CLI does (its output, files, exit status, one-line
@@ -254,7 +267,13 @@ def run_cli(module: str, *args: str, stdin: str = ""):
     flags from their defaults; a UserError is one line and exit 2); stdout
     and stderr are captured, and the signal handlers it installs are put
     back. An exception other than SystemExit (a bug) propagates with its
-    traceback. Returns a text `subprocess.CompletedProcess`.
+    traceback. `stdin` (text, or bytes that need not be UTF-8) is the
+    standard input, readable as text or through `sys.stdin.buffer`. Returns a
+    text `subprocess.CompletedProcess`.
+
+    Output written to the stderr the process started with (a stream bound
+    before the call, native code's) is not captured: assert its absence in
+    a subprocess.
     """
     import contextlib
     import importlib
@@ -284,7 +303,9 @@ def run_cli(module: str, *args: str, stdin: str = ""):
     argv, stdin_before = sys.argv, sys.stdin
     stdout, stderr = io.StringIO(), io.StringIO()
     flags.FLAGS.unparse_flags()
-    sys.argv, sys.stdin = [f"t2t-{module.replace('_', '-')}", *args], io.StringIO(stdin)
+    data = stdin.encode("utf-8") if isinstance(stdin, str) else stdin
+    sys.argv = [f"t2t-{module.replace('_', '-')}", *args]
+    sys.stdin = io.TextIOWrapper(io.BytesIO(data), encoding="utf-8")
     status = 0
     try:
         with contextlib.redirect_stdout(stdout), contextlib.redirect_stderr(stderr):

@@ -381,15 +381,15 @@ def test_decode_hparams_defaults_overrides_and_errors():
 @pytest.mark.parametrize("compiled", [False, True])
 def test_chunked_top_k_equals_top_k_ties_included(compiled):
     """The beam's top_k over [batch, k * vocab] goes through the best chunks
-    (`_top_k`): the same values and indices as ops.top_k, ties to the lower
+    (`chunked_top_k`): the same values and indices as ops.top_k, ties to the lower
     index, also where whole chunks tie and where most values are NEG_INF."""
     import importlib
     search_module = importlib.import_module("t2t_revival.decode.beam_search")
-    top_k = search_module._top_k
+    top_k = search_module.chunked_top_k
     if compiled:
         top_k = tf.function(top_k, jit_compile=True, autograph=False, reduce_retracing=False)
     rng = np.random.default_rng(0)
-    n = 32 * search_module._TOP_K_CHUNK
+    n = 32 * search_module.TOP_K_CHUNK
     cases = {
         "normal": rng.normal(size=(6, n)),
         # Few distinct values: ties everywhere, within and across chunks.
@@ -401,13 +401,13 @@ def test_chunked_top_k_equals_top_k_ties_included(compiled):
     # The best values all in one chunk, and chunk maxima that tie.
     crowded = np.full((2, n), -5.0)
     crowded[0, 300:310] = np.arange(10.0)
-    crowded[1, ::search_module._TOP_K_CHUNK] = 1.0
+    crowded[1, ::search_module.TOP_K_CHUNK] = 1.0
     cases["crowded"] = crowded
     # A later chunk with the highest value and a tie with an earlier chunk's best.
     crossed = np.full((1, n), -5.0)
-    crossed[0, 5 * search_module._TOP_K_CHUNK + 7] = 10.0
-    crossed[0, 5 * search_module._TOP_K_CHUNK + 9] = 3.0
-    crossed[0, 2 * search_module._TOP_K_CHUNK + 1] = 3.0
+    crossed[0, 5 * search_module.TOP_K_CHUNK + 7] = 10.0
+    crossed[0, 5 * search_module.TOP_K_CHUNK + 9] = 3.0
+    crossed[0, 2 * search_module.TOP_K_CHUNK + 1] = 3.0
     cases["crossed"] = crossed
     # A length that is not a multiple of the chunk (padded with -inf).
     cases["ragged"] = rng.normal(size=(3, n - 37))
@@ -425,21 +425,21 @@ def test_chunked_top_k_equals_top_k_ties_included(compiled):
 @pytest.mark.parametrize("compiled", [False, True])
 def test_best_extensions_equal_top_k_over_every_candidate(compiled):
     """Each step's 2k best extensions come from each hypothesis's 2k best
-    tokens (`_best_extensions`): the same log-probs, parents and tokens as
+    tokens (`best_extensions`): the same log-probs, parents and tokens as
     top_k over all [batch, k * vocab] candidates (hypothesis log-prob +
     log_softmax), ties to the lower beam, then the lower token; also with
     dead beams (NEG_INF), beams that tie with each other, and a vocabulary
     smaller than 2k."""
     import importlib
     search_module = importlib.import_module("t2t_revival.decode.beam_search")
-    best = search_module._best_extensions
+    best = search_module.best_extensions
     if compiled:
         best = tf.function(best, jit_compile=True, autograph=False, reduce_retracing=False)
     rng = np.random.default_rng(3)
     k = 4
     neg_inf = search_module.NEG_INF
     cases = []
-    for vocab in (64 * search_module._TOP_K_CHUNK, 300, 5):
+    for vocab in (64 * search_module.TOP_K_CHUNK, 300, 5):
         logits = rng.normal(size=(3 * k, vocab))
         tied = rng.integers(0, 4, size=(3 * k, vocab)).astype(float)
         tied[k:2 * k] = tied[k]          # sentence 1: its beams' logits all equal
@@ -457,9 +457,9 @@ def test_best_extensions_equal_top_k_over_every_candidate(compiled):
         expected, indices = tf.math.top_k(flat, 2 * k)
         # Extensions of dead hypotheses (NEG_INF + a log-prob) are never
         # chosen, and tie after rounding: their order is not the contract.
-        alive = expected.numpy() > search_module._DEAD
+        alive = expected.numpy() > search_module.DEAD
         assert alive.sum() == 2 * k * 2 + (vocab if vocab < 2 * k else 2 * k), name
-        np.testing.assert_array_equal(log_probs.numpy() > search_module._DEAD, alive, name)
+        np.testing.assert_array_equal(log_probs.numpy() > search_module.DEAD, alive, name)
         np.testing.assert_array_equal(parents.numpy()[alive], (indices.numpy() // vocab)[alive],
                                       err_msg=name)
         np.testing.assert_array_equal(tokens.numpy()[alive], (indices.numpy() % vocab)[alive],

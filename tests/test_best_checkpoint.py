@@ -11,57 +11,27 @@ import subprocess
 import sys
 import time
 
-import numpy as np
 import pytest
 
+from best_checkpoints import assert_best_readable, best_record, write_checkpoint
 from conftest import ENV
 from t2t_revival import atomic_file
 from t2t_revival.errors import UserError
 from t2t_revival.run_dir.best_checkpoint import BestCheckpoint
-from t2t_revival.run_dir.best_record import BestRecord
 from t2t_revival.run_dir.training_directory import TrainingDirectory
 from t2t_revival.train.early_stopping import EarlyStopping
 
 
-def _checkpoint(folder, step, size=16):
-    """A TensorFlow checkpoint `folder/ckpt-<step>` whose one variable is all `step`."""
-    import tensorflow as tf
-
-    os.makedirs(folder, exist_ok=True)
-    variable = tf.Variable(np.full([size], float(step), np.float32))
-    return tf.train.Checkpoint(v=variable).write(os.path.join(str(folder), f"ckpt-{step}"))
-
-
-def _record(step, value=None, metric="bleu"):
-    return BestRecord(step=step, metric=metric, value=float(step if value is None else value),
-                      higher_is_better=metric != "loss", checkpoint=f"ckpt-{step}",
-                      sentences=200 if metric != "loss" else 0)
-
-
-def _assert_readable(best: BestCheckpoint):
-    """best/ is complete: best.json, TensorFlow's index and the weights agree.
-    Returns the step it holds."""
-    import tensorflow as tf
-
-    record = best.record()
-    assert record is not None, os.listdir(best.output_dir)
-    latest = tf.train.latest_checkpoint(best.path)
-    assert latest == os.path.join(best.path, record.checkpoint) == best.checkpoint_path()
-    values = tf.train.load_checkpoint(latest).get_tensor("v/.ATTRIBUTES/VARIABLE_VALUE")
-    assert np.all(values == record.step)
-    return record.step
-
-
 def test_best_is_a_copy_that_outlives_the_checkpoints_rotation(tmp_path):
-    source = _checkpoint(tmp_path / "run", 300)
+    source = write_checkpoint(tmp_path / "run", 300)
     best = TrainingDirectory(tmp_path / "run").best
     assert best.record() is None and best.checkpoint_path() is None
-    path = best.update(source, _record(300, 21.5))
+    path = best.update(source, best_record(300, 21.5))
     assert path == str(tmp_path / "run" / "best" / "ckpt-300")
     for name in os.listdir(tmp_path / "run"):   # keep_checkpoint_max deletes the original
         if name.startswith("ckpt-300."):
             os.unlink(tmp_path / "run" / name)
-    assert _assert_readable(best) == 300
+    assert assert_best_readable(best) == 300
     assert json.loads((tmp_path / "run" / "best" / "best.json").read_text()) == {
         "step": 300, "metric": "bleu", "value": 21.5, "higher_is_better": True,
         "checkpoint": "ckpt-300", "sentences": 200}
@@ -71,8 +41,8 @@ def test_best_is_a_copy_that_outlives_the_checkpoints_rotation(tmp_path):
     for name in names:   # readable by a serving container running as another user
         assert stat.S_IMODE(os.stat(os.path.join(best.path, name)).st_mode) == 0o644
     # A better one replaces it, and nothing is left beside it.
-    best.update(_checkpoint(tmp_path / "run", 400), _record(400))
-    assert _assert_readable(best) == 400
+    best.update(write_checkpoint(tmp_path / "run", 400), best_record(400))
+    assert assert_best_readable(best) == 400
     assert sorted(os.listdir(tmp_path / "run"))[:1] == ["best"]
     assert not [n for n in os.listdir(tmp_path / "run") if n.startswith(".")]
     assert not [n for n in os.listdir(best.path) if "300" in n]
@@ -80,7 +50,7 @@ def test_best_is_a_copy_that_outlives_the_checkpoints_rotation(tmp_path):
 
 def test_the_best_folder_is_a_checkpoint_path_for_the_decoder_and_exporters(tmp_path):
     best = BestCheckpoint(str(tmp_path))
-    best.update(_checkpoint(tmp_path, 7), _record(7))
+    best.update(write_checkpoint(tmp_path, 7), best_record(7))
     folder = TrainingDirectory(tmp_path).checkpoints
     assert folder.find(best.path) == os.path.join(best.path, "ckpt-7")
     assert folder.find(best.path + "/") == os.path.join(best.path, "ckpt-7")
@@ -110,7 +80,7 @@ FAILURES = {
     "copying the data": ("shutil", "copyfile", 2, True),
     "writing the checkpoint index": ("atomic", "write_atomically", 1, True),
     "writing best.json": ("atomic", "write_atomically", 2, True),
-    "swapping": ("atomic", "_exchange", 1, True),
+    "swapping": ("atomic", "exchange_paths", 1, True),
     "removing the old folder": ("shutil", "rmtree", 2, True),
     # (os.replace calls 1 and 2 are the atomic writes of the index and best.json.)
     "moving the old folder aside (no renameat2)": ("os", "replace", 3, False),
@@ -127,27 +97,28 @@ def test_a_kill_at_each_step_of_an_update_leaves_a_readable_best(tmp_path, monke
     from t2t_revival.run_dir import best_checkpoint
 
     best = BestCheckpoint(str(tmp_path))
-    best.update(_checkpoint(tmp_path, 1), _record(1))
-    new = _checkpoint(tmp_path, 2)
+    best.update(write_checkpoint(tmp_path, 1), best_record(1))
+    new = write_checkpoint(tmp_path, 2)
     module, name, call, exchange = FAILURES[where]
     if not exchange:
-        monkeypatch.setattr(atomic_file, "_exchange", lambda a, b: False)
+        # A system without renameat2: the swap in one step is not available.
+        monkeypatch.setattr(atomic_file, "exchange_paths", lambda a, b: False)
     owner = {"shutil": shutil, "os": os, "atomic": atomic_file}[module]
     if module == "atomic" and name == "write_atomically":
         owner = best_checkpoint
     _fail_on_call(monkeypatch, owner, name, call)
     with pytest.raises(KeyboardInterrupt):
-        best.update(new, _record(2))
+        best.update(new, best_record(2))
     monkeypatch.undo()
     if exchange:   # best/ is never missing nor partial, even before recover()
-        assert _assert_readable(best) in (1, 2)
+        assert assert_best_readable(best) in (1, 2)
     best.recover()   # the trainer's next start
-    assert _assert_readable(best) in (1, 2)
+    assert assert_best_readable(best) in (1, 2)
     assert sorted(os.listdir(tmp_path)) == sorted(
         ["best", "ckpt-1.index", "ckpt-1.data-00000-of-00001",
          "ckpt-2.index", "ckpt-2.data-00000-of-00001"])
-    best.update(new, _record(2))   # and the next update works
-    assert _assert_readable(best) == 2
+    best.update(new, best_record(2))   # and the next update works
+    assert assert_best_readable(best) == 2
 
 
 _UPDATER = """
@@ -170,7 +141,7 @@ while True:
 def test_sigkill_during_best_updates_leaves_a_readable_best(tmp_path):
     steps = 3
     for step in range(1, steps + 1):
-        _checkpoint(tmp_path, step, size=1 << 20)   # 4 MB: a copy takes a while
+        write_checkpoint(tmp_path, step, size=1 << 20)   # 4 MB: a copy takes a while
     best = BestCheckpoint(str(tmp_path))
     rng = random.Random(0)
     held = set()
@@ -188,32 +159,32 @@ def test_sigkill_during_best_updates_leaves_a_readable_best(tmp_path):
         proc.wait()
         proc.stdout.close()
         if os.path.isdir(best.path):   # renameat2 swaps: readable even before recover
-            held.add(_assert_readable(best))
+            held.add(assert_best_readable(best))
         best.recover()
-        held.add(_assert_readable(best))
+        held.add(assert_best_readable(best))
         assert not [n for n in os.listdir(tmp_path) if n.startswith(".")]
     assert len(held) > 1   # the kills landed in different updates
 
 
 def test_early_stopping_counts_evaluations_without_a_strict_improvement():
     stopping = EarlyStopping(patience=2)
-    assert stopping.update(_record(100, 10.0))
-    assert not stopping.update(_record(200, 10.0))   # equal is no improvement
+    assert stopping.update(best_record(100, 10.0))
+    assert not stopping.update(best_record(200, 10.0))   # equal is no improvement
     assert not stopping.should_stop
-    assert stopping.update(_record(300, 12.0))       # the count starts again
-    assert not stopping.update(_record(400, 11.0))
-    assert not stopping.update(_record(500, float("nan")))
+    assert stopping.update(best_record(300, 12.0))       # the count starts again
+    assert not stopping.update(best_record(400, 11.0))
+    assert not stopping.update(best_record(500, float("nan")))
     assert stopping.should_stop and stopping.best.step == 300
     assert stopping.reason() == ("dev bleu did not improve for 2 evaluations "
                                  "(--eval_early_stopping_evals=2); the best is dev bleu "
                                  "12.00 at step 300")
     # Dev loss: lower is better. Patience 0 never stops.
-    loss = EarlyStopping(patience=0, best=_record(100, 3.0, "loss"))
-    assert not loss.update(_record(200, 3.5, "loss"))
-    assert loss.update(_record(300, 2.5, "loss"))
+    loss = EarlyStopping(patience=0, best=best_record(100, 3.0, "loss"))
+    assert not loss.update(best_record(200, 3.5, "loss"))
+    assert loss.update(best_record(300, 2.5, "loss"))
     for step in range(400, 1400, 100):
-        loss.update(_record(step, 9.0, "loss"))
+        loss.update(best_record(step, 9.0, "loss"))
     assert not loss.should_stop
     # A best ranked by another figure (a resumed run with decoding turned on)
     # is not compared: the first new figure replaces it.
-    assert loss.update(_record(1500, 0.5, "bleu"))
+    assert loss.update(best_record(1500, 0.5, "bleu"))

@@ -143,7 +143,7 @@ def test_export_matches_our_model_and_beam_search(variant, vocab_file, tmp_path)
     cores = usable_cores()
     assert default.inter_threads == min(2, cores)
     assert default.intra_threads == cores // min(2, cores)
-    assert default._translator.num_translators == default.inter_threads
+    assert default.translator.num_translators == default.inter_threads
     assert default.translate(SENTENCES) == one_at_a_time
 
 
@@ -395,12 +395,12 @@ def test_ctranslate2_agrees_with_t2t_decoder_on_multi30k(tiny_run, tiny_run_test
 
 def test_translator_given_the_folder_of_versions_takes_the_highest(tmp_path):
     """As TF Serving's model base path: `export/ctranslate2` means its newest version."""
-    from t2t_revival.export.ctranslate2_translator import EXPORT_CONFIG, _newest_version
+    from t2t_revival.export.ctranslate2_translator import EXPORT_CONFIG, newest_version
 
     for version in ("7", "12", "9"):
         (tmp_path / version).mkdir()
         (tmp_path / version / EXPORT_CONFIG).write_text("{}")
     (tmp_path / "30").mkdir()                      # no export in it: not a version
     (tmp_path / ".40.incomplete123").mkdir()       # an export being written
-    assert _newest_version(str(tmp_path)) == str(tmp_path / "12")
-    assert _newest_version(str(tmp_path / "9")) == str(tmp_path / "9")
+    assert newest_version(str(tmp_path)) == str(tmp_path / "12")
+    assert newest_version(str(tmp_path / "9")) == str(tmp_path / "9")

@@ -1,17 +1,14 @@
 """t2t-decoder end to end on a briefly trained tiny model, and its user errors."""
 
-import subprocess
-import sys
-
 import pytest
 
-from conftest import ENV
+from conftest import run_cli
 
 
-
-def _decoder(*args, **kw):
-    return subprocess.run([sys.executable, "-m", "t2t_revival.cli.decoder", *args],
-                          capture_output=True, text=True, env=ENV, timeout=1800, **kw)
+def _decoder(*args):
+    """t2t-decoder ARGS, in this process (its output and exit status are the
+    subject here, not the process)."""
+    return run_cli("decoder", *args)
 
 
 @pytest.mark.slow

@@ -11,54 +11,18 @@ import os
 import numpy as np
 import pytest
 
+from full_disk import NO_SPACE, disk_full_after
 from t2t_revival import atomic_file
 from t2t_revival.atomic_file import atomic_open, disk_failure, write_atomically
 from t2t_revival.errors import UserError
 
-NO_SPACE = os.strerror(errno.ENOSPC)
 READ_ONLY = os.strerror(errno.EROFS)
-
-
-class _FullDiskFile:
-    """A file that takes `room` bytes, then fails as a full disk does."""
-
-    def __init__(self, f, room):
-        self.f, self.room = f, room
-
-    def write(self, data):
-        if len(data) > self.room:
-            raise OSError(errno.ENOSPC, NO_SPACE)
-        self.room -= len(data)
-        return self.f.write(data)
-
-    def close(self):
-        self.f.close()
-
-    def __enter__(self):
-        return self
-
-    def __exit__(self, *exc):
-        self.close()
-
-
-def _disk_full_after(monkeypatch, module, room, suffix=""):
-    """`open` in `module` gives, for writes to paths ending in `suffix`, a file
-    that fails once `room` bytes are written."""
-    real_open = open
-
-    def fake_open(path, mode="r", *args, **kwargs):
-        f = real_open(path, mode, *args, **kwargs)
-        if ("w" in mode or "a" in mode) and str(path).endswith(suffix):
-            return _FullDiskFile(f, room)
-        return f
-
-    monkeypatch.setattr(module, "open", fake_open, raising=False)
 
 
 def test_a_full_disk_is_one_line_naming_the_file_and_leaves_it_as_it_was(tmp_path,
                                                                          monkeypatch):
     path = tmp_path / "out" / "translations.txt"
-    _disk_full_after(monkeypatch, atomic_file, room=10)
+    disk_full_after(monkeypatch, atomic_file, room=10)
     with pytest.raises(UserError) as e:
         write_atomically(str(path), "x" * 100)
     assert str(e.value) == (
@@ -69,7 +33,7 @@ def test_a_full_disk_is_one_line_naming_the_file_and_leaves_it_as_it_was(tmp_pat
     # A file already there is kept whole.
     monkeypatch.undo()
     write_atomically(str(path), "before\n")
-    _disk_full_after(monkeypatch, atomic_file, room=10)
+    disk_full_after(monkeypatch, atomic_file, room=10)
     with pytest.raises(UserError, match="the file already there is unchanged"):
         with atomic_open(str(path)) as f:
             f.write("after\n" * 50)
@@ -145,12 +109,12 @@ def test_an_export_the_disk_refuses_keeps_the_existing_version(tmp_path):
 def test_a_best_checkpoint_the_disk_refuses_keeps_the_previous_best(tmp_path, monkeypatch):
     import shutil
 
-    from test_best_checkpoint import _assert_readable, _checkpoint, _record
+    from best_checkpoints import assert_best_readable, best_record, write_checkpoint
     from t2t_revival.run_dir.training_directory import TrainingDirectory
 
     run = tmp_path / "run"
     best = TrainingDirectory(run).best
-    best.update(_checkpoint(run, 100), _record(100))
+    best.update(write_checkpoint(run, 100), best_record(100))
     real_copyfile = shutil.copyfile
 
     def copyfile(source, target, *args, **kwargs):
@@ -160,12 +124,12 @@ def test_a_best_checkpoint_the_disk_refuses_keeps_the_previous_best(tmp_path, mo
 
     monkeypatch.setattr(shutil, "copyfile", copyfile)
     with pytest.raises(UserError) as e:
-        best.update(_checkpoint(run, 200), _record(200))
+        best.update(write_checkpoint(run, 200), best_record(200))
     assert str(e.value).startswith(
         f"could not copy the new best checkpoint {run / 'ckpt-200'} into {run / 'best'} "
         f"({NO_SPACE}); best/ still holds the previous best, and the checkpoint itself is "
         f"saved; free some space on that disk, then rerun the same command to resume.")
-    assert _assert_readable(best) == 100
+    assert assert_best_readable(best) == 100
     assert not os.path.exists(best.incomplete)
 
 

@@ -2,14 +2,14 @@
 a non-zero exit, no traceback, never a hang, and the files written before are
 byte-identical afterwards.
 
-The CLIs run as subprocesses on a tiny synthetic corpus (multi30k's file
-names, 250 pairs of a 15-word language) made in tmp_path.
+The CLIs run on a tiny synthetic corpus (multi30k's file names, 250 pairs of
+a 15-word language, `tiny_runs`) made in tmp_path: in this process
+(`run_cli`) where their output is the subject, as subprocesses where the
+process is (a hang cut short, a closed pipe, a server) or where the output
+checked is a log line this process would not capture.
 """
 
-import gzip
-import hashlib
 import os
-import random
 import shutil
 import socket
 import subprocess
@@ -18,79 +18,29 @@ import threading
 
 import pytest
 
-from conftest import ROOT
+from conftest import ROOT, one_line_error, run_cli
 from t2t_revival import registry
 from t2t_revival.cli import path_flags
 from t2t_revival.data.data_error import DataError
 from t2t_revival.errors import UserError
 from t2t_revival.hparams import HParams, HParamsError, resolve
 from t2t_revival.problems.translate_multi30k import TranslateEndeMulti30k
+from tiny_runs import PROBLEM, TINY_HPARAMS, TinyMulti30k, cli_subprocess, digests, write_corpus
 
 registry.load_all()
-PROBLEM = "translate_ende_multi30k"
-# A model small enough that one step, a save and an evaluation take seconds.
-TINY_HPARAMS = "num_hidden_layers=1,d_model=16,d_ff=32,num_heads=2,batch_size=256,max_length=32"
-_WORDS = ["ein", "mann", "hund", "a", "man", "dog", "runs", "läuft", "the", "der",
-          "red", "rot", "ball", "house", "haus"]
-
-
-class _TinyMulti30k(TranslateEndeMulti30k):
-    """The registered problem's files and shards, with a vocabulary the tiny corpus can fill."""
-    vocab_size = 300
-
-
-def _run(module, *args, stdin=None, timeout=240):
-    env = dict(os.environ, PYTHONPATH=str(ROOT), TF_CPP_MIN_LOG_LEVEL="2")
-    return subprocess.run([sys.executable, "-m", f"t2t_revival.cli.{module}", *args],
-                          input=stdin, capture_output=True, env=env, timeout=timeout)
-
-
-def _one_error_line(out, prog, *fragments, status=2):
-    """The single `prog: error:` line of a failed run (asserting no traceback)."""
-    stderr = out.stderr.decode("utf-8", "replace")
-    assert out.returncode == status, stderr[-3000:]
-    assert "Traceback" not in stderr, stderr[-3000:]
-    lines = [l for l in stderr.splitlines() if l.startswith(f"{prog}: error:")]
-    assert len(lines) == 1, stderr[-3000:]
-    for fragment in fragments:
-        assert fragment in lines[0], lines[0]
-    return lines[0]
-
-
-def _digests(directory):
-    """{relative path: sha256} of every file under `directory`."""
-    result = {}
-    for root, _, names in os.walk(directory):
-        for name in names:
-            path = os.path.join(root, name)
-            with open(path, "rb") as f:
-                result[os.path.relpath(path, directory)] = hashlib.sha256(f.read()).hexdigest()
-    return result
-
-
-def _write_corpus(raw_dir, pairs=(("train", 200), ("val", 40), ("test_2016_flickr", 10))):
-    rng = random.Random(0)
-    os.makedirs(raw_dir, exist_ok=True)
-    for stem, n in pairs:
-        lines = [" ".join(rng.choice(_WORDS) for _ in range(rng.randint(3, 10)))
-                 for _ in range(n)]
-        for lang in ("en", "de"):
-            with gzip.open(os.path.join(raw_dir, f"{stem}.{lang}.gz"), "wt",
-                           encoding="utf-8") as f:
-                f.writelines(line + "\n" for line in lines)
 
 
 @pytest.fixture(scope="module")
 def raw_dir(tmp_path_factory):
     d = tmp_path_factory.mktemp("raw")
-    _write_corpus(str(d))
+    write_corpus(str(d))
     return d
 
 
 @pytest.fixture(scope="module")
 def data_dir(raw_dir, tmp_path_factory):
     d = tmp_path_factory.mktemp("data")
-    _TinyMulti30k(download=False).generate_data(str(d), str(raw_dir))
+    TinyMulti30k(download=False).generate_data(str(d), str(raw_dir))
     return d
 
 
@@ -98,11 +48,11 @@ def data_dir(raw_dir, tmp_path_factory):
 def run_dir(data_dir, tmp_path_factory):
     """A training directory of one step (hparams.json, vocab, a checkpoint)."""
     out = tmp_path_factory.mktemp("run") / "run"
-    result = _run("trainer", f"--problem={PROBLEM}", "--hparams_set=transformer_tiny",
-                  f"--hparams={TINY_HPARAMS}", f"--data_dir={data_dir}",
-                  f"--output_dir={out}", "--train_steps=1", "--noxla",
-                  "--local_eval_frequency=0", "--eval_decode_sentences=0")
-    assert result.returncode == 0, result.stderr.decode()[-3000:]
+    result = run_cli("trainer", f"--problem={PROBLEM}", "--hparams_set=transformer_tiny",
+                     f"--hparams={TINY_HPARAMS}", f"--data_dir={data_dir}",
+                     f"--output_dir={out}", "--train_steps=1", "--noxla",
+                     "--local_eval_frequency=0", "--eval_decode_sentences=0")
+    assert result.returncode == 0, result.stderr[-3000:]
     return out
 
 
@@ -188,10 +138,10 @@ def test_resolve_keeps_the_edges_of_each_range():
 ])
 def test_trainer_refuses_settings_that_make_no_sense(overrides, message, tmp_path):
     out = tmp_path / "run"
-    result = _run("trainer", f"--problem={PROBLEM}", "--hparams_set=transformer_tiny",
-                  f"--hparams={overrides}", f"--data_dir={tmp_path / 'data'}",
-                  f"--output_dir={out}", "--train_steps=1")
-    _one_error_line(result, "t2t-trainer", message)
+    result = run_cli("trainer", f"--problem={PROBLEM}", "--hparams_set=transformer_tiny",
+                     f"--hparams={overrides}", f"--data_dir={tmp_path / 'data'}",
+                     f"--output_dir={out}", "--train_steps=1")
+    one_line_error(result, "t2t-trainer", message)
     assert not out.exists()  # refused before anything was written
 
 
@@ -200,21 +150,21 @@ def test_trainer_refuses_settings_that_make_no_sense(overrides, message, tmp_pat
 # ---------------------------------------------------------------------------
 
 def test_every_pair_filtered_by_max_length_ends_promptly(data_dir, tmp_path):
-    before = _digests(data_dir)
-    result = _run("trainer", f"--problem={PROBLEM}", "--hparams_set=transformer_tiny",
-                  "--hparams=max_length=2,batch_size=64", f"--data_dir={data_dir}",
-                  f"--output_dir={tmp_path / 'run'}", "--train_steps=2", "--noxla",
-                  timeout=120)  # it hung forever before
-    _one_error_line(result, "t2t-trainer", "Every one of the 200 train pairs",
-                    "longer than max_length=2", "raise max_length to at least")
-    assert _digests(data_dir) == before
+    before = digests(data_dir)
+    result = cli_subprocess("trainer", f"--problem={PROBLEM}", "--hparams_set=transformer_tiny",
+                            "--hparams=max_length=2,batch_size=64", f"--data_dir={data_dir}",
+                            f"--output_dir={tmp_path / 'run'}", "--train_steps=2", "--noxla",
+                            timeout=120)  # it hung forever before
+    one_line_error(result, "t2t-trainer", "Every one of the 200 train pairs",
+                   "longer than max_length=2", "raise max_length to at least")
+    assert digests(data_dir) == before
 
 
 def test_an_empty_split_or_a_dev_split_filtered_away_is_refused_before_reading(
         data_dir, tmp_path):
     import json
 
-    problem = _TinyMulti30k()
+    problem = TinyMulti30k()
     hp = resolve("transformer_tiny", TINY_HPARAMS, problem)
     copy = tmp_path / "data"
     shutil.copytree(data_dir, copy)
@@ -243,34 +193,34 @@ def test_an_empty_split_or_a_dev_split_filtered_away_is_refused_before_reading(
 def test_truncated_train_shard_is_named_with_what_to_do(data_dir, tmp_path):
     copy = tmp_path / "data"
     shutil.copytree(data_dir, copy)
-    shard = _TinyMulti30k().data_files("train", str(copy))[3]
+    shard = TinyMulti30k().data_files("train", str(copy))[3]
     os.truncate(shard, os.path.getsize(shard) - 7)
-    before = _digests(copy)
-    result = _run("trainer", f"--problem={PROBLEM}", "--hparams_set=transformer_tiny",
-                  f"--hparams={TINY_HPARAMS}", f"--data_dir={copy}",
-                  f"--output_dir={tmp_path / 'run'}", "--train_steps=2", "--noxla")
-    _one_error_line(result, "t2t-trainer", f"first {shard} (truncated record at",
-                    f"rerun t2t-datagen --problem={PROBLEM} --data_dir={copy}")
-    assert _digests(copy) == before
+    before = digests(copy)
+    result = run_cli("trainer", f"--problem={PROBLEM}", "--hparams_set=transformer_tiny",
+                     f"--hparams={TINY_HPARAMS}", f"--data_dir={copy}",
+                     f"--output_dir={tmp_path / 'run'}", "--train_steps=2", "--noxla")
+    one_line_error(result, "t2t-trainer", f"first {shard} (truncated record at",
+                   f"rerun t2t-datagen --problem={PROBLEM} --data_dir={copy}")
+    assert digests(copy) == before
 
 
 def test_corrupt_dev_record_is_named_after_training_keeping_the_checkpoint(
         data_dir, tmp_path):
     copy = tmp_path / "data"
     shutil.copytree(data_dir, copy)
-    shard = _TinyMulti30k().data_files("dev", str(copy))[0]
+    shard = TinyMulti30k().data_files("dev", str(copy))[0]
     with open(shard, "r+b") as f:  # flip a byte inside a record's data
         f.seek(os.path.getsize(shard) // 2)
         byte = f.read(1)
         f.seek(-1, os.SEEK_CUR)
         f.write(bytes([byte[0] ^ 0xFF]))
     out = tmp_path / "run"
-    result = _run("trainer", f"--problem={PROBLEM}", "--hparams_set=transformer_tiny",
-                  f"--hparams={TINY_HPARAMS}", f"--data_dir={copy}",
-                  f"--output_dir={out}", "--train_steps=1", "--noxla",
-                  "--local_eval_frequency=0", "--eval_decode_sentences=0")
-    _one_error_line(result, "t2t-trainer", f"first {shard} (corrupted record at",
-                    "rerun t2t-datagen")
+    result = run_cli("trainer", f"--problem={PROBLEM}", "--hparams_set=transformer_tiny",
+                     f"--hparams={TINY_HPARAMS}", f"--data_dir={copy}",
+                     f"--output_dir={out}", "--train_steps=1", "--noxla",
+                     "--local_eval_frequency=0", "--eval_decode_sentences=0")
+    one_line_error(result, "t2t-trainer", f"first {shard} (corrupted record at",
+                   "rerun t2t-datagen")
     assert (out / "ckpt-1.index").is_file()  # the step trained is saved
 
 
@@ -280,22 +230,22 @@ def test_datagen_names_a_truncated_gz_corpus(raw_dir, tmp_path):
     corpus = raw / "train.de.gz"
     data = corpus.read_bytes()
     corpus.write_bytes(data[:len(data) // 2])
-    before = _digests(raw)
-    result = _run("datagen", f"--problem={PROBLEM}", f"--data_dir={tmp_path / 'data'}",
-                  f"--tmp_dir={raw}", "--nodownload")
-    _one_error_line(result, "t2t-datagen", f"The corpus file {corpus} is truncated or "
-                                           f"corrupt (EOFError")
-    assert _digests(raw) == before
+    before = digests(raw)
+    result = run_cli("datagen", f"--problem={PROBLEM}", f"--data_dir={tmp_path / 'data'}",
+                     f"--tmp_dir={raw}", "--nodownload")
+    one_line_error(result, "t2t-datagen", f"The corpus file {corpus} is truncated or "
+                                          f"corrupt (EOFError")
+    assert digests(raw) == before
 
 
 def test_datagen_names_the_sizes_when_the_corpus_is_too_small_for_the_vocabulary(
         raw_dir, tmp_path):
     data = tmp_path / "data"
-    result = _run("datagen", f"--problem={PROBLEM}", f"--data_dir={data}",
-                  f"--tmp_dir={raw_dir}", "--nodownload")
-    _one_error_line(result, "t2t-datagen", "too small for a 8192-piece vocabulary: its "
-                                           "400 sentences give at most")
-    assert not os.path.exists(_TinyMulti30k().vocab_file(str(data)))
+    result = run_cli("datagen", f"--problem={PROBLEM}", f"--data_dir={data}",
+                     f"--tmp_dir={raw_dir}", "--nodownload")
+    one_line_error(result, "t2t-datagen", "too small for a 8192-piece vocabulary: its "
+                                          "400 sentences give at most")
+    assert not os.path.exists(TinyMulti30k().vocab_file(str(data)))
 
 
 def test_corrupt_vocabulary_file_is_one_clear_error(tmp_path):
@@ -316,7 +266,7 @@ def test_invalid_utf8_reaches_the_in_graph_tokenizer_as_replacement_characters(d
     """
     import tensorflow as tf
 
-    vocab = _TinyMulti30k().vocabulary(str(data_dir))
+    vocab = TinyMulti30k().vocabulary(str(data_dir))
     raw = [b"ein \xff\xfe mann", b"der \xc3", b"ein mann"]
     ids = vocab.tf_tokenizer().tokenize(tf.constant(raw)).to_list()
     assert ids == [vocab.encode(r.decode("utf-8", "replace")) for r in raw]
@@ -325,7 +275,7 @@ def test_invalid_utf8_reaches_the_in_graph_tokenizer_as_replacement_characters(d
 
 def test_ids_past_the_vocabulary_decode_to_nothing_instead_of_failing(data_dir):
     """A model with a rounded-up vocab_size can emit ids no piece owns."""
-    vocab = _TinyMulti30k().vocabulary(str(data_dir))
+    vocab = TinyMulti30k().vocabulary(str(data_dir))
     ids = vocab.encode("ein mann")
     assert vocab.vocab_size == 300
     assert vocab.decode(ids[:1] + [300, 8191] + ids[1:] + [1, 7]) == "ein mann"
@@ -336,7 +286,7 @@ def test_ids_past_the_vocabulary_decode_to_nothing_instead_of_failing(data_dir):
 # ---------------------------------------------------------------------------
 
 def test_directory_flags_refuse_empty_values_files_and_unwritable_places(tmp_path,
-                                                                          unwritable_dir):
+                                                                         unwritable_dir):
     a_file = tmp_path / "a_file"
     a_file.write_text("x")
     with pytest.raises(UserError, match=r"--output_dir must name a directory. "
@@ -372,19 +322,19 @@ def test_directory_flags_refuse_empty_values_files_and_unwritable_places(tmp_pat
     ("datagen", "t2t-datagen", ["--data_dir={f}", "--tmp_dir={d}"], "--data_dir names a file"),
 ])
 def test_every_cli_refuses_a_directory_flag_that_is_empty_or_a_file(module, prog, args,
-                                                                     message, tmp_path):
+                                                                    message, tmp_path):
     a_file = tmp_path / "a_file"
     a_file.write_text("kept")
     args = [a.format(f=a_file, d=tmp_path) for a in args]
-    _one_error_line(_run(module, *args), prog, message)
+    one_line_error(run_cli(module, *args), prog, message)
     assert a_file.read_text() == "kept"
 
 
 def test_datagen_refuses_an_unwritable_data_dir_before_any_work(raw_dir, unwritable_dir):
-    result = _run("datagen", f"--problem={PROBLEM}",
-                  f"--data_dir={os.path.join(unwritable_dir, 't2t_data')}",
-                  f"--tmp_dir={raw_dir}", "--nodownload")
-    line = _one_error_line(result, "t2t-datagen", f"cannot write in {unwritable_dir}")
+    result = cli_subprocess("datagen", f"--problem={PROBLEM}",
+                            f"--data_dir={os.path.join(unwritable_dir, 't2t_data')}",
+                            f"--tmp_dir={raw_dir}", "--nodownload")
+    line = one_line_error(result, "t2t-datagen", f"cannot write in {unwritable_dir}")
     assert "training a" not in result.stderr.decode()  # no vocabulary work began
     assert line
 
@@ -392,10 +342,10 @@ def test_datagen_refuses_an_unwritable_data_dir_before_any_work(raw_dir, unwrita
 def test_bleu_refuses_an_unknown_language_listing_the_known(tmp_path):
     text = tmp_path / "t.txt"
     text.write_text("ein Hund .\n")
-    result = _run("bleu", f"--translation={text}", f"--reference={text}",
-                  "--language=klingon")
-    _one_error_line(result, "t2t-bleu", "no rules for language 'klingon'",
-                    "use one of", " de, ", " en, ", " fr, ")
+    result = run_cli("bleu", f"--translation={text}", f"--reference={text}",
+                     "--language=klingon")
+    one_line_error(result, "t2t-bleu", "no rules for language 'klingon'",
+                   "use one of", " de, ", " en, ", " fr, ")
 
 
 # ---------------------------------------------------------------------------
@@ -403,12 +353,12 @@ def test_bleu_refuses_an_unknown_language_listing_the_known(tmp_path):
 # ---------------------------------------------------------------------------
 
 def test_interactive_decoder_reports_a_non_utf8_line_and_goes_on(run_dir):
-    result = _run("decoder", f"--output_dir={run_dir}", "--decode_interactive",
-                  stdin=b"ein mann\n\xff\xfe kaputt\nder hund\n")
-    line = _one_error_line(result, "t2t-decoder", "input line 2 is not valid UTF-8",
-                           status=0)
+    result = run_cli("decoder", f"--output_dir={run_dir}", "--decode_interactive",
+                     stdin=b"ein mann\n\xff\xfe kaputt\nder hund\n")
+    line = one_line_error(result, "t2t-decoder", "input line 2 is not valid UTF-8",
+                          status=0)
     assert "\\xff\\xfe" in line
-    assert len(result.stdout.decode("utf-8").splitlines()) == 2  # lines 1 and 3
+    assert len(result.stdout.splitlines()) == 2  # lines 1 and 3
 
 
 @pytest.mark.parametrize("target", ["directory", "unwritable"])
@@ -417,12 +367,12 @@ def test_decode_to_file_that_cannot_be_written_is_refused_before_decoding(
     sources = tmp_path / "src.txt"
     sources.write_text("ein mann\nder hund\n")
     out = tmp_path if target == "directory" else os.path.join(unwritable_dir, "out.txt")
-    before = _digests(run_dir)
-    result = _run("decoder", f"--output_dir={run_dir}", f"--decode_from_file={sources}",
-                  f"--decode_to_file={out}")
-    _one_error_line(result, "t2t-decoder", "--decode_to_file")
-    assert "decoding [" not in result.stderr.decode()  # refused before decoding
-    assert _digests(run_dir) == before
+    before = digests(run_dir)
+    result = run_cli("decoder", f"--output_dir={run_dir}", f"--decode_from_file={sources}",
+                     f"--decode_to_file={out}")
+    one_line_error(result, "t2t-decoder", "--decode_to_file")
+    assert "Decoding with" not in result.stderr  # refused before loading, so before decoding
+    assert digests(run_dir) == before
 
 
 # ---------------------------------------------------------------------------
@@ -459,19 +409,19 @@ def _serve_once(answer: bytes):
 def test_query_turns_a_malformed_answer_into_one_line(answer, kind):
     url, server, thread = _serve_once(answer)
     try:
-        result = _run("query", f"--server={url}", "--sentences=ein mann", "--timeout=20",
-                      timeout=60)
+        result = cli_subprocess("query", f"--server={url}", "--sentences=ein mann", "--timeout=20",
+                                timeout=60)
     finally:
         server.close()
         thread.join(timeout=10)
-    _one_error_line(result, "t2t-query", "not a complete HTTP response", kind)
+    one_line_error(result, "t2t-query", "not a complete HTTP response", kind)
 
 
 def test_query_reports_standard_input_that_is_not_utf8_before_any_request():
-    result = _run("query", "--server=http://127.0.0.1:9", "--timeout=5",
-                  stdin=b"A dog.\ncaf\xe9 au lait\n", timeout=60)
-    _one_error_line(result, "t2t-query", "the standard input is not UTF-8 text: byte 0xe9 "
-                                         "at line 2")
+    result = cli_subprocess("query", "--server=http://127.0.0.1:9", "--timeout=5",
+                            stdin=b"A dog.\ncaf\xe9 au lait\n", timeout=60)
+    one_line_error(result, "t2t-query", "the standard input is not UTF-8 text: byte 0xe9 "
+                                        "at line 2")
 
 
 def test_output_to_a_closed_pipe_ends_quietly_as_a_shell_tool_does(tmp_path):
@@ -497,10 +447,10 @@ def test_a_damaged_best_json_stops_a_resume_before_it_trains(run_dir, data_dir, 
     shutil.copytree(run_dir, run)
     (run / "best").mkdir(exist_ok=True)
     (run / "best" / "best.json").write_bytes(b"\xff\xfe{")
-    result = _run("trainer", f"--problem={PROBLEM}", "--hparams_set=transformer_tiny",
-                  f"--hparams={TINY_HPARAMS}", f"--data_dir={data_dir}",
-                  f"--output_dir={run}", "--train_steps=2", "--noxla",
-                  "--local_eval_frequency=0", "--eval_decode_sentences=0")
-    _one_error_line(result, "t2t-trainer", f"{run / 'best' / 'best.json'} is corrupt ('utf-8'",
-                    "delete the folder holding it")
+    result = run_cli("trainer", f"--problem={PROBLEM}", "--hparams_set=transformer_tiny",
+                     f"--hparams={TINY_HPARAMS}", f"--data_dir={data_dir}",
+                     f"--output_dir={run}", "--train_steps=2", "--noxla",
+                     "--local_eval_frequency=0", "--eval_decode_sentences=0")
+    one_line_error(result, "t2t-trainer", f"{run / 'best' / 'best.json'} is corrupt ('utf-8'",
+                   "delete the folder holding it")
     assert not list(run.glob("ckpt-2.*"))

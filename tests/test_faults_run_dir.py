@@ -4,7 +4,10 @@ skipped, decode settings out of range, and the kill series (--slow).
 
 Each case asserts one line, the exit status and, where files were written
 before, that they are byte-identical afterwards (the `.lock` file, which
-records the last holder's pid, apart).
+records the last holder's pid, apart). The CLIs run in this process
+(`run_cli`) where their output is the subject, as subprocesses where the
+process is (signals, kills, a closed pipe or terminal, a lock another
+process holds).
 """
 
 import errno
@@ -20,23 +23,16 @@ import time
 
 import pytest
 
-from conftest import ROOT, checkpoint_step, stop_signals_at_their_defaults
-from test_faults import (PROBLEM, TINY_HPARAMS, _digests, _one_error_line, _run,
-                         _TinyMulti30k)
+from conftest import (ROOT, checkpoint_step, one_line_error, run_cli,
+                      stop_signals_at_their_defaults)
+from tiny_runs import PROBLEM, TINY_HPARAMS, TinyMulti30k, cli_subprocess, digests, trainer_args
 
 LOCK = ".lock"
 
 
-def _trainer_args(data, out, steps, *extra):
-    return [f"--problem={PROBLEM}", "--hparams_set=transformer_tiny",
-            f"--hparams={TINY_HPARAMS}", f"--data_dir={data}", f"--output_dir={out}",
-            f"--train_steps={steps}", "--noxla", "--local_eval_frequency=0", "--eval_steps=1",
-            "--eval_decode_sentences=0", *extra]
-
-
 def _files(directory):
-    """`_digests` without the lock file."""
-    return {k: v for k, v in _digests(directory).items() if os.path.basename(k) != LOCK}
+    """`digests` without the lock file."""
+    return {k: v for k, v in digests(directory).items() if os.path.basename(k) != LOCK}
 
 
 def _popen(module, *args, stdin=subprocess.DEVNULL, unbuffered=True):
@@ -54,8 +50,8 @@ def _popen(module, *args, stdin=subprocess.DEVNULL, unbuffered=True):
 def run3(tiny_data, tmp_path_factory):
     """A training directory with checkpoints at steps 1, 2 and 3."""
     out = tmp_path_factory.mktemp("run3") / "run"
-    result = _run("trainer", *_trainer_args(tiny_data, out, 3, "--save_checkpoints_steps=1"))
-    assert result.returncode == 0, result.stderr.decode()[-3000:]
+    result = run_cli("trainer", *trainer_args(tiny_data, out, 3, "--save_checkpoints_steps=1"))
+    assert result.returncode == 0, result.stderr[-3000:]
     return out
 
 
@@ -140,23 +136,23 @@ def test_readers_use_the_newest_intact_checkpoint_saying_what_they_skipped(damag
 def test_a_named_damaged_checkpoint_is_one_clear_error(damage, run_copy):
     reason = damage(run_copy)
     before = _files(run_copy)
-    result = _run("decoder", f"--output_dir={run_copy}", "--decode_interactive",
-                  f"--checkpoint_path={run_copy / 'ckpt-3'}", stdin=b"ein mann\n")
-    _one_error_line(result, "t2t-decoder", f"the checkpoint {run_copy / 'ckpt-3'}", reason,
-                    "leave it out to use the newest intact checkpoint")
+    result = run_cli("decoder", f"--output_dir={run_copy}", "--decode_interactive",
+                     f"--checkpoint_path={run_copy / 'ckpt-3'}", stdin="ein mann\n")
+    one_line_error(result, "t2t-decoder", f"the checkpoint {run_copy / 'ckpt-3'}", reason,
+                   "leave it out to use the newest intact checkpoint")
     assert _files(run_copy) == before
 
 
 def test_decoder_without_a_checkpoint_named_falls_back_and_says_so(run_copy):
     _truncate_data(run_copy)
-    result = _run("decoder", f"--output_dir={run_copy}", "--decode_interactive",
-                  stdin=b"ein mann\n")
-    stderr = result.stderr.decode()
+    result = run_cli("decoder", f"--output_dir={run_copy}", "--decode_interactive",
+                     stdin="ein mann\n")
+    stderr = result.stderr
     assert result.returncode == 0, stderr[-3000:]
     skipped = [l for l in stderr.splitlines() if l.startswith("Skipping the checkpoint")]
     assert len(skipped) == 1 and "ckpt-3: its .data file is truncated" in skipped[0]
     assert f"Decoding with {run_copy / 'ckpt-2'}" in stderr
-    assert len(result.stdout.decode().splitlines()) == 1
+    assert len(result.stdout.splitlines()) == 1
 
 
 def test_averaging_skips_a_damaged_checkpoint(run_copy):
@@ -181,10 +177,10 @@ def test_trainer_resumes_from_the_newest_intact_checkpoint_and_repairs_the_index
     import tensorflow as tf
 
     _garbage_index(run_copy)  # and ckpt-3's data truncated
-    result = _run("trainer", *_trainer_args(tiny_data, run_copy, 4,
-                                            "--save_checkpoints_steps=1"))
-    stdout = result.stdout.decode()
-    assert result.returncode == 0, result.stderr.decode()[-3000:]
+    result = run_cli("trainer", *trainer_args(tiny_data, run_copy, 4,
+                                              "--save_checkpoints_steps=1"))
+    stdout = result.stdout
+    assert result.returncode == 0, result.stderr[-3000:]
     assert f"The checkpoint index {run_copy / 'checkpoint'} is unreadable" in stdout
     assert f"Skipping the checkpoint {run_copy / 'ckpt-3'}: its .data file is truncated" \
         in stdout
@@ -202,19 +198,19 @@ def test_trainer_resumes_from_the_newest_intact_checkpoint_and_repairs_the_index
 def test_resume_refuses_a_vocabulary_that_differs_by_content(run_copy, tiny_data, tmp_path):
     data = tmp_path / "data"
     shutil.copytree(tiny_data, data)
-    vocab = _TinyMulti30k().vocab_file(str(data))
+    vocab = TinyMulti30k().vocab_file(str(data))
     with open(vocab, "ab") as f:
         f.write(b"\x00")  # same name, other bytes
     before = _files(run_copy)
-    result = _run("trainer", *_trainer_args(data, run_copy, 5))
-    _one_error_line(result, "t2t-trainer", f"the vocabulary {vocab} differs from "
-                                           f"{run_copy / 'vocab.model'}",
-                    f"resume with the --data_dir they were trained on ({tiny_data})")
+    result = run_cli("trainer", *trainer_args(data, run_copy, 5))
+    one_line_error(result, "t2t-trainer", f"the vocabulary {vocab} differs from "
+                                          f"{run_copy / 'vocab.model'}",
+                   f"resume with the --data_dir they were trained on ({tiny_data})")
     assert _files(run_copy) == before
 
 
 def test_training_refuses_a_vocabulary_larger_than_the_model(tiny_data, tmp_path,
-                                                            monkeypatch):
+                                                             monkeypatch):
     """A data_dir made while the problem had a larger vocab_size (its vocabulary
     has 300 pieces; the problem now says 290) is refused before any step."""
     from t2t_revival.config_resolution import resolve_train_config
@@ -229,7 +225,7 @@ def test_training_refuses_a_vocabulary_larger_than_the_model(tiny_data, tmp_path
                                   output_dir=str(out), train_steps=1, xla=False)
     trainer = Trainer(config, log=lambda *a: None)
     assert trainer.hparams.vocab_size == 290
-    vocab = _TinyMulti30k().vocab_file(str(tiny_data))
+    vocab = TinyMulti30k().vocab_file(str(tiny_data))
     with pytest.raises(UserError, match=(
             f"the vocabulary {vocab} has 300 pieces, more than the model's 290 embedding "
             f"rows .*pass --hparams=vocab_size=300")):
@@ -240,10 +236,10 @@ def test_training_refuses_a_vocabulary_larger_than_the_model(tiny_data, tmp_path
 def test_a_resume_with_other_hparams_is_refused_and_rewrites_nothing(run_copy, tiny_data):
     before = _files(run_copy)
     args = [a.replace("--hparams=", "--hparams=learning_rate=1.5,")
-            for a in _trainer_args(tiny_data, run_copy, 5)]
-    _one_error_line(_run("trainer", *args), "t2t-trainer",
-                    f"{run_copy} holds a run with other hparams (learning_rate: saved 2.0, "
-                    f"now 1.5); rerun with the same --hparams_set/--hparams to resume")
+            for a in trainer_args(tiny_data, run_copy, 5)]
+    one_line_error(run_cli("trainer", *args), "t2t-trainer",
+                   f"{run_copy} holds a run with other hparams (learning_rate: saved 2.0, "
+                   f"now 1.5); rerun with the same --hparams_set/--hparams to resume")
     assert _files(run_copy) == before
 
 
@@ -252,11 +248,11 @@ def test_a_failed_resume_rewrites_nothing(run_copy, tiny_data):
     before = _files(run_copy)
     other = TINY_HPARAMS.replace("d_model=16", "d_model=32")
     args = [a if not a.startswith("--hparams=") else f"--hparams={other}"
-            for a in _trainer_args(tiny_data, run_copy, 5)]
-    result = _run("trainer", *args)
-    _one_error_line(result, "t2t-trainer", f"the checkpoint {run_copy / 'ckpt-3'} holds a "
-                                           f"model of other hparams",
-                    "hparams.json, which records them, is missing")
+            for a in trainer_args(tiny_data, run_copy, 5)]
+    result = run_cli("trainer", *args)
+    one_line_error(result, "t2t-trainer", f"the checkpoint {run_copy / 'ckpt-3'} holds a "
+                                          f"model of other hparams",
+                   "hparams.json, which records them, is missing")
     assert _files(run_copy) == before
     assert not (run_copy / "hparams.json").exists()
 
@@ -266,9 +262,9 @@ def test_a_second_trainer_is_refused_while_the_first_lives(run_copy, tiny_data):
 
     before = _files(run_copy)
     with RunLock(str(run_copy)):
-        result = _run("trainer", *_trainer_args(tiny_data, run_copy, 5))
-    _one_error_line(result, "t2t-trainer", f"{run_copy} is in use by another t2t-trainer "
-                                           f"(pid {os.getpid()} on")
+        result = cli_subprocess("trainer", *trainer_args(tiny_data, run_copy, 5))
+    one_line_error(result, "t2t-trainer", f"{run_copy} is in use by another t2t-trainer "
+                                          f"(pid {os.getpid()} on")
     assert _files(run_copy) == before
 
 
@@ -314,14 +310,14 @@ def _wait_for_line(proc, needle, timeout=240):
     (signal.SIGTERM, 143, False), (signal.SIGINT, 130, True),
     (signal.SIGHUP, 129, False)])   # the terminal closed (a dropped ssh session)
 def test_a_signal_saves_at_the_current_step_then_stops(signum, status, twice, tiny_data,
-                                                        tmp_path):
+                                                       tmp_path):
     import tensorflow as tf
 
     out = tmp_path / "run"
     with stop_signals_at_their_defaults():   # as from a terminal
-        proc = _popen("trainer", *_trainer_args(tiny_data, out, 100000,
-                                                "--save_checkpoints_steps=1000",
-                                                "--log_step_count_steps=1"))
+        proc = _popen("trainer", *trainer_args(tiny_data, out, 100000,
+                                               "--save_checkpoints_steps=1000",
+                                               "--log_step_count_steps=1"))
     _wait_for_line(proc, "step 3/100000")
     proc.send_signal(signum)
     if twice:  # a second Ctrl-C, while it saves
@@ -356,9 +352,9 @@ def test_a_closed_output_saves_at_the_current_step_then_stops(tiny_data, tmp_pat
     import tensorflow as tf
 
     out = tmp_path / "run"
-    proc = _popen("trainer", *_trainer_args(tiny_data, out, 100000,
-                                            "--save_checkpoints_steps=1000",
-                                            "--log_step_count_steps=1"), unbuffered=False)
+    proc = _popen("trainer", *trainer_args(tiny_data, out, 100000,
+                                           "--save_checkpoints_steps=1000",
+                                           "--log_step_count_steps=1"), unbuffered=False)
     _wait_for_line(proc, "step 3/100000")
     proc.stdout.close()   # the reader goes away
     stderr = proc.stderr.read().decode()
@@ -405,8 +401,8 @@ def test_a_closed_terminal_saves_at_the_current_step_then_stops(tiny_data, tmp_p
         proc = subprocess.Popen(
             [sys.executable, "-c", _ON_TERMINAL, os.ttyname(slave), "-m",
              "t2t_revival.cli.trainer",
-             *_trainer_args(tiny_data, out, 100000, "--save_checkpoints_steps=1000",
-                            "--log_step_count_steps=1")],
+             *trainer_args(tiny_data, out, 100000, "--save_checkpoints_steps=1000",
+                           "--log_step_count_steps=1")],
             stdin=subprocess.DEVNULL, stdout=subprocess.DEVNULL, stderr=subprocess.DEVNULL,
             start_new_session=True, env=env)
     seen, deadline = b"", time.time() + 240
@@ -689,14 +685,14 @@ def small_tmpfs(tmp_path):
 
 
 def test_a_full_disk_during_training_ends_in_one_line_and_loses_nothing(small_tmpfs,
-                                                                         tiny_data):
+                                                                        tiny_data):
     import tensorflow as tf
 
     out = small_tmpfs / "run"
-    result = _run("trainer", *_trainer_args(tiny_data, out, 5, "--save_checkpoints_steps=1"))
-    _one_error_line(result, "t2t-trainer", "could not save the checkpoint at step 2",
-                    "No space left on device", f"the latest saved checkpoint {out / 'ckpt-1'} "
-                                               f"is intact", "free some space")
+    result = run_cli("trainer", *trainer_args(tiny_data, out, 5, "--save_checkpoints_steps=1"))
+    one_line_error(result, "t2t-trainer", "could not save the checkpoint at step 2",
+                   "No space left on device", f"the latest saved checkpoint {out / 'ckpt-1'} "
+                                              f"is intact", "free some space")
     assert tf.train.latest_checkpoint(str(out)) == str(out / "ckpt-1")
     assert sorted(p.name for p in out.iterdir() if p.name.startswith("ckpt")) == \
         ["ckpt-1.data-00000-of-00001", "ckpt-1.index"]
@@ -758,20 +754,20 @@ def test_leftovers_of_killed_runs_are_removed_and_nothing_else(run_copy):
 def test_skip_corrupt_records_counts_and_names_the_shards(tiny_data, tmp_path):
     copy = tmp_path / "data"
     shutil.copytree(tiny_data, copy)
-    shards = _TinyMulti30k().data_files("train", str(copy))
+    shards = TinyMulti30k().data_files("train", str(copy))
     os.truncate(shards[3], os.path.getsize(shards[3]) - 7)
-    before = _digests(copy)
+    before = digests(copy)
     out = tmp_path / "run"
-    result = _run("trainer", *_trainer_args(copy, out, 2), "--skip_corrupt_records")
-    stdout = result.stdout.decode()
-    assert result.returncode == 0, result.stderr.decode()[-3000:]
+    result = run_cli("trainer", *trainer_args(copy, out, 2), "--skip_corrupt_records")
+    stdout = result.stdout
+    assert result.returncode == 0, result.stderr[-3000:]
     lines = [l for l in stdout.splitlines() if l.startswith("--skip_corrupt_records:")]
     assert len(lines) == 1, stdout
     assert lines[0].startswith("--skip_corrupt_records: skipping 1 record(s) of the train "
                                "split of translate_ende_multi30k: 1 shard(s)")
     assert f"first {shards[3]} (truncated record at" in lines[0]
     assert (out / "ckpt-2.index").is_file()
-    assert _digests(copy) == before
+    assert digests(copy) == before
 
 
 # ---------------------------------------------------------------------------
@@ -801,10 +797,10 @@ def test_decode_hparams_out_of_range_are_refused_with_the_range(text, message):
 
 
 def test_decoder_refuses_decode_hparams_out_of_range_before_loading(run3):
-    result = _run("decoder", f"--output_dir={run3}", "--decode_interactive",
-                  "--decode_hparams=alpha=nan", stdin=b"ein mann\n")
-    _one_error_line(result, "t2t-decoder", "'alpha' must be a finite number in [0, inf)")
-    assert "Decoding with" not in result.stderr.decode()
+    result = run_cli("decoder", f"--output_dir={run3}", "--decode_interactive",
+                     "--decode_hparams=alpha=nan", stdin="ein mann\n")
+    one_line_error(result, "t2t-decoder", "'alpha' must be a finite number in [0, inf)")
+    assert "Decoding with" not in result.stderr
 
 
 # ---------------------------------------------------------------------------
@@ -830,8 +826,8 @@ def test_kill_series_resumes_each_time_and_ends_sane(tiny_data, tmp_path):
     rng = random.Random(20)
     out = tmp_path / "run"
     final = 40  # more than 5 runs of a few steps each reach
-    args = _trainer_args(tiny_data, out, final, "--save_checkpoints_steps=2",
-                         "--log_step_count_steps=1", "--keep_checkpoint_max=5")
+    args = trainer_args(tiny_data, out, final, "--save_checkpoints_steps=2",
+                        "--log_step_count_steps=1", "--keep_checkpoint_max=5")
     during_save = 0
     for kill in range(5):
         before = _saved_step(out)
@@ -871,7 +867,7 @@ def test_kill_series_resumes_each_time_and_ends_sane(tiny_data, tmp_path):
         # The rerun resumes at the last saved step: the step its optimizer holds.
         assert checkpoint_step(out / f"ckpt-{saved}") == saved
     assert during_save >= 1
-    result = _run("trainer", *args)
+    result = cli_subprocess("trainer", *args)
     stdout = result.stdout.decode()
     assert result.returncode == 0, result.stderr.decode()[-3000:]
     assert f"Resumed from {out / f'ckpt-{saved}'} at step {saved}." in stdout

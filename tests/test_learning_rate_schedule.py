@@ -53,7 +53,7 @@ def test_cooldown_longer_than_training_is_refused():
 def test_trainer_runs_the_cooldown_to_its_train_steps(tiny_data, tmp_path):
     """The trainer gives the schedule --train_steps: the logged rate after each
     of 4 updates (the next update's) is equation 3 times (4 - step) / 4."""
-    from test_faults import PROBLEM, TINY_HPARAMS
+    from tiny_runs import PROBLEM, TINY_HPARAMS
     from t2t_revival.config_resolution import resolve_train_config
     from t2t_revival.train.trainer import Trainer
 
@@ -76,16 +76,16 @@ def test_trainer_runs_the_cooldown_to_its_train_steps(tiny_data, tmp_path):
 
 
 def test_trainer_refuses_a_cooldown_longer_than_train_steps(tiny_data, tmp_path):
-    from test_faults import TINY_HPARAMS, _one_error_line, _run
-    from test_faults_run_dir import _trainer_args
+    from conftest import one_line_error, run_cli
+    from tiny_runs import TINY_HPARAMS, trainer_args
 
     out = tmp_path / "run"
     args = [a if not a.startswith("--hparams=") else
             f"--hparams={TINY_HPARAMS},learning_rate_cooldown_steps=5"
-            for a in _trainer_args(tiny_data, out, 3)]
-    result = _run("trainer", *args)
-    _one_error_line(result, "t2t-trainer", "hparam learning_rate_cooldown_steps=5 is more "
-                                           "than --train_steps=3", "raise --train_steps")
+            for a in trainer_args(tiny_data, out, 3)]
+    result = run_cli("trainer", *args)
+    one_line_error(result, "t2t-trainer", "hparam learning_rate_cooldown_steps=5 is more "
+                                          "than --train_steps=3", "raise --train_steps")
     assert not out.exists() or not any(out.glob("ckpt-*"))
 
 
@@ -98,7 +98,7 @@ def test_trainer_refuses_a_cooldown_longer_than_train_steps(tiny_data, tmp_path)
 def test_a_time_budget_that_cuts_the_cooldown_says_so(tiny_data, tmp_path, cooldown, message):
     """--max_train_minutes stops the run at step 1 of 6 (0.6 s: the first
     step's tracing spends it); the log says where that left the cooldown."""
-    from test_faults import PROBLEM, TINY_HPARAMS
+    from tiny_runs import PROBLEM, TINY_HPARAMS
     from t2t_revival.config_resolution import resolve_train_config
     from t2t_revival.train.trainer import Trainer
 
@@ -162,7 +162,7 @@ def test_cooldown_fit_estimates_where_the_budget_runs_out():
 def _trainer_with_a_one_minute_budget(tiny_data, tmp_path, lines):
     """A tiny run of 12 updates, the last 4 a cooldown, a 1-minute budget
     (tests give it a fake clock), logging every update into `lines`."""
-    from test_faults import PROBLEM, TINY_HPARAMS
+    from tiny_runs import PROBLEM, TINY_HPARAMS
     from t2t_revival.config_resolution import resolve_train_config
     from t2t_revival.train.trainer import Trainer
 

@@ -275,14 +275,14 @@ def test_a_signal_to_the_recipe_stops_its_trainer_with_a_checkpoint(tiny_data, t
     import signal
     import time
 
-    from test_faults_run_dir import _trainer_args
+    from tiny_runs import trainer_args
 
     out = tmp_path / "run"
     env = dict(os.environ, PYTHONPATH=str(ROOT), PYTHONUNBUFFERED="1")
     with stop_signals_at_their_defaults():   # as from a terminal
         proc = subprocess.Popen([sys.executable, "-c", _STAGE,
-                                 *_trainer_args(tiny_data, out, 100000,
-                                                "--log_step_count_steps=1")],
+                                 *trainer_args(tiny_data, out, 100000,
+                                               "--log_step_count_steps=1")],
                                 stdout=subprocess.PIPE, stderr=subprocess.STDOUT, text=True,
                                 env=env)
     try:

@@ -160,7 +160,7 @@ def test_rerun_after_a_kill_while_shuffling_encodes_only_unfinished_shards(
         raw_dir, reference, tmp_path, monkeypatch):
     """A kill after some shards are final: the rerun writes the rest, same bytes."""
     _, expected = reference
-    real = sharded_record_writer._shuffle_shard
+    real = sharded_record_writer.shuffle_shard
     finished = []
 
     def dies_after_three(raw, path, seed):
@@ -169,21 +169,21 @@ def test_rerun_after_a_kill_while_shuffling_encodes_only_unfinished_shards(
         finished.append(real(raw, path, seed))
         return finished[-1]
 
-    monkeypatch.setattr(sharded_record_writer, "_shuffle_shard", dies_after_three)
+    monkeypatch.setattr(sharded_record_writer, "shuffle_shard", dies_after_three)
     with pytest.raises(KeyboardInterrupt):
         SmallDatagen(download=False, num_workers=1).generate_data(str(tmp_path), str(raw_dir))
     names = os.listdir(tmp_path)
     assert sum(n.endswith(".hist.json") and "-train-" in n for n in names) == 8
     assert sum(n.endswith(".raw") for n in names) == 5
-    monkeypatch.setattr(sharded_record_writer, "_shuffle_shard", real)
+    monkeypatch.setattr(sharded_record_writer, "shuffle_shard", real)
     encoded = []
-    real_encode = sharded_record_writer._encode_chunk
+    real_encode = sharded_record_writer.encode_chunk
 
     def counting(start, pairs, num_shards, encode, records_of):
         encoded.append(len(encode))
         return real_encode(start, pairs, num_shards, encode, records_of)
 
-    monkeypatch.setattr(sharded_record_writer, "_encode_chunk", counting)
+    monkeypatch.setattr(sharded_record_writer, "encode_chunk", counting)
     SmallDatagen(download=False, num_workers=1).generate_data(str(tmp_path), str(raw_dir))
     assert _digests(tmp_path) == expected
     # train: every shard had its records and histogram, nothing was encoded
@@ -198,12 +198,12 @@ def test_a_full_disk_while_encoding_is_one_line_then_a_rerun_completes(raw_dir, 
     space), and a rerun on a disk with room writes the same bytes."""
     import errno
 
-    from test_disk_failures import _disk_full_after
+    from full_disk import disk_full_after
     from t2t_revival.errors import UserError
 
     _, expected = reference
     shutil.copy(reference[0] / "vocab.small_datagen.model", tmp_path)
-    _disk_full_after(monkeypatch, sharded_record_writer, room=100_000, suffix=".raw.incomplete")
+    disk_full_after(monkeypatch, sharded_record_writer, room=100_000, suffix=".raw.incomplete")
     with pytest.raises(UserError) as e:
         SmallDatagen(download=False, num_workers=1).generate_data(str(tmp_path), str(raw_dir))
     assert str(e.value) == (

@@ -53,6 +53,27 @@ def test_duplicate_name_is_an_error():
     assert reg.get("transformer") is transformer
 
 
+def test_a_name_registered_for_a_block_is_free_after_it():
+    reg = Registry("problem")
+
+    class TinyProblem:
+        """A problem."""
+
+    with reg.registered(TinyProblem, "tiny") as registered:
+        assert registered is TinyProblem and reg.get("tiny") is TinyProblem
+        assert TinyProblem.registered_name == "tiny"
+        with pytest.raises(RegistryError, match="already registered"):
+            with reg.registered(TinyProblem, "tiny"):
+                pass
+        assert reg.get("tiny") is TinyProblem   # the refused one took nothing away
+    assert "tiny" not in reg and len(reg) == 0
+    with pytest.raises(ZeroDivisionError):
+        with reg.registered(TinyProblem):
+            assert reg.names() == ["tiny_problem"]
+            1 / 0
+    assert len(reg) == 0   # free again after an error too
+
+
 def test_unknown_name_lists_registered_and_closest():
     reg = Registry("hparam set")
     for name in ("transformer_base", "transformer_big", "transformer_tiny"):

@@ -9,7 +9,7 @@ import sys
 import pytest
 
 from conftest import ENV, ROOT, sigkill_once_saved
-from test_faults import PROBLEM, TINY_HPARAMS
+from tiny_runs import PROBLEM, TINY_HPARAMS
 
 
 def test_a_call_ends_on_the_next_progress_save_eval_or_final_step():

@@ -89,25 +89,44 @@ def test_tfds_data_dir_is_refused_for_an_archive_problem(tmp_path):
 
 
 @pytest.mark.slow
-def test_mock_tfds_datagen_train_decode(tmp_path, monkeypatch):
+def test_mock_tfds_datagen_train_decode(tmp_path):
+    """A registered TFDS problem end to end: datagen, 3 training steps, decoding.
+
+    The decoder, loaded from the run's folder alone, scores the dev pairs read
+    straight from TFDS to the trainer's own final dev loss: the run trained
+    and evaluated on the TFDS pairs, source and target the right way round,
+    and the decoder holds its trained weights and vocabulary.
+    """
     from t2t_revival.config_resolution import resolve_train_config
     from t2t_revival.decode.decoder import Decoder
     from t2t_revival.decode_hparams import parse_decode_hparams
     from t2t_revival.train.trainer import train
 
     registry.load_all()
-    monkeypatch.setitem(registry.problems._entries, _SmallMockWmt14.registered_name,
-                        _SmallMockWmt14)
     data_dir, out_dir = tmp_path / "data", tmp_path / "run"
     with tfds.testing.mock_data(num_examples=MOCK_PAIRS):
         _SmallMockWmt14().generate_data(str(data_dir), "")
-    train(resolve_train_config(problem=_SmallMockWmt14.registered_name, output_dir=str(out_dir),
-                               data_dir=str(data_dir), hparams_set="transformer_tiny",
-                               train_steps=3, local_eval_frequency=0, save_checkpoints_steps=3,
-                               log_step_count_steps=1, eval_decode_sentences=0),
-          log=lambda *a, **k: None)
+        dev = [(ex["en"].decode().strip(), ex["de"].decode().strip()) for ex in tfds.as_numpy(
+            tfds.builder("wmt14_translate/de-en").as_dataset(split="validation",
+                                                              shuffle_files=False))]
+    dev = [(s, t) for s, t in dev if s and t]
+    with registry.problems.registered(_SmallMockWmt14, _SmallMockWmt14.registered_name):
+        result = train(resolve_train_config(
+            problem=_SmallMockWmt14.registered_name, output_dir=str(out_dir),
+            data_dir=str(data_dir), hparams_set="transformer_tiny", train_steps=3,
+            local_eval_frequency=0, save_checkpoints_steps=3, log_step_count_steps=1,
+            eval_decode_sentences=0), log=lambda *a, **k: None)
+    assert result.step == 3 and result.checkpoint == str(out_dir / "ckpt-3")
+    assert result.evaluation.step == 3 and result.evaluation.loss > 0
+    decoder = Decoder.load(str(out_dir), overrides=parse_decode_hparams(
+        "beam_size=2,extra_length=5"))
+    assert decoder.checkpoint_path == str(out_dir / "ckpt-3")
+    assert decoder.run_record.problem == _SmallMockWmt14.registered_name
+    # The dev loss: cross-entropy per target token, EOS included, over the dev pairs.
+    log_probs = [log_prob for log_prob, _ in decoder.score(dev)]
+    tokens = sum(len(decoder.vocab.encode(t)) + 1 for _, t in dev)
+    assert -sum(log_probs) / tokens == pytest.approx(result.evaluation.loss, rel=1e-4)
     sources = _lines(_SmallMockWmt14().source_target_files("test", str(data_dir))[0])[:4]
-    outputs = Decoder.load(str(out_dir), overrides=parse_decode_hparams(
-        "beam_size=2,extra_length=5")).translate(sources)
+    outputs = decoder.translate(sources)
     assert len(outputs) == 4 and all(isinstance(o, str) for o in outputs)
     assert os.path.isfile(out_dir / "checkpoint")

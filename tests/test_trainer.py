@@ -11,7 +11,7 @@ import sys
 import numpy as np
 import pytest
 
-from conftest import ENV, ROOT, sigkill_once_saved
+from conftest import ENV, ROOT, run_cli, sigkill_once_saved
 
 
 
@@ -71,7 +71,7 @@ def test_user_errors_are_one_line(tmp_path):
         (["--seed=-1"], "--seed=-1: -1 is not an integer in the range [0, 4294967295]"),
     ]
     for args, message in cases:
-        out = _python([str(ROOT / "t2t_trainer.py"), *args])
+        out = run_cli("trainer", *args)   # in this process: the output is the subject
         lines = [l for l in out.stderr.splitlines() if l.startswith("t2t-trainer: error:")]
         assert out.returncode == 2, (args, out.stderr[-2000:])
         assert len(lines) == 1 and message in lines[0], (args, out.stderr[-2000:])

@@ -1,18 +1,14 @@
 """t2t-trainer's user errors: one clear line, exit status 2, no traceback."""
 
-import os
-import subprocess
-import sys
-
 import pytest
 
-from conftest import ROOT
+from conftest import run_cli
 
 
 def _trainer(*args):
-    env = dict(os.environ, PYTHONPATH=str(ROOT))
-    return subprocess.run([sys.executable, str(ROOT / "t2t_trainer.py"), *args],
-                          capture_output=True, text=True, env=env, timeout=300)
+    """t2t-trainer ARGS, in this process (its output and exit status are the
+    subject, not the process: tests/test_quiet_start.py starts one)."""
+    return run_cli("trainer", *args)
 
 
 def test_registry_help_lists_the_sets():

@@ -8,9 +8,8 @@ import math
 import numpy as np
 import pytest
 
-from conftest import checkpoint_step
-from test_faults import PROBLEM, TINY_HPARAMS, _one_error_line, _run
-from test_faults_run_dir import _trainer_args
+from conftest import checkpoint_step, one_line_error, run_cli
+from tiny_runs import PROBLEM, TINY_HPARAMS, trainer_args
 
 
 def test_a_diverged_run_stops_with_one_line_and_keeps_its_checkpoints(tiny_data, tmp_path):
@@ -21,14 +20,15 @@ def test_a_diverged_run_stops_with_one_line_and_keeps_its_checkpoints(tiny_data,
     import tensorflow as tf
 
     out = tmp_path / "run"
-    args = _trainer_args(tiny_data, out, 12, "--save_checkpoints_steps=1",
-                         "--log_step_count_steps=1")
+    args = trainer_args(tiny_data, out, 12, "--save_checkpoints_steps=1",
+                        "--log_step_count_steps=1")
     args = [a.replace("--hparams=", "--hparams=learning_rate=1e37,") for a in args]
-    line = _one_error_line(_run("trainer", *args), "t2t-trainer", "the model diverged at step 2",
-                           "its update's loss nan, gradient norm nan",
-                           f"the last checkpoint, {out / 'ckpt-1'}, is from before it",
-                           "Lower learning_rate (now 1e+37)",
-                           f"--warm_start_from={out / 'ckpt-1'}")
+    line = one_line_error(run_cli("trainer", *args), "t2t-trainer",
+                          "the model diverged at step 2",
+                          "its update's loss nan, gradient norm nan",
+                          f"the last checkpoint, {out / 'ckpt-1'}, is from before it",
+                          "Lower learning_rate (now 1e+37)",
+                          f"--warm_start_from={out / 'ckpt-1'}")
     assert line.endswith("Received: step=2")
     assert tf.train.latest_checkpoint(str(out)) == str(out / "ckpt-1")
     assert sorted(p.name for p in out.glob("ckpt-*.index")) == ["ckpt-1.index"]
@@ -49,21 +49,21 @@ def test_a_run_that_diverged_before_its_first_save_is_rerun_with_new_hparams(tin
     import json
 
     out = tmp_path / "run"
-    args = _trainer_args(tiny_data, out, 2, "--save_checkpoints_steps=1")
+    args = trainer_args(tiny_data, out, 2, "--save_checkpoints_steps=1")
     diverging = [a.replace("--hparams=", "--hparams=learning_rate=1e45,") for a in args]
-    line = _one_error_line(_run("trainer", *diverging), "t2t-trainer",
-                           "the model diverged at step 1: its weights hold NaN or infinity, "
-                           "so it is not saved; no checkpoint was saved before it")
+    line = one_line_error(run_cli("trainer", *diverging), "t2t-trainer",
+                          "the model diverged at step 1: its weights hold NaN or infinity, "
+                          "so it is not saved; no checkpoint was saved before it")
     assert line.endswith("rerun (with no checkpoint saved, the output_dir takes the new "
                          "hparams). Received: step=1")
     assert not list(out.glob("ckpt-*"))
     assert json.loads((out / "hparams.json").read_text())["learning_rate"] == 1e45
 
-    result = _run("trainer", *args)
-    assert result.returncode == 0, result.stderr.decode()[-3000:]
+    result = run_cli("trainer", *args)
+    assert result.returncode == 0, result.stderr[-3000:]
     assert (f"{out} holds the hparams of an earlier run that saved no checkpoint: starting "
             f"the run anew with these (learning_rate: saved 1e+45, now 2.0).") \
-        in result.stdout.decode()
+        in result.stdout
     assert json.loads((out / "hparams.json").read_text())["learning_rate"] == 2.0
     assert (out / "ckpt-2.index").exists()
 
@@ -243,7 +243,6 @@ def test_shards_deleted_while_training_stop_it_saved_with_one_line(tiny_data, tm
 def test_t2t_trainer_parses_its_hparams_once(tiny_data, tmp_path, monkeypatch):
     """--hparams (and --eval_decode_hparams) are parsed once, at the door
     (config_resolution); the trainer takes the typed HParams (issue 55)."""
-    from conftest import run_cli
     import t2t_revival.decode_hparams as decode_hparams
     import t2t_revival.hparams as hparams
 
@@ -253,7 +252,7 @@ def test_t2t_trainer_parses_its_hparams_once(tiny_data, tmp_path, monkeypatch):
         monkeypatch.setattr(module, "parse_typed_pairs",
                             lambda text, *a, parse=parse, **k: parsed.append(text)
                             or parse(text, *a, **k))
-    out = run_cli("trainer", *_trainer_args(tiny_data, tmp_path / "run", 1),
+    out = run_cli("trainer", *trainer_args(tiny_data, tmp_path / "run", 1),
                   "--eval_decode_hparams=beam_size=1")
     assert out.returncode == 0, out.stderr[-3000:]
     assert parsed == [TINY_HPARAMS, "beam_size=1"]

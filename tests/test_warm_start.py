@@ -81,10 +81,8 @@ def test_warm_start_on_multi30k_starts_near_the_source_loss(tiny_run, multi30k_d
     checkpoint of another shape is one line and exit 2."""
     import json
     import re
-    import subprocess
-    import sys
 
-    from conftest import ENV, ROOT, one_line_error
+    from conftest import one_line_error, run_cli
     from readme_workflow import TINY_RUN_STEPS
 
     source_dir, source_stdout = tiny_run
@@ -92,11 +90,11 @@ def test_warm_start_on_multi30k_starts_near_the_source_loss(tiny_run, multi30k_d
     source_loss = float(re.search(r"Done: step \d+, dev loss ([\d.]+)", source_stdout).group(1))
 
     def train(name, *flags):
-        return subprocess.run(
-            [sys.executable, str(ROOT / "t2t_trainer.py"), "--problem=translate_ende_multi30k",
-             "--hparams_set=transformer_tiny", f"--data_dir={data_dir}",
-             f"--output_dir={tmp_path / name}", "--train_steps=1", "--local_eval_frequency=0",
-             "--eval_decode_sentences=0", *flags], capture_output=True, text=True, env=ENV, timeout=1200)
+        """t2t-trainer in this process: its dev loss line and files are the subject."""
+        return run_cli("trainer", "--problem=translate_ende_multi30k",
+                       "--hparams_set=transformer_tiny", f"--data_dir={data_dir}",
+                       f"--output_dir={tmp_path / name}", "--train_steps=1",
+                       "--local_eval_frequency=0", "--eval_decode_sentences=0", *flags)
 
     def dev_loss(out):
         assert out.returncode == 0, out.stderr[-3000:]

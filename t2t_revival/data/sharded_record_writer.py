@@ -128,8 +128,8 @@ def _init_worker_process(vocab_file: str, parent: int) -> None:
     threading.Thread(target=watch_parent, name="watch_parent", daemon=True).start()
 
 
-def _encode_chunk(start: int, pairs: list[tuple[str, str]], num_shards: int,
-                  encode: frozenset[int], records_of: frozenset[int]) -> tuple[dict, dict]:
+def encode_chunk(start: int, pairs: list[tuple[str, str]], num_shards: int,
+                 encode: frozenset[int], records_of: frozenset[int]) -> tuple[dict, dict]:
     """Encode the pairs `start, start + 1, ...` whose shard (i % num_shards) is in `encode`.
 
     Returns ({shard: framed records of the shards in `records_of`, in pair
@@ -150,7 +150,7 @@ def _encode_chunk(start: int, pairs: list[tuple[str, str]], num_shards: int,
     return {i: b"".join(b) for i, b in blobs.items()}, dict(hists)
 
 
-def _shuffle_shard(raw: str, path: str, seed: int) -> str:
+def shuffle_shard(raw: str, path: str, seed: int) -> str:
     """Write `path` from its unshuffled records in `raw`: a seeded permutation, atomically.
 
     Only the record offsets are held in memory (8 bytes a record); the order
@@ -353,8 +353,8 @@ class ShardedRecordWriter:
         pool = self._pool(vocab_file)
         try:
             self._encode_all(pairs, pool, n, encode, records_of, expected_pairs, start_time)
-            shuffles = [pool.apply_async(_shuffle_shard, (self._raw_file(i), self.paths[i],
-                                                          self._shuffle_seed(i)))
+            shuffles = [pool.apply_async(shuffle_shard, (self._raw_file(i), self.paths[i],
+                                                         self._shuffle_seed(i)))
                         for i in range(n) if i not in done]
             for task in shuffles:
                 task.get()
@@ -407,7 +407,7 @@ class ShardedRecordWriter:
                 count = start + len(chunk)
                 if encode:  # else only read (the readers count what they drop)
                     in_flight.append(pool.apply_async(
-                        _encode_chunk, (start, chunk, n, encode, records_of)))
+                        encode_chunk, (start, chunk, n, encode, records_of)))
                 while len(in_flight) >= max_in_flight:
                     collect_one()
                 progress.update(count)

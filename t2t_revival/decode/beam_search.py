@@ -47,7 +47,7 @@ from t2t_revival.special_ids import EOS_ID, PAD_ID
 # arithmetic on it (adding log-probs, dividing by a penalty) never makes NaN.
 NEG_INF = -1.0e7
 # A candidate whose log-prob is below this descends from a dead hypothesis.
-_DEAD = NEG_INF / 2
+DEAD = NEG_INF / 2
 
 StepFn = Callable[[Any, Any, Any], tuple[Any, Any]]
 
@@ -89,13 +89,13 @@ def _write_position(seqs, tokens, index, max_decode_length: int):
     return ops.where(at_index[None, None, :], tokens[:, :, None], seqs)
 
 
-# `_top_k` splits each row into chunks of this many values.
-_TOP_K_CHUNK = 128
+# `chunked_top_k` splits each row into chunks of this many values.
+TOP_K_CHUNK = 128
 
 
-def _top_k(x, k: int):
+def chunked_top_k(x, k: int):
     """`ops.top_k(x, k)` of x [rows, n]: the same values and indices, ties to
-    the lower index as there, found in the k chunks of `_TOP_K_CHUNK` whose
+    the lower index as there, found in the k chunks of `TOP_K_CHUNK` whose
     maxima are highest (by maximum, then lower chunk), which hold all k best.
 
     A row whose length is not a multiple of 128 is padded with -inf (rows
@@ -104,7 +104,7 @@ def _top_k(x, k: int):
     XLA's CPU TopK goes through every element one after the other: over the
     beam's [batch, k * vocab] candidates that was 1.9 ms of a 22 ms batch-32
     step (beam search now runs it over each hypothesis's [vocab] logits,
-    `_best_extensions`). Chunk maxima are a vectorized reduction, and TopK
+    `best_extensions`). Chunk maxima are a vectorized reduction, and TopK
     then runs over [rows, n / 128] and [rows, k * 128].
 
     Why the k best lie in those chunks: an element e among the k best lies in
@@ -114,24 +114,24 @@ def _top_k(x, k: int):
     would rank above e.
     """
     n = x.shape[-1]
-    if n is None or n // _TOP_K_CHUNK < 4 * k:
+    if n is None or n // TOP_K_CHUNK < 4 * k:
         return ops.top_k(x, k)
-    if n % _TOP_K_CHUNK:  # -inf after the last element: never among the k best
-        x = ops.pad(x, ((0, 0), (0, _TOP_K_CHUNK - n % _TOP_K_CHUNK)),
+    if n % TOP_K_CHUNK:  # -inf after the last element: never among the k best
+        x = ops.pad(x, ((0, 0), (0, TOP_K_CHUNK - n % TOP_K_CHUNK)),
                     constant_values=-float("inf"))
-    chunks = x.shape[-1] // _TOP_K_CHUNK
-    blocks = ops.reshape(x, (-1, chunks, _TOP_K_CHUNK))                       # [R, C, 128]
+    chunks = x.shape[-1] // TOP_K_CHUNK
+    blocks = ops.reshape(x, (-1, chunks, TOP_K_CHUNK))                        # [R, C, 128]
     _, best_chunks = ops.top_k(ops.max(blocks, axis=-1), k)                   # [R, k]
     # In index order, so that top_k over the candidates breaks ties as over x.
     best_chunks = ops.sort(ops.cast(best_chunks, "int32"), axis=-1)
     candidates = ops.take_along_axis(blocks, best_chunks[:, :, None], axis=1)  # [R, k, 128]
-    values, where = ops.top_k(ops.reshape(candidates, (-1, k * _TOP_K_CHUNK)), k)
+    values, where = ops.top_k(ops.reshape(candidates, (-1, k * TOP_K_CHUNK)), k)
     where = ops.cast(where, "int32")
-    chunk = ops.take_along_axis(best_chunks, where // _TOP_K_CHUNK, axis=1)
-    return values, chunk * _TOP_K_CHUNK + where % _TOP_K_CHUNK
+    chunk = ops.take_along_axis(best_chunks, where // TOP_K_CHUNK, axis=1)
+    return values, chunk * TOP_K_CHUNK + where % TOP_K_CHUNK
 
 
-def _best_extensions(live_log_probs, logits, n: int):
+def best_extensions(live_log_probs, logits, n: int):
     """The n best one-token extensions of each sentence's live hypotheses.
 
     Args:
@@ -151,14 +151,14 @@ def _best_extensions(live_log_probs, logits, n: int):
     Without writing those candidates: the n best lie among each hypothesis's
     n best tokens (a candidate with n others above it in its own row has them
     above it overall), so each row's n best logits are found first (chunked,
-    `_top_k`), their log-softmax computed by its formula (x - max - log(sum(
+    `chunked_top_k`), their log-softmax computed by its formula (x - max - log(sum(
     exp(x - max))), as `ops.log_softmax` does), and top_k taken over the
     k * n, in row order: it breaks ties as top_k over the k * V would.
     """
     k = live_log_probs.shape[-1]
     logits = ops.cast(logits, "float32")
     per_row = min(n, logits.shape[-1])
-    top_logits, row_tokens = _top_k(logits, per_row)                           # [B*k, m]
+    top_logits, row_tokens = chunked_top_k(logits, per_row)                    # [B*k, m]
     with keras.name_scope("log_softmax"):  # a part of benchmarks/decode_profile.py
         row_max = ops.max(logits, axis=-1, keepdims=True)                     # [B*k, 1]
         log_norm = ops.log(ops.sum(ops.exp(logits - row_max), axis=-1, keepdims=True))
@@ -312,7 +312,7 @@ def beam_search(step: StepFn, cache, batch_size, beam_size: int, alpha: float,
         else:  # best_finished: as if EOS came next, certainly
             penalty = length_penalty(state["index"] + 1, alpha)
         # Highest score any live hypothesis could reach (see the docstring).
-        bound = ops.where(best_live > _DEAD, best_live / penalty, -float("inf"))
+        bound = ops.where(best_live > DEAD, best_live / penalty, -float("inf"))
         if return_beams:
             finished = ops.min(state["finished_scores"], axis=1)              # [B]
         else:
@@ -325,12 +325,12 @@ def beam_search(step: StepFn, cache, batch_size, beam_size: int, alpha: float,
         index = state["index"]
         logits, new_cache = step(ops.reshape(state["live_ids"], (-1,)), state["cache"], index)
         # The 2k best extensions: enough that k of them do not end in EOS.
-        top_log_probs, parents, tokens = _best_extensions(
+        top_log_probs, parents, tokens = best_extensions(
             state["live_log_probs"], logits, 2 * k)                           # [B, 2k] each
         top_seqs = _gather_beams(state["live_seqs"], parents)                 # [B, 2k, L]
         top_seqs = _write_position(top_seqs, tokens, index, length)
         is_eos = ops.equal(tokens, eos_id)
-        alive = top_log_probs > _DEAD
+        alive = top_log_probs > DEAD
 
         # New live set: the k best extensions that do not end in EOS.
         live_candidates = ops.where(ops.logical_or(is_eos, ops.logical_not(alive)),
@@ -394,12 +394,12 @@ def beam_search(step: StepFn, cache, batch_size, beam_size: int, alpha: float,
     # max_decode_length) take the live hypotheses cut there, best first, after
     # every finished one. If nothing finished, all slots are the cut live set
     # (tensor2tensor's and flax's fallback).
-    filled = state["finished_scores"] > _DEAD                                 # [B, k]
+    filled = state["finished_scores"] > DEAD                                  # [B, k]
     num_filled = ops.sum(ops.cast(filled, "int32"), axis=1, keepdims=True)     # [B, 1]
     live_pick = ops.clip(ops.arange(k, dtype="int32")[None, :] - num_filled, 0, k - 1)
     cut_seqs = _gather_beams(state["live_seqs"], live_pick)                   # [B, k, L]
     cut_log_probs = ops.take_along_axis(state["live_log_probs"], live_pick, axis=1)
-    cut_scores = ops.where(cut_log_probs > _DEAD, cut_log_probs / max_penalty, NEG_INF)
+    cut_scores = ops.where(cut_log_probs > DEAD, cut_log_probs / max_penalty, NEG_INF)
     sequences = ops.where(filled[:, :, None], state["finished_seqs"], cut_seqs)
     scores = ops.where(filled, state["finished_scores"], cut_scores)
     if return_beams:

@@ -100,6 +100,13 @@ class CTranslate2Translator:
             model's max_length to it, as `t2t-decoder` and the SavedModel do
             (`cut_inputs` counts them after each `translate`); "refuse" raises
             a UserError naming it.
+
+    Attributes:
+        export_dir: the version directory read.
+        settings: its decode settings, with the overrides.
+        intra_threads, inter_threads: the threads used, after the defaults.
+        translator: the `ctranslate2.Translator` (`num_translators` of them
+            run at once: inter_threads).
     """
 
     def __init__(self, export_dir: str, device: str = "cpu", compute_type: str = "default",
@@ -131,7 +138,7 @@ class CTranslate2Translator:
             raise UserError(f"translating with a CTranslate2 export needs the optional "
                             f"ctranslate2 package ({e}); install it with {INSTALL_HINT}. "
                             f"Received: export_dir={export_dir!r}") from None
-        export_dir = _newest_version(export_dir)
+        export_dir = newest_version(export_dir)
         on_gpu = device == "cuda" or (device == "auto" and ctranslate2.get_cuda_device_count() > 0)
         # The threads used (after the defaults): per translation, and translations at once.
         self.intra_threads, self.inter_threads = thread_setting(
@@ -152,7 +159,7 @@ class CTranslate2Translator:
         self._sp = spm.SentencePieceProcessor(
             model_file=os.path.join(export_dir, VOCAB_FILE))
         try:
-            self._translator = ctranslate2.Translator(
+            self.translator = ctranslate2.Translator(
                 export_dir, device=device, compute_type=compute_type,
                 intra_threads=self.intra_threads, inter_threads=self.inter_threads)
         except (RuntimeError, ValueError) as e:
@@ -191,7 +198,7 @@ class CTranslate2Translator:
         """
         longest = max(len(p) for p in pieces) + 1  # + EOS
         beam = self.beam_size
-        results = self._translator.translate_batch(
+        results = self.translator.translate_batch(
             [list(p) for p in pieces], beam_size=beam, num_hypotheses=beam,
             length_penalty=self.alpha, return_scores=True, return_end_token=True,
             max_input_length=0, max_decoding_length=self._max_decode_length(longest))
@@ -236,8 +243,9 @@ class CTranslate2Translator:
             progress, parallel_batches=self.inter_threads)
 
 
-def _newest_version(export_dir: str) -> str:
-    """`export_dir` itself when it holds an export, else its highest numbered version."""
+def newest_version(export_dir: str) -> str:
+    """`export_dir` itself when it holds an export, else its highest numbered version
+    (as TF Serving picks from its model base path)."""
     if os.path.isfile(os.path.join(export_dir, EXPORT_CONFIG)) or not os.path.isdir(export_dir):
         return export_dir
     versions = [int(n) for n in os.listdir(export_dir)
