@@ -25,7 +25,8 @@ from t2t_revival.data.data_error import DataError
 from t2t_revival.errors import UserError
 from t2t_revival.hparams import HParams, HParamsError, resolve
 from t2t_revival.problems.translate_multi30k import TranslateEndeMulti30k
-from tiny_runs import PROBLEM, TINY_HPARAMS, TinyMulti30k, cli_subprocess, digests, write_corpus
+from tiny_runs import (PROBLEM, TINY_HPARAMS, TinyMulti30k, cli_subprocess, digests, trainer_args,
+                       write_corpus)
 
 registry.load_all()
 
@@ -447,10 +448,7 @@ def test_a_damaged_best_json_stops_a_resume_before_it_trains(run_dir, data_dir, 
     shutil.copytree(run_dir, run)
     (run / "best").mkdir(exist_ok=True)
     (run / "best" / "best.json").write_bytes(b"\xff\xfe{")
-    result = run_cli("trainer", f"--problem={PROBLEM}", "--hparams_set=transformer_tiny",
-                     f"--hparams={TINY_HPARAMS}", f"--data_dir={data_dir}",
-                     f"--output_dir={run}", "--train_steps=2", "--noxla",
-                     "--local_eval_frequency=0", "--eval_decode_sentences=0")
+    result = run_cli("trainer", *trainer_args(data_dir, run, 2))
     one_line_error(result, "t2t-trainer", f"{run / 'best' / 'best.json'} is corrupt ('utf-8'",
                    "delete the folder holding it")
     assert not list(run.glob("ckpt-2.*"))
