@@ -119,14 +119,20 @@ class Registry:
         """Register `obj` (as `register` does) for a `with` block only; its name
         is free again after the block. For an object of a test or a session
         that must not stay registered in the process."""
+        key = self._key(obj, name)
         self._add(obj, name)
         try:
             yield obj
         finally:
-            del self._entries[name or snake_case(obj.__name__)]
+            del self._entries[key]
+
+    @staticmethod
+    def _key(obj: Any, name: str | None) -> str:
+        """The name an object is registered under: `name`, else its snake_case class name."""
+        return name or snake_case(obj.__name__)
 
     def _add(self, obj: Any, name: str | None) -> Any:
-        key = name or snake_case(obj.__name__)
+        key = self._key(obj, name)
         existing = self._entries.get(key)
         if isinstance(existing, LazyEntry) and existing.matches(obj):
             existing = None                    # the lazy entry's own module, now imported
