@@ -270,6 +270,11 @@ def decode(stages: Stages, stage: str, args, checkpoint: list[str], source: str,
     return _json_tail(lines)
 
 
+def _line_count(path: str) -> int:
+    with open(path, encoding="utf-8") as f:
+        return sum(1 for _ in f)
+
+
 def with_decode_hparam(decode_hparams: str, name: str, value) -> str:
     """`decode_hparams` with `name` set to `value`, in its place, or added last."""
     items = [kv for kv in decode_hparams.split(",") if kv.strip()]
@@ -362,7 +367,7 @@ def main():
     result = {
         "benchmark": "multi30k_recipe",
         "date": datetime.date.today().isoformat(),
-        "test_set": "test_2016_flickr (1,000 sentences)",
+        "test_set": f"test_2016_flickr ({_line_count(hypotheses):,} sentences)",
         "sacrebleu": round(scores["sacrebleu"]["score"], 2),
         "tokenized_bleu": round(scores["tokenized_bleu"]["score"], 2),
         "sacrebleu_signature": scores["sacrebleu"].get("signature"),

@@ -17,6 +17,30 @@ from conftest import ROOT, stop_signals_at_their_defaults
 # translations): each of the 6 decodes of 1,000 sentences would otherwise
 # compile 3-4 XLA programs of 10-20 s for a few seconds of search.
 _DECODE = "beam_size=2,alpha=0.6,extra_length=5,xla=false"
+# The end-to-end test decodes the first lines of test_2016_flickr and val:
+# the stages, the files and the figures are the subject, not the count.
+_LINES = {"test_2016_flickr": 100, "val": 120}
+
+
+def _cut_raw_dir(shared_data, tmp_path):
+    """A --raw_dir of Multi30k's train files as they are and its test and val
+    files cut to their first _LINES lines; (the folder, {file: lines})."""
+    import gzip
+
+    raw = tmp_path / "raw"
+    raw.mkdir()
+    kept = {}
+    for path in sorted((shared_data / "multi30k").iterdir()):
+        cut = next((n for name, n in _LINES.items() if path.name.startswith(name + ".")), None)
+        if cut is None:
+            (raw / path.name).symlink_to(path)
+            continue
+        with gzip.open(path, "rt", encoding="utf-8") as f:
+            lines = f.read().splitlines()[:cut]
+        with gzip.open(raw / path.name, "wt", encoding="utf-8") as f:
+            f.write("\n".join(lines) + "\n")
+        kept[path.name] = lines
+    return raw, kept
 
 
 def _recipe(*args):
@@ -28,8 +52,10 @@ def _recipe(*args):
 @pytest.mark.slow
 def test_recipe_trains_averages_decodes_and_scores(multi30k_data_dir, shared_data, tmp_path):
     data_dir, _ = multi30k_data_dir
+    raw, kept = _cut_raw_dir(shared_data, tmp_path)
+    test_lines = len(kept["test_2016_flickr.de.gz"])
     out_dir = tmp_path / "recipe"
-    out = _recipe(f"--raw_dir={shared_data / 'multi30k'}", f"--data_dir={data_dir}",
+    out = _recipe(f"--raw_dir={raw}", f"--data_dir={data_dir}",
                   f"--output_dir={out_dir}", "--hparams_set=transformer_tiny",
                   "--train_steps=60", "--cooldown_steps=20", "--save_checkpoints_steps=20",
                   "--local_eval_frequency=30", "--eval_decode_sentences=4", "--average=3",
@@ -50,19 +76,16 @@ def test_recipe_trains_averages_decodes_and_scores(multi30k_data_dir, shared_dat
     assert result["sacrebleu_signature"].startswith("nrefs:1|case:mixed|eff:no|tok:13a")
     with open(result["hypotheses"], encoding="utf-8") as f:
         hypotheses = f.read().splitlines()
-    assert len(hypotheses) == 1000
+    assert len(hypotheses) == test_lines
+    assert result["test_set"] == f"test_2016_flickr ({test_lines:,} sentences)"
     # Both figures are those of the written translations against test_2016's
     # German: sacreBLEU recomputed with sacrebleu itself, the tokenized BLEU with
     # t2t-bleu's function (checked against the paper's perl in test_bleu.py).
-    import gzip
-
     import sacrebleu
 
     from t2t_revival.metrics.bleu import bleu_files
 
-    reference = shared_data / "multi30k" / "test_2016_flickr.de.gz"
-    with gzip.open(reference, "rt", encoding="utf-8") as f:
-        references = f.read().splitlines()
+    references = kept["test_2016_flickr.de.gz"]
     expected = sacrebleu.corpus_bleu(hypotheses, [references]).score
     assert result["sacrebleu"] == pytest.approx(expected, abs=0.005)
     plain_reference = tmp_path / "test_2016_flickr.de"
@@ -72,11 +95,11 @@ def test_recipe_trains_averages_decodes_and_scores(multi30k_data_dir, shared_dat
     log = "\n".join(lines)
     assert "train: step 60/60" in log
     assert "average: Averaged 3 checkpoints" in log
-    assert "decode: Wrote 1000 translations" in log
+    assert f"decode: Wrote {test_lines} translations" in log
 
     # Again on the same run, without training: the averaging and the length
     # penalty are chosen on val (one decode per pair), then test is decoded once.
-    out = _recipe(f"--raw_dir={shared_data / 'multi30k'}", f"--data_dir={data_dir}",
+    out = _recipe(f"--raw_dir={raw}", f"--data_dir={data_dir}",
                   f"--output_dir={out_dir}", "--skip_train",
                   "--tune_on_val=average=1,3;alpha=0.6,1.5", "--decode_hparams=" + _DECODE)
     assert out.returncode == 0, out.stdout[-3000:] + out.stderr[-3000:]
@@ -92,12 +115,11 @@ def test_recipe_trains_averages_decodes_and_scores(multi30k_data_dir, shared_dat
     assert set(tuned["stage_minutes"]) >= {"val", "decode"}
     assert "train" not in tuned["stage_minutes"]
     log = "\n".join(lines)
-    assert "val: Wrote 1014 translations" in log
+    assert f"val: Wrote {len(kept['val.de.gz'])} translations" in log
     assert "train: " not in log
     # Each val figure is that decode's sacreBLEU against val's German: the last
     # pair's translations are left in val.de.decodes.
-    with gzip.open(shared_data / "multi30k" / "val.de.gz", "rt", encoding="utf-8") as f:
-        val_references = f.read().splitlines()
+    val_references = kept["val.de.gz"]
     with open(out_dir / "val.de.decodes", encoding="utf-8") as f:
         val_hypotheses = f.read().splitlines()
     assert rows[-1]["val_sacrebleu"] == pytest.approx(
