@@ -245,3 +245,30 @@ def test_a_failed_own_data_datagen_leaves_the_folder_as_it_was_and_the_fix_runs(
     assert out.returncode == 0, out.stderr[-3000:]
     assert (data / "translate_plain_text.corpora.json").is_file()
     assert _problem(data, corpora).has_data(str(data))
+
+
+def test_a_vocab_size_below_the_corpus_characters_is_one_line_with_both_numbers(
+        shared_data, tmp_path):
+    """Issue 60, item 9: 200 WMT lines need more pieces than "vocab_size": 300
+    (their characters, the special and the byte pieces): SentencePiece's
+    RuntimeError became a traceback."""
+    from conftest import run_cli
+    from tiny_runs import digests
+
+    wmt = shared_data / "wmt14" / "train_sample_tokenized"
+    corpora, data = tmp_path / "own", tmp_path / "od"
+    corpora.mkdir()
+    data.mkdir()
+    for name, lines in (("train", 200), ("dev", 20), ("test", 20)):
+        for side, lang in (("src", "en"), ("tgt", "de")):
+            with open(wmt / f"{side}-train.txt", encoding="utf-8") as f:
+                _write(corpora / f"{name}.{lang}", [next(f).rstrip("\n") for _ in range(lines)])
+    spec = {"vocab_size": 300, "train": [{"source": "train.en", "target": "train.de"}],
+            "dev": {"source": "dev.en", "target": "dev.de"},
+            "test": {"source": "test.en", "target": "test.de"}}
+    (corpora / "corpora.json").write_text(json.dumps(spec))
+    result = run_cli("datagen", "--problem=translate_plain_text", f"--tmp_dir={corpora}",
+                     f"--data_dir={data}", "--num_workers=1")
+    one_line_error(result, "t2t-datagen", "vocab_size=300", "at least 339",
+                   "raise vocab_size")
+    assert digests(data) == {}
