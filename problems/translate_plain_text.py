@@ -20,6 +20,7 @@ and `--hparams corpus_weights=[...]` changes them without a new datagen.
 
 from __future__ import annotations
 
+import contextlib
 import json
 import os
 
@@ -112,9 +113,26 @@ class TranslatePlainText(Text2TextProblem):
         return [TextPairReader(c.source, c.target) for c in self._spec().corpora(split)]
 
     def generate_data(self, data_dir: str, tmp_dir: str) -> None:
+        """Generate the data; the spec copy is written last, the mark of a
+        complete datagen. A datagen that fails removes what it wrote (data
+        made from corpora that need fixing), so that the same command runs
+        again once they are fixed; a stop signal keeps it, to resume."""
         os.makedirs(data_dir, exist_ok=True)
+        before = set(os.listdir(data_dir))
+        try:
+            super().generate_data(data_dir, tmp_dir)
+        except Exception:
+            self._remove_outputs(data_dir, keep=before)
+            raise
         write_atomically(self.spec_file(data_dir), self._spec().to_json())
-        super().generate_data(data_dir, tmp_dir)
+
+    def _remove_outputs(self, data_dir: str, keep: set[str]) -> None:
+        """Remove the files this problem writes in data_dir, but those in `keep`."""
+        prefixes = (f"{self.name}-", f"{self.name}.", f"vocab.{self.name}.model")
+        for name in set(os.listdir(data_dir)) - keep:
+            if name.startswith(prefixes):
+                with contextlib.suppress(FileNotFoundError):
+                    os.unlink(os.path.join(data_dir, name))
 
     def _make_vocabulary(self, data_dir: str, tmp_dir: str) -> SubwordVocabulary:
         vocab = self._spec().vocab

@@ -11,13 +11,16 @@ in name order). Its `@register_problem`, `@register_hparams` and
       my_problem.py        @register_problem class MyProblem(Text2TextProblem): ...
 
 An error while importing it (a SyntaxError, an ImportError, any exception
-its code raises, a duplicate registered name) is a `UsrDirError`: one line
-naming the file and line where it happened, never swallowed.
+its code raises, a duplicate registered name, a `sys.exit` or an argparse
+that reads the command's own flags) is a `UsrDirError`: one line naming the
+file and line where it happened, never swallowed.
 """
 
 from __future__ import annotations
 
+import contextlib
 import importlib
+import io
 import os
 import sys
 import traceback
@@ -96,13 +99,28 @@ def import_usr_dir(path: str | None) -> str | None:
         sys.path.insert(0, folder)
     for name in names:
         _check_no_clash(name, folder, usr_dir)
+        out, err = io.StringIO(), io.StringIO()
         try:
-            importlib.import_module(name)
+            with contextlib.redirect_stdout(out), contextlib.redirect_stderr(err):
+                importlib.import_module(name)
+        except SystemExit as e:   # sys.exit, or argparse reading the command's own flags
+            said = (out.getvalue() + err.getvalue()).strip().splitlines()
+            out, err = io.StringIO(), io.StringIO()   # said in the line instead
+            raise UsrDirError(
+                f"importing the usr_dir {usr_dir} failed at {_where(e, usr_dir)}: the module "
+                f"exited while importing (SystemExit: {e.code})"
+                f"{f', after printing {said[-1]!r}' if said else ''}; every t2t command "
+                f"imports the usr_dir, so its modules must not exit or parse the command "
+                f"line when imported: put such code under `if __name__ == \"__main__\":`. "
+                f"Received: t2t_usr_dir={path!r}") from None
         except Exception as e:   # noqa: BLE001  every import failure, reported where it is
             detail = e.msg if isinstance(e, SyntaxError) else str(e)
             raise UsrDirError(
                 f"importing the usr_dir {usr_dir} failed at {_where(e, usr_dir)}: "
                 f"{type(e).__name__}: {detail}; fix that file. "
                 f"Received: t2t_usr_dir={path!r}") from None
+        finally:   # what the module printed, after its import
+            sys.stdout.write(out.getvalue())
+            sys.stderr.write(err.getvalue())
     _imported[usr_dir] = folder
     return usr_dir

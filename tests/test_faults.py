@@ -340,6 +340,29 @@ def test_datagen_refuses_an_unwritable_data_dir_before_any_work(raw_dir, unwrita
     assert line
 
 
+@pytest.mark.parametrize("body,needle", [
+    ("import sys\nsys.exit(0)\n", "SystemExit: 0"),
+    ("import argparse\nargparse.ArgumentParser().parse_args()\n",
+     "unrecognized arguments"),
+])
+def test_a_usr_dir_that_exits_while_imported_is_one_line_naming_it(tmp_path, body, needle):
+    """Issue 60, item 3: a usr_dir module that calls sys.exit or parses the
+    command line at import made the trainer and the exporter end with exit
+    status 0, saying and doing nothing."""
+    usr_dir = tmp_path / "usr"
+    usr_dir.mkdir()
+    module = usr_dir / f"exits_on_import_{len(body)}.py"
+    module.write_text(body)
+    out = tmp_path / "out"
+    out.mkdir()
+    for cli, args in (("trainer", ["--hparams_set=transformer_tiny", f"--output_dir={out}",
+                                   f"--data_dir={tmp_path}"]),
+                      ("exporter", [f"--output_dir={out}"])):
+        result = run_cli(cli, f"--t2t_usr_dir={usr_dir}", *args)
+        one_line_error(result, f"t2t-{cli}", f"{module}:", needle, "while importing")
+        assert os.listdir(out) == []
+
+
 def test_bleu_refuses_an_unknown_language_listing_the_known(tmp_path):
     text = tmp_path / "t.txt"
     text.write_text("ein Hund .\n")

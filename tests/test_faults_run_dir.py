@@ -306,6 +306,60 @@ def _wait_for_line(proc, needle, timeout=240):
     pytest.fail(f"no {needle!r} in the output: {''.join(seen)[-3000:]}")
 
 
+def _with_closed(redirect, module, *args, timeout=240):
+    """`python -m t2t_revival.cli.<module> ARGS` started with a standard stream
+    closed (`redirect`: ">&-" stdout, "2>&-" stderr), as a cron job or a
+    daemon may be; bytes out."""
+    env = dict(os.environ, PYTHONPATH=str(ROOT), TF_CPP_MIN_LOG_LEVEL="2")
+    return subprocess.run(["sh", "-c", f'exec "$@" {redirect}', "sh", sys.executable, "-m",
+                           f"t2t_revival.cli.{module}", *args],
+                          capture_output=True, env=env, timeout=timeout)
+
+
+@pytest.mark.parametrize("redirect", [">&-", "2>&-", "<&- >&- 2>&-"])
+def test_a_closed_standard_stream_is_reopened_on_dev_null_before_any_file(redirect,
+                                                                          tmp_path):
+    """Issue 60, item 5: importing the CLIs gives a closed stream /dev/null,
+    so sys.stdout/stderr are streams and no file opened later takes the
+    descriptor that TensorFlow's C++ logging writes to. t2t-bleu with stdout
+    closed did its work, then ended in an AttributeError, exit 1."""
+    probe = ("import sys, t2t_revival.cli\n"
+             "f = open(sys.argv[1], 'w')\n"
+             "assert f.fileno() > 2, f.fileno()\n"
+             "print('out'); print('err', file=sys.stderr); sys.stdin.read()\n")
+    env = dict(os.environ, PYTHONPATH=str(ROOT))
+    out = subprocess.run(["sh", "-c", f'exec "$@" {redirect}', "sh", sys.executable, "-c",
+                          probe, str(tmp_path / "file")], capture_output=True, env=env,
+                         timeout=120)
+    assert out.returncode == 0, out.stderr.decode()[-3000:]
+    text = tmp_path / "text.txt"
+    text.write_text("a man runs\nthe red dog\n")
+    out = _with_closed(redirect, "bleu", f"--translation={text}", f"--reference={text}")
+    assert out.returncode == 0, out.stderr.decode()[-3000:]
+    assert b"Traceback" not in out.stderr + out.stdout
+
+
+@pytest.mark.slow
+@pytest.mark.parametrize("redirect", [">&-", "2>&-"])
+def test_closed_standard_streams_do_the_work_and_exit_with_its_status(redirect, run3,
+                                                                       tmp_path):
+    """Issue 60, item 5: with stdout closed the decoder and --registry_help
+    did their work, then ended in an AttributeError (exit 1); with stderr
+    closed every CLI that loads TensorFlow died while importing it, the
+    decoder writing nothing. (About 40 s: three fresh processes a case.)"""
+    source = tmp_path / "in.txt"
+    source.write_text("a man runs\nthe red dog\nein haus\n")
+    hyp = tmp_path / "hyp.txt"
+    runs = [("decoder", [f"--output_dir={run3}", f"--decode_from_file={source}",
+                         f"--decode_to_file={hyp}"]),
+            ("trainer", ["--registry_help"])]
+    for module, args in runs:
+        out = _with_closed(redirect, module, *args)
+        assert out.returncode == 0, (module, out.returncode, out.stderr.decode()[-3000:])
+        assert b"Traceback" not in out.stderr + out.stdout, (module, out.stderr[-3000:])
+    assert len(hyp.read_text().splitlines()) == 3
+
+
 @pytest.mark.parametrize("signum, status, twice", [
     (signal.SIGTERM, 143, False), (signal.SIGINT, 130, True),
     (signal.SIGHUP, 129, False)])   # the terminal closed (a dropped ssh session)
@@ -670,18 +724,30 @@ def test_a_failed_save_keeps_the_previous_checkpoints_and_removes_its_own_files(
     assert _files(run_copy) == before  # ckpt-4_temp/ and the half ckpt-4.index are gone
 
 
-@pytest.fixture
-def small_tmpfs(tmp_path):
-    """A 3 MB tmpfs: room for the run files and one checkpoint of the tiny model."""
+def _tmpfs(tmp_path, size):
+    """A tmpfs of `size` ("3m") mounted in tmp_path for the test (skipped where
+    mounting is not allowed)."""
     mount = tmp_path / "tmpfs"
     mount.mkdir()
-    done = subprocess.run(["mount", "-t", "tmpfs", "-o", "size=3m", "tmpfs", str(mount)],
+    done = subprocess.run(["mount", "-t", "tmpfs", "-o", f"size={size}", "tmpfs", str(mount)],
                           capture_output=True)
     if done.returncode != 0:
         pytest.skip(f"cannot mount a tmpfs here ({done.stderr.decode().strip()}); the "
                     f"monkeypatched cases above cover the save")
     yield mount
     subprocess.run(["umount", str(mount)], check=False)
+
+
+@pytest.fixture
+def small_tmpfs(tmp_path):
+    """A 3 MB tmpfs: room for the run files and one checkpoint of the tiny model."""
+    yield from _tmpfs(tmp_path, "3m")
+
+
+@pytest.fixture
+def roomy_tmpfs(tmp_path):
+    """A 16 MB tmpfs: room for a tiny run with its best/ copy, before it is filled."""
+    yield from _tmpfs(tmp_path, "16m")
 
 
 def test_a_full_disk_during_training_ends_in_one_line_and_loses_nothing(small_tmpfs,
@@ -697,6 +763,36 @@ def test_a_full_disk_during_training_ends_in_one_line_and_loses_nothing(small_tm
     assert sorted(p.name for p in out.iterdir() if p.name.startswith("ckpt")) == \
         ["ckpt-1.data-00000-of-00001", "ckpt-1.index"]
 
+
+
+def _fill(folder):
+    """Fill the disk of `folder` to the last byte (a file `filler`)."""
+    with open(folder / "filler", "wb", buffering=0) as f:
+        for size in (1 << 16, 1 << 10, 1):
+            with pytest.raises(OSError) as full:
+                while True:
+                    f.write(b"x" * size)
+            assert full.value.errno == errno.ENOSPC
+
+
+def test_a_disk_full_to_the_last_byte_is_one_line_for_the_trainer_and_the_averager(
+        roomy_tmpfs, tiny_data):
+    """Issue 60, item 2: on a 100% full disk an empty file can still be made,
+    so the writability check passes; the lock's pid line cannot be written.
+    The trainer (fresh and resuming) and t2t-avg-checkpoints end in one line,
+    the files already there byte-identical."""
+    out = roomy_tmpfs / "run"
+    done = run_cli("trainer", *trainer_args(tiny_data, out, 1))
+    assert done.returncode == 0, done.stderr[-3000:]
+    _fill(roomy_tmpfs)
+    before = _files(roomy_tmpfs)
+    for cli, args in (("trainer", trainer_args(tiny_data, out, 2)),
+                      ("trainer", trainer_args(tiny_data, roomy_tmpfs / "fresh", 1)),
+                      ("avg_checkpoints", [f"--output_dir={out}"])):
+        result = run_cli(cli, *args)
+        one_line_error(result, f"t2t-{cli.replace('_', '-')}", "No space left on device",
+                       "free some space on that disk")
+        assert _files(roomy_tmpfs) == before
 
 def test_leftovers_of_killed_runs_are_removed_and_nothing_else(run_copy):
     from t2t_revival.export.version_directory import write_version_directory

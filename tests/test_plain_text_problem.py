@@ -187,3 +187,88 @@ def test_datagen_cli_errors_are_one_line(corpora, tmp_path):
     out = subprocess.run(base + [f"--tmp_dir={d}"], capture_output=True, text=True,
                          env=ENV, cwd=ROOT, timeout=300)
     one_line_error(out, "t2t-datagen", "train[0].weight must be a positive number")
+
+
+def _tiny_corpora(d, train_lines=(200, 200), dev_lines=(20, 20), blank_train=False):
+    """corpora.json over tiny corpora of `tiny_runs`' 15-word language
+    (vocab_size 300): one training corpus, dev and test, the line counts
+    of each side as given; with `blank_train` a second training corpus
+    whose source lines are all blank."""
+    import random
+
+    from tiny_runs import WORDS
+
+    rng = random.Random(0)
+
+    def sentences(n):
+        return [" ".join(rng.choice(WORDS) for _ in range(rng.randint(3, 8))) for _ in range(n)]
+
+    d.mkdir(exist_ok=True)
+    for name, (n_src, n_tgt) in (("train", train_lines), ("dev", dev_lines), ("test", (10, 10))):
+        _write(d / f"{name}.en", sentences(n_src))
+        _write(d / f"{name}.de", sentences(n_tgt))
+    _write(d / "blank.en", [""] * 50)
+    _write(d / "blank.de", sentences(50))
+    train = [{"source": "train.en", "target": "train.de"}]
+    spec = {"vocab_size": 300,
+            "train": train + [{"source": "blank.en", "target": "blank.de"}] * blank_train,
+            "dev": {"source": "dev.en", "target": "dev.de"},
+            "test": {"source": "test.en", "target": "test.de"}}
+    (d / "corpora.json").write_text(json.dumps(spec))
+
+
+@pytest.mark.parametrize("fault,needle", [
+    (dict(train_lines=(300, 200)), "has 300 lines and"),
+    (dict(dev_lines=(30, 20)), "has 30 lines and"),
+    (dict(blank_train=True), "holds no sentence pair"),
+])
+def test_a_failed_own_data_datagen_leaves_the_folder_as_it_was_and_the_fix_runs(
+        tmp_path, fault, needle):
+    """Issue 60, item 1: a datagen of one's own corpora that fails (misaligned
+    training or dev corpus, an all-blank corpus) is one line and leaves
+    data_dir byte-identical (no spec copy, vocabulary or shards); once the
+    corpora are fixed in place, the same command generates the data."""
+    from conftest import run_cli
+    from tiny_runs import digests
+
+    corpora, data = tmp_path / "own", tmp_path / "od"
+    data.mkdir()
+    (data / "notes.txt").write_text("the user's own file\n")
+    before = digests(data)
+    _tiny_corpora(corpora, **fault)
+    args = ("--problem=translate_plain_text", f"--tmp_dir={corpora}", f"--data_dir={data}",
+            "--num_workers=1")
+    one_line_error(run_cli("datagen", *args), "t2t-datagen", needle)
+    assert digests(data) == before
+    _tiny_corpora(corpora)
+    out = run_cli("datagen", *args)
+    assert out.returncode == 0, out.stderr[-3000:]
+    assert (data / "translate_plain_text.corpora.json").is_file()
+    assert _problem(data, corpora).has_data(str(data))
+
+
+def test_a_vocab_size_below_the_corpus_characters_is_one_line_with_both_numbers(
+        shared_data, tmp_path):
+    """Issue 60, item 9: 200 WMT lines need more pieces than "vocab_size": 300
+    (their characters, the special and the byte pieces): SentencePiece's
+    RuntimeError became a traceback."""
+    from conftest import run_cli
+    from tiny_runs import digests
+
+    wmt = shared_data / "wmt14" / "train_sample_tokenized"
+    corpora, data = tmp_path / "own", tmp_path / "od"
+    corpora.mkdir()
+    data.mkdir()
+    for name, lines in (("train", 200), ("dev", 20), ("test", 20)):
+        for side, lang in (("src", "en"), ("tgt", "de")):
+            with open(wmt / f"{side}-train.txt", encoding="utf-8") as f:
+                _write(corpora / f"{name}.{lang}", [next(f).rstrip("\n") for _ in range(lines)])
+    spec = {"vocab_size": 300, "train": [{"source": "train.en", "target": "train.de"}],
+            "dev": {"source": "dev.en", "target": "dev.de"},
+            "test": {"source": "test.en", "target": "test.de"}}
+    (corpora / "corpora.json").write_text(json.dumps(spec))
+    result = run_cli("datagen", "--problem=translate_plain_text", f"--tmp_dir={corpora}",
+                     f"--data_dir={data}", "--num_workers=1")
+    one_line_error(result, "t2t-datagen", "vocab_size=300", "at least 339",
+                   "raise vocab_size")
+    assert digests(data) == {}

@@ -173,6 +173,15 @@ class SubwordVocabulary:
         except RuntimeError as e:
             most = re.search(r"Vocabulary size too high \(\d+\)\. Please set it to "
                              r"a value <= (\d+)", str(e))
+            least = re.search(r"Vocabulary size is smaller than required_chars\. "
+                              r"\d+ vs (\d+)", str(e))
+            if least:
+                raise DataError(
+                    f"A {vocab_size}-piece vocabulary cannot hold this corpus: its characters "
+                    f"and the special and byte pieces need at least {least.group(1)} pieces; "
+                    f"raise vocab_size to at least {least.group(1)} (\"vocab_size\" in "
+                    f"corpora.json for your own data). Received: vocab_size={vocab_size}, "
+                    f"model_file={model_file!r}") from None
             if not most:
                 raise  # another SentencePiece failure is a bug: keep its traceback
             raise DataError(

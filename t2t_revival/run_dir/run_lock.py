@@ -13,6 +13,7 @@ import fcntl
 import os
 import socket
 
+from t2t_revival.atomic_file import disk_failure, disk_failure_fix
 from t2t_revival.errors import UserError
 from t2t_revival.run_dir.file_names import LOCK_FILE
 
@@ -55,8 +56,22 @@ class RunLock:
         except BaseException:
             os.close(fd)
             raise
-        os.ftruncate(fd, 0)
-        os.pwrite(fd, f"pid {os.getpid()} on {socket.gethostname()}\n".encode(), 0)
+        holder = f"pid {os.getpid()} on {socket.gethostname()}\n".encode()
+        try:
+            os.pwrite(fd, holder, 0)   # over the last holder's line, then cut to length
+            os.ftruncate(fd, len(holder))
+        except OSError as e:
+            os.close(fd)
+            reason = disk_failure(e)
+            if reason is None:
+                raise
+            # A disk full to the last byte still lets an empty file be made (the
+            # writability check), but no run could save anything there.
+            raise UserError(
+                f"could not write {self.path} ({reason}), so nothing this "
+                f"{self.holder} saves could be written in {self.directory} either; "
+                f"{disk_failure_fix(reason)}, then rerun. "
+                f"Received: output_dir={self.directory!r}") from None
         self._fd = fd
         return self
 
