@@ -142,6 +142,40 @@ Transformer does not have (other optimizers, mixtures of experts, TPU and
 multi-problem training, relative and area attention, scheduled sampling,
 summaries); refused, as the names of NO_EQUIVALENT are, naming them."""
 
+T2T_DECODE_NO_EQUIVALENT: dict[str, str] = {
+    **{name: "it is for images, video or audio problems" for name in (
+        "save_images", "display_decoded_images", "frames_per_second", "border_percent",
+        "max_display_outputs", "max_display_decodes", "vgg_ckpt_path")},
+    **{name: "it is for MLPerf runs" for name in (
+        "mlperf_decode_step", "mlperf_threshold", "mlperf_success")},
+    "min_length_ratio": "outputs have no minimum length",
+    "eos_penalty": "EOS is scored as every token",
+    "block_size": "decoding is one token a step (beam search or sampling)",
+    "guess_and_check_top_k": "decoding is beam search or sampling",
+    "guess_and_check_epsilon": "decoding is beam search or sampling",
+    "insertion_parallel": "decoding is left to right",
+    "identity_output": "outputs are translations",
+    "decode_to_file": "use the t2t-decoder flag --decode_to_file",
+    "decode_reference": "use the t2t-decoder flag --decode_reference",
+    "decode_in_memory": "inputs are always held in memory",
+    "decode_timeout_mins": "t2t-decoder decodes one checkpoint (--checkpoint_path) and "
+                           "does not wait for new ones",
+    "summaries_log_dir": "decoding writes no summaries; t2t-bleu --translations_dir "
+                         "writes BLEU events",
+    "shards_start_offset": "shards are numbered from 0 (shard_id)",
+    "shard_google_format": "shard files are named <file>NNN",
+    "num_decodes": "each input is decoded once (samples_per_input draws several with "
+                   "sampling=true)",
+    "force_decode_length": "decoding stops at EOS or extra_length",
+    "multiproblem_task_id": "there is no multi-problem training",
+    "skip_eos_postprocess": "outputs end at EOS, which is not written",
+    "export_extra_infer_outputs": "the SavedModel's outputs are fixed (t2t-exporter)",
+}
+"""{tensor2tensor's --decode_hparams key with no equivalent here: why}. Its
+other keys are ours (beam_size, alpha, extra_length, batch_size,
+return_beams, num_samples, max_input_size, write_beam_scores, delimiter,
+shards, shard_id, log_results: `DecodeHParams`)."""
+
 
 def is_t2t_name(name: str) -> bool:
     """Whether `name` is a tensor2tensor hparam name that is not ours."""
