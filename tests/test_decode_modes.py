@@ -575,35 +575,3 @@ def test_t2t_max_input_size_cuts_the_inputs(runs):
     assert [len(ids) for ids in encoded] == [min(4, len(decoder.vocab.encode(s)) + 1)
                                              for s in SOURCES]
     assert all(ids[-1] == 1 for ids in encoded) and decoder.cut_inputs == 0
-
-
-@pytest.mark.parametrize("settings, needle", [
-    ("num_samples=-2", "'num_samples' must be in [-1, inf)"),
-    ("shards=2,shard_id=2", "'shard_id' must be in [0, shards)"),
-    ("samples_per_input=3", "add sampling=true"),
-    ("save_images=true", "tensor2tensor's decode hparam 'save_images' has no equivalent"),
-    ("num_decodes=2", "samples_per_input"),
-])
-def test_t2t_decode_keys_are_checked(settings, needle):
-    from t2t_revival.decode_hparams import DecodeHParamsError, parse_decode_hparams
-
-    with pytest.raises(DecodeHParamsError) as caught:
-        parse_decode_hparams(settings)
-    assert needle in str(caught.value)
-
-
-def test_every_t2t_decode_key_is_ours_or_refused():
-    from t2t_reference import t2t_file
-    import ast
-
-    from t2t_revival.decode_hparams import DecodeHParams
-    from t2t_revival.t2t_hparam_names import T2T_DECODE_NO_EQUIVALENT
-
-    tree = ast.parse(t2t_file("utils/decoding.py").read_text())
-    function = next(n for n in tree.body if getattr(n, "name", "") == "decode_hparams")
-    call = next(n for n in ast.walk(function) if isinstance(n, ast.Call) and n.keywords)
-    t2t = {k.arg for k in call.keywords}
-    ours = set(DecodeHParams.__dataclass_fields__)
-    assert t2t - ours == set(T2T_DECODE_NO_EQUIVALENT)
-    assert {"num_samples", "write_beam_scores", "max_input_size", "delimiter", "shards",
-            "shard_id", "log_results", "beam_size", "alpha", "return_beams"} <= t2t & ours

@@ -1,17 +1,21 @@
-"""tensor2tensor's hparam names and sets, checked against its own transformer.py.
+"""tensor2tensor's hparam names and sets, checked against its own transformer.py,
+and its --decode_hparams keys, against its decoding.py.
 
 The T2T values are read from tensor2tensor 1.15.7's source (t2t_reference).
 """
 
+import ast
 import json
 
 import pytest
 
-from t2t_reference import t2t_hparam_names, t2t_hparams
+from t2t_reference import t2t_file, t2t_hparam_names, t2t_hparams
 from t2t_revival import registry
+from t2t_revival.decode_hparams import DecodeHParams, parse_decode_hparams
+from t2t_revival.errors import UserError
 from t2t_revival.hparams import HParams, HParamsError, fields_help, parse_overrides, resolve
-from t2t_revival.t2t_hparam_names import (NO_EQUIVALENT, OTHER_T2T_NAMES, T2T_NAMES,
-                                          names_help)
+from t2t_revival.t2t_hparam_names import (NO_EQUIVALENT, OTHER_T2T_NAMES,
+                                          T2T_DECODE_NO_EQUIVALENT, T2T_NAMES, names_help)
 
 registry.load_all()
 
@@ -72,16 +76,24 @@ def test_a_set_may_be_written_with_t2t_names():
         HParams().replace(weight_decay=0.0)
 
 
-@pytest.mark.parametrize("text, needle", [
-    ("hidden_size=512,d_model=512", "'d_model' is set twice in --hparams (as 'hidden_size'"),
-    ("layer_preprocess_sequence=n,layer_postprocess_sequence=dan", "'norm_type' is set twice"),
-    ("pos=none", "no equivalent of 'none'"),
-    ("layer_preprocess_sequence=nd", "no equivalent of 'nd'"),
-    ("hidden_size=abc", "'hidden_size' expects int"),
+@pytest.mark.parametrize("parse, text, needle", [
+    (parse_overrides, "hidden_size=512,d_model=512",
+     "'d_model' is set twice in --hparams (as 'hidden_size'"),
+    (parse_overrides, "layer_preprocess_sequence=n,layer_postprocess_sequence=dan",
+     "'norm_type' is set twice"),
+    (parse_overrides, "pos=none", "no equivalent of 'none'"),
+    (parse_overrides, "layer_preprocess_sequence=nd", "no equivalent of 'nd'"),
+    (parse_overrides, "hidden_size=abc", "'hidden_size' expects int"),
+    (parse_decode_hparams, "num_samples=-2", "'num_samples' must be in [-1, inf)"),
+    (parse_decode_hparams, "shards=2,shard_id=2", "'shard_id' must be in [0, shards)"),
+    (parse_decode_hparams, "samples_per_input=3", "add sampling=true"),
+    (parse_decode_hparams, "save_images=true",
+     "tensor2tensor's decode hparam 'save_images' has no equivalent"),
+    (parse_decode_hparams, "num_decodes=2", "samples_per_input"),
 ])
-def test_t2t_names_bad_values(text, needle):
-    with pytest.raises(HParamsError) as caught:
-        parse_overrides(text)
+def test_t2t_names_bad_values(parse, text, needle):
+    with pytest.raises(UserError) as caught:
+        parse(text)
     assert needle in str(caught.value) and "\n" not in str(caught.value)
 
 
@@ -161,3 +173,14 @@ def test_registry_help_says_where_our_names_differ():
     for name in T2T_NAMES:
         assert f"  {name} " in help_text
     assert "Hparam fields" in fields_help()
+
+
+def test_every_t2t_decode_key_is_ours_or_refused():
+    tree = ast.parse(t2t_file("utils/decoding.py").read_text())
+    function = next(n for n in tree.body if getattr(n, "name", "") == "decode_hparams")
+    call = next(n for n in ast.walk(function) if isinstance(n, ast.Call) and n.keywords)
+    t2t = {k.arg for k in call.keywords}
+    ours = set(DecodeHParams.__dataclass_fields__)
+    assert t2t - ours == set(T2T_DECODE_NO_EQUIVALENT)
+    assert {"num_samples", "write_beam_scores", "max_input_size", "delimiter", "shards",
+            "shard_id", "log_results", "beam_size", "alpha", "return_beams"} <= t2t & ours
