@@ -176,9 +176,13 @@ def parse_typed_pairs(text: str, types: dict[str, Any], *, flag: str,
             name, value = to_ours(key, _convert(key, raw, tp, types, what, error))
         else:
             raise unknown(key, raw)
-        if name in result and (key == given[name] or key == name or given[name] == name
-                               or result[name] != value):
-            also = "" if given[name] == key else f" (as '{given[name]}' and '{key}')"
-            raise error(f"{what} '{name}' is set twice in {flag}{also}. Received: {text!r}")
+        if name in result:
+            # Only two other names of one setting may agree (T2T's pre- and postprocess).
+            agreeing_aliases = (name not in (key, given[name]) and key != given[name]
+                                and result[name] == value)
+            if not agreeing_aliases:
+                also = "" if given[name] == key else f" (as '{given[name]}' and '{key}')"
+                raise error(f"{what} '{name}' is set twice in {flag}{also}. "
+                            f"Received: {text!r}")
         result[name], given[name] = value, key
     return result
