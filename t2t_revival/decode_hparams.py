@@ -20,6 +20,7 @@ from t2t_revival.decode_length import (CPU_PARALLEL_BATCHES, CPU_PARALLEL_SINGLE
 from t2t_revival.errors import UserError
 from t2t_revival.hparams import HParams
 from t2t_revival.registry import closest
+from t2t_revival.t2t_hparam_names import T2T_DECODE_NO_EQUIVALENT
 from t2t_revival.typed_settings import check_settings, parse_typed_pairs
 
 DecodeOverrides = Mapping[str, Any]
@@ -61,7 +62,7 @@ class DecodeHParams:
     top_p: float = 1.0
     """Sampling (nucleus): draw from the smallest set of most likely tokens whose
     probability reaches top_p, in (0, 1]; 1.0 = all."""
-    num_samples: int = 1
+    samples_per_input: int = 1
     """Sampling: outputs drawn per input; the best-scoring is written (all,
     best first, with return_beams)."""
     seed: int = 1
@@ -80,6 +81,32 @@ class DecodeHParams:
     length penalty of max_decode_length) or "best_finished" (once the best
     finished one beats every live one scored as if it ended at the next
     step; fewer steps, not guaranteed to find the same best)."""
+
+    # ---- tensor2tensor's keys (its utils/decoding.py decode_hparams) ----
+    num_samples: int = -1
+    """tensor2tensor's: decode only the first num_samples inputs of
+    --decode_from_file; -1 decodes them all. (The samples drawn per input
+    with sampling=true are samples_per_input.)"""
+    max_input_size: int = -1
+    """tensor2tensor's: cut each input to this many tokens, EOS included
+    (before max_length's cut, and not counted by it); -1 or 0: no such cut."""
+    write_beam_scores: bool = False
+    """tensor2tensor's: follow each output by a tab and its score (the
+    length-penalized log-probability, "%.2f"); with return_beams, each beam."""
+    delimiter: str = "\n"
+    """tensor2tensor's: what separates the inputs of --decode_from_file and the
+    outputs written to --decode_to_file (each input stripped of spaces around
+    it); a newline by default. Written as-is in --decode_hparams (a space:
+    delimiter=' ')."""
+    shards: int = 1
+    """tensor2tensor's: with shards > 1, decode shard shard_id only: the input
+    file <decode_from_file>NNN (NNN = shard_id on three digits) into
+    <decode_to_file>NNN, as its decoder named them."""
+    shard_id: int = 0
+    """tensor2tensor's: which shard to decode when shards > 1, in [0, shards)."""
+    log_results: bool = False
+    """tensor2tensor's: print every input and its output to standard error as
+    they are written (its default was on; the progress bar is ours)."""
 
     parallel_batches: int = 0
     """Batches decoded at once, each in a thread of its own (CTranslate2's
@@ -102,6 +129,13 @@ class DecodeHParams:
                 "decode hparam 'parallel_batches' must be 1 with sampling=true: the "
                 "samples come from one seeded stream, in batch order. "
                 f"Received: parallel_batches={self.parallel_batches!r}")
+        if self.shards > 1 and not self.shard_id < self.shards:
+            raise DecodeHParamsError(
+                f"decode hparam 'shard_id' must be in [0, shards) (shards={self.shards}). "
+                f"Received: shard_id={self.shard_id}")
+        if not self.delimiter:
+            raise DecodeHParamsError("decode hparam 'delimiter' must not be empty (it "
+                                     "separates the inputs). Received: delimiter=''")
         defaults = DecodeHParams.__dataclass_fields__
         changed = [name for name in SAMPLING_ONLY
                    if getattr(self, name) != defaults[name].default]
@@ -141,7 +175,7 @@ class DecodeHParams:
         return dataclasses.replace(base, **dict(overrides or {}))
 
 
-SAMPLING_ONLY = ("temperature", "top_k", "top_p", "num_samples", "seed")
+SAMPLING_ONLY = ("temperature", "top_k", "top_p", "samples_per_input", "seed")
 """The decode hparams that only sampling reads."""
 
 _TYPES: dict[str, Any] = {f.name: typing.get_type_hints(DecodeHParams)[f.name]
@@ -149,6 +183,10 @@ _TYPES: dict[str, Any] = {f.name: typing.get_type_hints(DecodeHParams)[f.name]
 
 
 def _unknown(key: str, raw: str) -> DecodeHParamsError:
+    if key in T2T_DECODE_NO_EQUIVALENT:
+        return DecodeHParamsError(
+            f"tensor2tensor's decode hparam '{key}' has no equivalent here: "
+            f"{T2T_DECODE_NO_EQUIVALENT[key]}. Received: {key}={raw}")
     near = closest(key, _TYPES)
     hint = f" Did you mean '{near}'?" if near else ""
     return DecodeHParamsError(

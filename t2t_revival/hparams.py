@@ -20,6 +20,7 @@ from typing import Any, ClassVar
 from t2t_revival.errors import UserError
 from t2t_revival.json_record import JsonRecord
 from t2t_revival.registry import closest
+from t2t_revival.t2t_hparam_names import T2T_NAMES, is_t2t_name, to_ours, value_type
 from t2t_revival.typed_settings import check_settings, from_json_value, parse_typed_pairs
 
 # Choices for enumerated string fields.
@@ -186,11 +187,21 @@ class HParams(JsonRecord):
         return self.replace(mixed_precision="float32")
 
     def replace(self, **changes: Any) -> "HParams":
-        """A copy with `changes` applied (type-checked like every HParams)."""
-        unknown = [k for k in changes if k not in _TYPES]
-        if unknown:
-            raise _unknown_field(unknown[0], changes[unknown[0]])
-        return dataclasses.replace(self, **changes)
+        """A copy with `changes` applied (type-checked like every HParams).
+
+        tensor2tensor's names are taken too (`hidden_size=1024` sets d_model:
+        `t2t_hparam_names`), so a set written with them works; the copy holds
+        our names."""
+        ours: dict[str, Any] = {}
+        for key, value in changes.items():
+            if key not in _TYPES and not is_t2t_name(key):
+                raise _unknown_field(key, value)
+            name, value = (key, value) if key in _TYPES else to_ours(key, value, HParamsError)
+            if name in ours and ours[name] != value:
+                raise HParamsError(f"hparam '{name}' is given twice with different values. "
+                                   f"Received: {key}={value!r}, {name}={ours[name]!r}")
+            ours[name] = value
+        return dataclasses.replace(self, **ours)
 
     def override_from_string(self, overrides: str) -> "HParams":
         """Apply `--hparams "k=v,k2=[1,2],flag=true"` overrides."""
@@ -264,8 +275,16 @@ def _check_combinations(hp: HParams) -> None:
 # ---------------------------------------------------------------------------
 
 
+# tensor2tensor's names, each resolved once to ours by the parser.
+_ALIASES = {name: (value_type(name, _TYPES[ours]),
+                   lambda name, value: to_ours(name, value, HParamsError))
+            for name, ours in T2T_NAMES.items()}
+
+
 def _unknown_field(key: str, value: Any) -> HParamsError:
-    near = closest(key, _TYPES)
+    if is_t2t_name(key):
+        to_ours(key, value, HParamsError)  # refuses it, with the reason
+    near = closest(key, [*_TYPES, *T2T_NAMES])
     hint = f" Did you mean '{near}'?" if near else ""
     return HParamsError(
         f"Unknown hparam '{key}'.{hint} `t2t-trainer --registry_help` lists the "
@@ -314,11 +333,13 @@ def fields_help() -> str:
 def parse_overrides(overrides: str) -> dict[str, Any]:
     """Parse `"k=v,k2=[1,2,3],flag=false"` into typed values for HParams.
 
+    tensor2tensor's names (`hidden_size=1024`) are resolved to ours
+    (`d_model`): the result holds our names only (`t2t_hparam_names`).
     Raises HParamsError naming the field, the expected type and the closest
     field name on an unknown key, a malformed pair or a bad value.
     """
     return parse_typed_pairs(overrides, _TYPES, flag="--hparams", what="hparam",
-                             error=HParamsError, unknown=_unknown_field)
+                             error=HParamsError, unknown=_unknown_field, aliases=_ALIASES)
 
 
 # ---------------------------------------------------------------------------

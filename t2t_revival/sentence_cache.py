@@ -1,7 +1,7 @@
 """The decoding cache's per-sentence part: one owner for the key that marks it.
 
 A search runs several rows per sentence (beam search its `beam` hypotheses,
-sampling its `num_samples` draws), sentence-major: rows `b * k ... b * k + k
+sampling its `samples_per_input` draws), sentence-major: rows `b * k ... b * k + k
 - 1` are sentence `b`'s. Most of a model's decoding cache belongs to a row (a
 self-attention buffer holds that row's own tokens): the search tiles it to
 `[B * k, ...]` and reorders it with the beams. What follows from the source

@@ -99,7 +99,12 @@ RANGES: dict[str, Range] = {
     "temperature": Range(**_POSITIVE, why="logits / temperature; top_k=1 samples greedily"),
     "top_k": Range(**_NOT_NEGATIVE, why="0 keeps every token"),
     "top_p": Range(0, 1, low_open=True, why="1 keeps every token"),
-    "num_samples": Range(**_POSITIVE_INT, why="outputs drawn per input"),
+    "samples_per_input": Range(**_POSITIVE_INT, why="outputs drawn per input"),
+    # tensor2tensor's decode keys (DecodeHParams).
+    "num_samples": Range(-1, why="inputs to decode; -1 decodes them all"),
+    "max_input_size": Range(-1, why="input tokens kept, EOS included; -1 or 0 keeps all"),
+    "shards": Range(**_POSITIVE_INT, why="input files of one decoding; 1 is none"),
+    "shard_id": Range(**_NOT_NEGATIVE, why="the shard to decode, below shards"),
 }
 
 

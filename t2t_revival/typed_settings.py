@@ -18,11 +18,15 @@ from __future__ import annotations
 import dataclasses
 import math
 import typing
-from typing import Any, Callable
+from typing import Any, Callable, Mapping
 
 from t2t_revival.errors import UserError
 from t2t_revival.registry import closest
 from t2t_revival.setting_ranges import RANGES, out_of_range
+
+Alias = tuple[Any, Callable[[str, Any], tuple[str, Any]]]
+"""Another name of a setting (`parse_typed_pairs`' aliases): the type its value
+is written in, and the function (name, typed value) -> (our name, our value)."""
 
 _TRUE = {"true", "1", "yes", "on"}
 _FALSE = {"false", "0", "no", "off"}
@@ -144,23 +148,41 @@ def _convert(key: str, raw: str, tp: Any, names, what: str, error: type[UserErro
 
 def parse_typed_pairs(text: str, types: dict[str, Any], *, flag: str,
                       what: str, error: type[UserError],
-                      unknown: Callable[[str, str], UserError]) -> dict[str, Any]:
+                      unknown: Callable[[str, str], UserError],
+                      aliases: Mapping[str, Alias] | None = None) -> dict[str, Any]:
     """Parse `"k=v,k2=[1,2,3],flag=false"` against `types` (name -> type).
 
     The one parser behind `--hparams` and `--decode_hparams`. `unknown(key,
-    raw)` builds the error for a key not in `types`; other problems raise
-    `error` naming `flag`. Types are converted, not range-checked: the
-    settings object that takes the values checks them (`check_settings`).
+    raw)` builds the error for a key not in `types` nor in `aliases`; other
+    problems raise `error` naming `flag`. `aliases` gives other names of the
+    settings (tensor2tensor's): {name: (the type its value is written in, a
+    function (name, typed value) -> (our name, our value))}; each is resolved
+    here, once, so the result holds our names only. Two names of one setting
+    may both be given only with the same value. Types are converted, not
+    range-checked: the settings object that takes the values checks them
+    (`check_settings`).
     """
     result: dict[str, Any] = {}
+    given: dict[str, str] = {}
     for pair in _split_top_level(text or "", flag, error):
         if "=" not in pair:
             raise error(f"{flag} entries are key=value pairs separated by commas; "
                         f"'{pair}' has no '='. Received: {text!r}")
         key, raw = (s.strip() for s in pair.split("=", 1))
-        if key not in types:
+        if key in types:
+            name, value = key, _convert(key, raw, types[key], types, what, error)
+        elif aliases and key in aliases:
+            tp, to_ours = aliases[key]
+            name, value = to_ours(key, _convert(key, raw, tp, types, what, error))
+        else:
             raise unknown(key, raw)
-        if key in result:
-            raise error(f"{what} '{key}' is set twice in {flag}. Received: {text!r}")
-        result[key] = _convert(key, raw, types[key], types, what, error)
+        if name in result:
+            # Only two other names of one setting may agree (T2T's pre- and postprocess).
+            agreeing_aliases = (name not in (key, given[name]) and key != given[name]
+                                and result[name] == value)
+            if not agreeing_aliases:
+                also = "" if given[name] == key else f" (as '{given[name]}' and '{key}')"
+                raise error(f"{what} '{name}' is set twice in {flag}{also}. "
+                            f"Received: {text!r}")
+        result[name], given[name] = value, key
     return result

@@ -339,7 +339,7 @@ def test_the_per_sentence_cache_is_neither_tiled_nor_reordered(search):
         else:
             generator = keras.random.SeedGenerator(3)   # the same draws in both
             fn = lambda c: sample_search(step, c, len(table_ids), max_len,  # noqa: E731
-                                         generator, num_samples=3)
+                                         generator, samples_per_input=3)
         return tf.function(fn, jit_compile=True, autograph=False)(cache)
 
     seqs, scores = run(make_sentence_step(tables, max_len, seen), per_sentence)

@@ -16,8 +16,9 @@ import sys
 import pytest
 
 from conftest import ROOT
-from t2t_revival.metrics import (BleuInputError, moses_tokenize, read_lines, sacre_bleu,
-                                 split_compounds, tokenized_bleu)
+from t2t_revival.metrics import (BleuInputError, bleu_tokenize, moses_tokenize, read_lines,
+                                 sacre_bleu, split_compounds, tokenized_bleu)
+from t2t_revival.metrics.t2t_bleu import t2t_bleu as t2t_figure
 
 SACREBLEU_CLI = os.path.join(os.path.dirname(sys.executable), "sacrebleu")
 
@@ -185,7 +186,7 @@ def test_cli_prints_both_labelled_figures(multi30k):
     out = t2t_bleu(f"--translation={hyp_path}", f"--reference={ref_path}")
     assert out.returncode == 0, out.stderr
     lines = out.stdout.splitlines()
-    assert len(lines) == 2
+    assert len(lines) == 4  # and tensor2tensor's two, below
     assert lines[0].startswith(
         f"sacreBLEU (cased, 13a): {sacre_bleu(hypotheses, references).score:.2f} (")
     assert "nrefs:1|case:mixed|eff:no|tok:13a|smooth:exp" in lines[0]
@@ -228,3 +229,125 @@ def test_cli_bad_input_is_one_line_exit_2(tmp_path, case, message):
     assert len(lines) == 1 and lines[0].startswith("t2t-bleu: error: "), out.stderr
     assert message in lines[0], lines[0]
     assert "Traceback" not in out.stderr
+
+
+# ---- tensor2tensor's BLEU_uncased / BLEU_cased (its own bleu_hook, test-only) ----
+
+def second_system(lines):
+    """Another imperfect "translation": case changed, punctuation and numbers touched."""
+    out = []
+    for i, line in enumerate(lines):
+        if i % 3 == 0:
+            line = line.lower()
+        if i % 4 == 1:
+            line = line.replace(",", "").replace("-", " - ")
+        if i % 6 == 2:
+            line = line.replace("1", "7").replace(".", " .")
+        if i % 9 == 4:
+            line = line.upper()
+        out.append(line)
+    return out
+
+
+def newstest_systems(shared_data, folder, lines=None):
+    """[(translation path, reference path)]: two systems each on newstest2014 De
+    and Fr (its first `lines` lines, or all)."""
+    pairs = []
+    for pair, language in (("en-de", "de"), ("en-fr", "fr")):
+        reference = shared_data / "wmt14" / f"newstest2014.{pair}" / f"newstest2014.{language}"
+        references = reference.read_text(encoding="utf-8").splitlines()[:lines]
+        if lines:
+            reference = folder / f"reference.{language}"
+            reference.write_text("\n".join(references) + "\n", encoding="utf-8")
+        for name, system in (("perturbed", perturb), ("recased", second_system)):
+            path = folder / f"{name}.{language}"
+            path.write_text("\n".join(system(references)) + "\n", encoding="utf-8")
+            pairs.append((str(path), str(reference)))
+    return pairs
+
+
+@pytest.fixture(scope="module")
+def newstest(shared_data, tmp_path_factory):
+    """The systems on newstest2014's first 400 lines (tensor2tensor's own
+    bleu_hook takes about 7 s a thousand lines on a slow CPU)."""
+    return newstest_systems(shared_data, tmp_path_factory.mktemp("newstest"), 400)
+
+
+def test_t2t_figures_equal_tensor2tensors_bleu_hook(newstest):
+    assert_t2t_figures_equal_bleu_hook(newstest)
+
+
+@pytest.mark.slow
+def test_t2t_figures_equal_tensor2tensors_bleu_hook_on_whole_newstest(shared_data, tmp_path):
+    assert_t2t_figures_equal_bleu_hook(newstest_systems(shared_data, tmp_path))
+
+
+def assert_t2t_figures_equal_bleu_hook(systems):
+    from t2t_reference import bleu_hook
+
+    hook = bleu_hook()
+    for translation, reference in systems:
+        hypotheses, references = read_lines(translation, "t"), read_lines(reference, "r")
+        for case_sensitive in (False, True):
+            ours = t2t_figure(hypotheses, references, case_sensitive)
+            theirs = 100 * hook.bleu_wrapper(reference, translation, case_sensitive)
+            assert ours.score == float(theirs), (translation, case_sensitive)
+            assert 10 < ours.score < 99
+        if "recased" in translation:
+            assert (t2t_figure(hypotheses, references, False).score
+                    > t2t_figure(hypotheses, references, True).score)
+    # Orders with no match (its smoothing), an empty translation, a longer one.
+    for hyp, ref in ((["a b c d"], ["a b x d"]), ([""], ["a b"]),
+                     (["1,000.5 $ Ünïcode—dash"], ["1,000.5$ ünïcode - dash"])):
+        theirs = hook.compute_bleu([hook.bleu_tokenize(r) for r in ref],
+                                   [hook.bleu_tokenize(h) for h in hyp])
+        assert t2t_figure(hyp, ref, True).score == float(100 * theirs)
+    for line in ("Hello, world 3.5.", "«Ça» coûte 5€, n'est-ce pas?", "x^2 + y_1 = 10%"):
+        assert bleu_tokenize(line) == hook.bleu_tokenize(line)
+
+
+def test_cli_prints_t2t_lines_as_t2t_bleu_did(newstest):
+    translation, reference = newstest[0]
+    hypotheses, references = read_lines(translation, "t"), read_lines(reference, "r")
+    out = t2t_bleu(f"--translation={translation}", f"--reference={reference}")
+    assert out.returncode == 0, out.stderr
+    lines = out.stdout.splitlines()
+    assert lines[2:] == ["BLEU_uncased = %6.2f" % t2t_figure(hypotheses, references, False).score,
+                         "BLEU_cased = %6.2f" % t2t_figure(hypotheses, references, True).score]
+    out = t2t_bleu(f"--translation={translation}", f"--reference={reference}",
+                   "--bleu_variant=cased", "--json")
+    assert set(json.loads(out.stdout)) == {"sacrebleu", "tokenized_bleu", "BLEU_cased"}
+
+
+def test_cli_translations_dir_writes_t2t_events(tmp_path, multi30k):
+    import tensorflow as tf
+
+    hyp_path, ref_path, hypotheses, references = multi30k
+    folder, events = tmp_path / "translations", tmp_path / "events"
+    folder.mkdir()
+    for steps, system in ((1000, second_system), (2000, perturb)):
+        (folder / f"test.de-{steps}").write_text("\n".join(system(references)) + "\n",
+                                                 encoding="utf-8")
+    (folder / "notes-x").write_text("not a step file\n")
+    out = t2t_bleu(f"--translations_dir={folder}", f"--reference={ref_path}",
+                   f"--event_dir={events}", "--tag_suffix=_beam4")
+    assert out.returncode == 0, out.stderr
+    assert [line.split(":")[0] for line in out.stdout.splitlines()] == ["step 1000", "step 2000"]
+    assert (events / "last_evaluated_step.txt").read_text() == "2000\n"
+    logged = {}
+    for path in events.glob("events.out.tfevents.*"):
+        for record in tf.data.TFRecordDataset(str(path)):
+            event = tf.compat.v1.Event.FromString(record.numpy())
+            for value in event.summary.value:
+                logged[(event.step, value.tag)] = value.simple_value
+    expected = t2t_figure(perturb(references), references, True).score
+    assert logged[(2000, "BLEU_cased_beam4")] == pytest.approx(expected, abs=1e-4)
+    assert logged[(0, "BLEU_uncased_beam4")] == 0.0
+    assert set(logged) == {(s, t + "_beam4") for s in (0, 1000, 2000)
+                           for t in ("BLEU_uncased", "BLEU_cased")}
+    # Again: it starts at the last evaluated step (as tensor2tensor's: steps >= it).
+    again = t2t_bleu(f"--translations_dir={folder}", f"--reference={ref_path}",
+                     f"--event_dir={events}")
+    assert again.returncode == 0 and again.stdout.startswith("step 2000: "), again.stderr
+    missing = t2t_bleu(f"--translations_dir={folder}", f"--reference={ref_path}")
+    assert missing.returncode == 2 and "needs --event_dir" in missing.stderr

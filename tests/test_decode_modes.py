@@ -223,7 +223,7 @@ def test_ensemble_user_errors(runs, tmp_path):
 def test_sampling_through_the_decoder_is_seeded(runs):
     from decoding import decoder_of
 
-    settings = "sampling=true,num_samples=3,return_beams=true,top_p=0.95,seed=5"
+    settings = "sampling=true,samples_per_input=3,return_beams=true,top_p=0.95,seed=5"
     first = decoder_of(runs["a"], settings=settings)
     samples = first.translate(SOURCES)
     assert first.translate(SOURCES) == samples                       # a call repeats
@@ -257,8 +257,8 @@ def test_sampling_settings_are_checked():
     from t2t_revival.hparams import HParams
 
     dhp = DecodeHParams.from_hparams(HParams(), parse_decode_hparams(
-        "sampling=true,temperature=0.7,top_k=20,top_p=0.9,num_samples=4,seed=3"))
-    assert (dhp.sampling, dhp.temperature, dhp.top_k, dhp.top_p, dhp.num_samples,
+        "sampling=true,temperature=0.7,top_k=20,top_p=0.9,samples_per_input=4,seed=3"))
+    assert (dhp.sampling, dhp.temperature, dhp.top_k, dhp.top_p, dhp.samples_per_input,
             dhp.seed) == (True, 0.7, 20, 0.9, 4, 3)
     for settings, message in [("top_p=0.9", "add sampling=true"),
                               ("seed=2", "add sampling=true"),
@@ -268,8 +268,8 @@ def test_sampling_settings_are_checked():
                                r"'top_k' must be in \[0, inf\) \(0 keeps every token\)"),
                               ("sampling=true,temperature=0",
                                r"'temperature' must be in \(0, inf\) \(logits / temperature"),
-                              ("sampling=true,num_samples=0",
-                               r"'num_samples' must be in \[1, inf\)"),
+                              ("sampling=true,samples_per_input=0",
+                               r"'samples_per_input' must be in \[1, inf\)"),
                               ("sampling=true,parallel_batches=2",
                                "'parallel_batches' must be 1 with sampling=true"),
                               ("parallel_batches=-1", r"'parallel_batches' must be in \[0, inf\)")]:
@@ -370,7 +370,7 @@ def test_the_exporters_refuse_what_they_cannot_fix_before_loading(runs, tmp_path
     for export, name, allowed in ((export_saved_model, "SavedModel", "early_stop"),
                                   (export_ctranslate2, "CTranslate2", "batch_size")):
         for settings in ("sampling=true,top_p=0.9", "long_inputs=refuse",
-                         "batch_tokens=512", "return_beams=true", "sampling=true,num_samples=3"):
+                         "batch_tokens=512", "return_beams=true", "sampling=true,samples_per_input=3"):
             with pytest.raises(UserError, match=f"the {name} export fixes only beam_size, "
                                                 f"alpha, extra_length, {allowed} "):
                 export(runs["a"], decode_overrides=parse_decode_hparams(settings),
@@ -502,8 +502,8 @@ _OOM = ("OOM when allocating tensor with shape[128,4,80,32] and type float on "
     # One sentence at a time: batch_size is not named (it cannot be lower).
     ("batch_size=1,parallel_batches=3",
      "beam_size (now 4), parallel_batches (now 3). Received: batch_size=1"),
-    ("sampling=true,batch_size=1,num_samples=3",
-     "num_samples (now 3). Received: batch_size=1"),
+    ("sampling=true,batch_size=1,samples_per_input=3",
+     "samples_per_input (now 3). Received: batch_size=1"),
     ("sampling=true,batch_size=1", None)])
 def test_a_device_out_of_memory_while_decoding_is_one_line(runs, decode_hparams, advice):
     """TensorFlow's ResourceExhaustedError in the search (its message goes on
@@ -530,3 +530,48 @@ def test_a_device_out_of_memory_while_decoding_is_one_line(runs, decode_hparams,
     else:
         assert str(error.value) == (f"decoding ran out of memory: {_OOM}. Lower the decode "
                                     f"hparams' {advice}")
+
+
+# ------------------------------------------------- tensor2tensor's decode keys
+
+def test_t2t_decode_keys_num_samples_scores_delimiter_shards_log(runs, tmp_path):
+    source = tmp_path / "src.en"
+    source.write_text("\n".join(SOURCES) + "\n", encoding="utf-8")
+    plain, scored = tmp_path / "plain.de", tmp_path / "scored.de"
+    assert _decoder(f"--output_dir={runs['a']}", f"--decode_from_file={source}",
+                    f"--decode_to_file={plain}", "--decode_hparams=beam_size=2,return_beams=true"
+                    ).returncode == 0
+    out = _decoder(f"--output_dir={runs['a']}", f"--decode_from_file={source}",
+                   f"--decode_to_file={scored}", "--decode_hparams=beam_size=2,return_beams=true,"
+                   "num_samples=2,write_beam_scores=true,log_results=true")
+    assert out.returncode == 0, out.stderr[-2000:]
+    beams = [line.split("\t") for line in plain.read_text(encoding="utf-8").splitlines()]
+    with_scores = [line.split("\t") for line in scored.read_text(encoding="utf-8").splitlines()]
+    assert len(with_scores) == 2  # num_samples: the first two inputs only
+    for texts, fields in zip(beams, with_scores):
+        assert fields[0::2] == texts
+        assert all(re.fullmatch(r"-?\d+\.\d\d", score) for score in fields[1::2])
+        assert float(fields[1]) >= float(fields[3])  # best first
+    assert f"INPUT: {SOURCES[1]}\nOUTPUT: " in out.stderr
+    # delimiter: inputs and outputs separated by it; shards: <file>NNN.
+    (tmp_path / "src.txt001").write_text(" | ".join(SOURCES[:3]) + " |\n", encoding="utf-8")
+    out = _decoder(f"--output_dir={runs['a']}", f"--decode_from_file={tmp_path / 'src.txt'}",
+                   f"--decode_to_file={tmp_path / 'out.txt'}",
+                   "--decode_hparams=delimiter='|',shards=2,shard_id=1")
+    assert out.returncode == 0, out.stderr[-2000:]
+    written = (tmp_path / "out.txt001").read_text(encoding="utf-8")
+    assert written.count("|") == 3 and written.endswith("|")
+    one_line_error(_decoder(f"--output_dir={runs['a']}", f"--decode_from_file={source}",
+                            "--decode_hparams=decode_timeout_mins=10"), "t2t-decoder",
+                   "tensor2tensor's decode hparam 'decode_timeout_mins' has no equivalent")
+
+
+def test_t2t_max_input_size_cuts_the_inputs(runs):
+    from t2t_revival.decode.decoder import Decoder
+    from t2t_revival.decode_hparams import parse_decode_hparams
+
+    decoder = Decoder.load(runs["a"], None, parse_decode_hparams("max_input_size=4"))
+    encoded = decoder.encode(SOURCES)
+    assert [len(ids) for ids in encoded] == [min(4, len(decoder.vocab.encode(s)) + 1)
+                                             for s in SOURCES]
+    assert all(ids[-1] == 1 for ids in encoded) and decoder.cut_inputs == 0

@@ -48,10 +48,10 @@ def test_a_fixed_seed_repeats_and_another_seed_differs():
     rng = np.random.default_rng(5)
     tables = rng.normal(0.0, 1.0, size=(2, 8, 8, 8))
     max_len, table_ids = 12, [0, 1, 0, 1, 0, 1, 0, 1]
-    first = run_sampling(tables, table_ids, max_len, seed=7, num_samples=3)
-    again = run_sampling(tables, table_ids, max_len, seed=7, num_samples=3)
-    other = run_sampling(tables, table_ids, max_len, seed=8, num_samples=3)
-    eager = run_sampling(tables, table_ids, max_len, seed=7, num_samples=3, compiled=False)
+    first = run_sampling(tables, table_ids, max_len, seed=7, samples_per_input=3)
+    again = run_sampling(tables, table_ids, max_len, seed=7, samples_per_input=3)
+    other = run_sampling(tables, table_ids, max_len, seed=8, samples_per_input=3)
+    eager = run_sampling(tables, table_ids, max_len, seed=7, samples_per_input=3, compiled=False)
     np.testing.assert_array_equal(first[0], again[0])
     np.testing.assert_array_equal(first[1], again[1])
     np.testing.assert_array_equal(first[0], eager[0])
@@ -64,7 +64,7 @@ def test_samples_are_scored_sorted_and_well_formed():
     rng = np.random.default_rng(6)
     tables = rng.normal(0.0, 1.0, size=(2, 6, 6, 6))
     max_len, alpha, table_ids = 8, 0.6, [0, 1]
-    seqs, scores = run_sampling(tables, table_ids, max_len, seed=3, num_samples=5,
+    seqs, scores = run_sampling(tables, table_ids, max_len, seed=3, samples_per_input=5,
                                 alpha=alpha, temperature=1.3)
     assert seqs.shape == (2, 5, max_len) and scores.shape == (2, 5)
     for b, t in enumerate(table_ids):
@@ -74,7 +74,7 @@ def test_samples_are_scored_sorted_and_well_formed():
             assert seq.count(EOS) <= 1
             assert score == pytest.approx(
                 np_log_prob(tables[t], seq) / np_penalty(len(seq), alpha), abs=1e-4)
-    best, best_scores = run_sampling(tables, table_ids, max_len, seed=3, num_samples=5,
+    best, best_scores = run_sampling(tables, table_ids, max_len, seed=3, samples_per_input=5,
                                      alpha=alpha, temperature=1.3, return_beams=False)
     np.testing.assert_array_equal(best, seqs[:, 0])
     np.testing.assert_allclose(best_scores, scores[:, 0])
@@ -114,7 +114,7 @@ def _first_token_counts(first_probs, draws, seed=11, **kw):
     step = _one_step_model(first_probs)
     generator = keras.random.SeedGenerator(seed)
     seqs, _ = tf.function(lambda c: sample_search(step, c, 1, 3, generator,
-                                                  num_samples=draws, **kw),
+                                                  samples_per_input=draws, **kw),
                           autograph=False)({"x": tf.zeros([1, 1])})
     return np.bincount(seqs.numpy()[0, :, 0], minlength=len(first_probs)) / draws
 

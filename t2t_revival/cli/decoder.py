@@ -68,19 +68,40 @@ flags.DEFINE_string("decode_hparams", "",
                     'parallel_batches=N: N batches at once, a thread each; the default 0 '
                     'decodes 2 at once on a CPU, 4 at batch_size=1, and 1 on a GPU); '
                     'sampling instead of beam search: "sampling=true,temperature=1.0,'
-                    'top_k=0,top_p=1.0,num_samples=1,seed=1" (top_k 0 and top_p 1.0 keep '
-                    'every token; return_beams=true writes all num_samples, best first).')
+                    'top_k=0,top_p=1.0,samples_per_input=1,seed=1" (top_k 0 and top_p 1.0 keep '
+                    'every token; return_beams=true writes all samples_per_input, best first). '
+                    "tensor2tensor's keys: num_samples=N decodes the first N inputs (-1 all), "
+                    'max_input_size, write_beam_scores, delimiter, shards, shard_id, '
+                    'log_results.')
 flags.DEFINE_string("language", "de", "Target language for the Moses tokenizer of the "
                     "paper-style BLEU.")
 flags.DEFINE_bool("json", False, "Print the BLEU figures as one JSON object.")
 flags.mark_flag_as_required("output_dir")
 
 
-def _default_output(decoder) -> str:
+def _sharded(path: str | None, files) -> str | None:
+    """`path` + the shard's three digits when `shards` > 1 (tensor2tensor's names)."""
+    return f"{path}{files.shard_id:03d}" if path and files.shards > 1 else path
+
+
+def _read_inputs(path: str, delimiter: str) -> list[str]:
+    """The inputs of --decode_from_file: its lines, or, with another
+    `delimiter`, its text split on it, each stripped, a last empty one
+    dropped (tensor2tensor's _get_sorted_inputs)."""
+    from t2t_revival.decode.decoder import read_text_lines
+
+    lines = read_text_lines(path, "decode_from_file")
+    if delimiter == "\n":
+        return lines
+    inputs = [record.strip() for record in "\n".join(lines).split(delimiter)]
+    return inputs[:-1] if inputs and not inputs[-1] else inputs
+
+
+def _default_output(decoder, from_file: str) -> str:
     run, dhp = decoder.run_record, decoder.decode_hparams
     search = (f"sample.temp{dhp.temperature}.top_k{dhp.top_k}.top_p{dhp.top_p}"
               f".seed{dhp.seed}") if dhp.sampling else f"beam{dhp.beam_size}.alpha{dhp.alpha}"
-    return (f"{FLAGS.decode_from_file}.{run.model}.{run.hparams_set or 'hparams'}"
+    return (f"{from_file}.{run.model}.{run.hparams_set or 'hparams'}"
             f".{search}.decodes")
 
 
@@ -187,16 +208,23 @@ def main(argv: list[str]) -> int:
                         f"Received: decode_reference={FLAGS.decode_reference!r}")
     # Cheap checks first: the decode hparams (parsed once, here), the training
     # directory, the files.
-    from t2t_revival.decode_hparams import parse_decode_hparams
+    from t2t_revival.decode_hparams import DecodeHParams, parse_decode_hparams
     from t2t_revival.run_dir.training_directory import TrainingDirectory
     overrides = parse_decode_hparams(FLAGS.decode_hparams)
     TrainingDirectory(FLAGS.output_dir).read_hparams()
     if FLAGS.score_file:
         return _score_pairs(overrides)
-    sources = read_text_lines(FLAGS.decode_from_file, "decode_from_file") \
-        if FLAGS.decode_from_file else []
+    # tensor2tensor's file keys: shards, delimiter, num_samples.
+    files = DecodeHParams(**overrides)
+    from_file, to_file = _sharded(FLAGS.decode_from_file, files), _sharded(FLAGS.decode_to_file,
+                                                                          files)
+    sources = _read_inputs(from_file, files.delimiter) if from_file else []
+    if files.num_samples >= 0:
+        sources = sources[:files.num_samples]
     references = read_text_lines(FLAGS.decode_reference, "decode_reference") \
         if FLAGS.decode_reference else None
+    if references is not None and files.num_samples >= 0:
+        references = references[:files.num_samples]
     if references is not None:
         from t2t_revival.metrics.bleu import check_language
         check_language(FLAGS.language)  # now, not after decoding
@@ -209,11 +237,18 @@ def main(argv: list[str]) -> int:
           file=sys.stderr)
 
     if FLAGS.decode_from_file:
-        out_path = FLAGS.decode_to_file or _default_output(decoder)
+        out_path = to_file or _default_output(decoder, from_file)
         path_flags.check_output_file("decode_to_file", out_path)  # before decoding, not after
         bar = ProgressBar()
         translations = decoder.translate(sources, progress=bar, compiling=bar.compiling)
-        write_text_lines(out_path, translations)
+        if files.delimiter == "\n":
+            write_text_lines(out_path, translations)
+        else:
+            from t2t_revival.atomic_file import write_atomically
+            write_atomically(out_path, "".join(t + files.delimiter for t in translations))
+        if files.log_results:
+            for source, translation in zip(sources, translations):
+                print(f"INPUT: {source}\nOUTPUT: {translation}", file=sys.stderr)
         print(f"Wrote {len(translations)} translations to {out_path}", file=sys.stderr)
         _report_cut(decoder, len(sources))
         if references is not None:

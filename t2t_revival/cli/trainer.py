@@ -148,9 +148,11 @@ def main(argv: list[str]) -> int:
     if FLAGS.registry_help:
         path_flags.import_usr_dir()
         from t2t_revival.hparams import fields_help
+        from t2t_revival.t2t_hparam_names import names_help
 
         print(registry.help_text())
         print(fields_help())
+        print(names_help())
         return 0
     output_dir = path_flags.check_directory("output_dir", FLAGS.output_dir, writable=True)
     usr_dir = path_flags.import_usr_dir(output_dir)   # the flag, or the run's own when resuming

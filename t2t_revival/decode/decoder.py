@@ -130,7 +130,7 @@ class Decoder:
             return sample_search(self.model.decode_step, cache, tf.shape(inputs)[0],
                                  max_decode_length, self._seed_generator,
                                  temperature=dhp.temperature, top_k=dhp.top_k,
-                                 top_p=dhp.top_p, num_samples=dhp.num_samples,
+                                 top_p=dhp.top_p, samples_per_input=dhp.samples_per_input,
                                  alpha=dhp.alpha, return_beams=dhp.return_beams)
         # A static batch size (the compiled search always has one) lets the
         # search drop the batch elements that have stopped (`beam_search`).
@@ -171,6 +171,8 @@ class Decoder:
         self.cut_inputs = 0
         for i, sentence in enumerate(sentences):
             ids = self.vocab.encode(sentence) + [EOS_ID] if sentence.strip() else []
+            if 0 < self.decode_hparams.max_input_size < len(ids):  # tensor2tensor's cut
+                ids = cut_line(ids, self.decode_hparams.max_input_size, EOS_ID)
             if len(ids) > max_length:
                 if refuse:
                     check_input_length(i + 1, len(ids), max_length, sentence)
@@ -189,7 +191,8 @@ class Decoder:
         `batch_tokens` tokens at a time; see `decode_length`). An input longer
         than max_length is cut to it (`cut_inputs` counts them) unless
         `long_inputs=refuse`. With return_beams, each output line holds the
-        beams, best first, separated by tabs.
+        beams, best first, separated by tabs; with write_beam_scores, each
+        output is followed by a tab and its score (tensor2tensor's "%.2f").
 
         progress: called with (inputs done, all inputs) after each batch.
         compiling: with xla, called with the number of XLA programs this call
@@ -223,18 +226,23 @@ class Decoder:
             inputs = tf.constant([encoded[i] + [PAD_ID] * (length - len(encoded[i]))
                                   for i in rows], tf.int32)
             if self.compiled:
-                sequences, _ = self.compiled_search(len(rows))(inputs)
+                sequences, scores = self.compiled_search(len(rows))(inputs)
                 self._compiled_programs.add((len(rows), length))
             else:
-                sequences, _ = self.search(inputs, max_decode_length(
+                sequences, scores = self.search(inputs, max_decode_length(
                     length, dhp.extra_length, limit))
-            sequences = sequences.numpy()[:len(chunk)]
-            # one_field: a model's byte pieces can spell a newline or a tab,
-            # which would split a translation over lines or n-best columns.
+            sequences, scores = sequences.numpy()[:len(chunk)], scores.numpy()[:len(chunk)]
+
+            def text(sequence, score) -> str:
+                # one_field: a model's byte pieces can spell a newline or a tab,
+                # which would split a translation over lines or n-best columns.
+                out = one_field(self.vocab.decode(sequence))
+                return f"{out}\t{score:.2f}" if dhp.write_beam_scores else out
+
             if dhp.return_beams:
-                return ["\t".join(one_field(self.vocab.decode(s)) for s in beams)
-                        for beams in sequences]
-            return [one_field(self.vocab.decode(s)) for s in sequences]
+                return ["\t".join(text(s, score) for s, score in zip(beams, beam_scores))
+                        for beams, beam_scores in zip(sequences, scores)]
+            return [text(s, score) for s, score in zip(sequences, scores)]
 
         lengths = [len(ids) for ids in encoded]
         first = self._first_batch_of_each_program(lengths, program) if self.compiled else {}
@@ -277,8 +285,8 @@ class Decoder:
             received = f"batch_size={dhp.batch_size}"
         if dhp.beam_size > 1 and not dhp.sampling:
             lower.append(f"beam_size (now {dhp.beam_size})")
-        if dhp.sampling and dhp.num_samples > 1:   # num_samples rows per sentence
-            lower.append(f"num_samples (now {dhp.num_samples})")
+        if dhp.sampling and dhp.samples_per_input > 1:   # samples_per_input rows per sentence
+            lower.append(f"samples_per_input (now {dhp.samples_per_input})")
         if dhp.parallel_batches > 1:
             lower.append(f"parallel_batches (now {dhp.parallel_batches})")
         if not lower:

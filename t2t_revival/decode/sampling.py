@@ -80,20 +80,20 @@ def filter_logits(logits, temperature: float = 1.0, top_k: int = 0, top_p: float
 
 def sample_search(step: StepFn, cache, batch_size, max_decode_length: int,
                   seed_generator: keras.random.SeedGenerator, temperature: float = 1.0,
-                  top_k: int = 0, top_p: float = 1.0, num_samples: int = 1,
+                  top_k: int = 0, top_p: float = 1.0, samples_per_input: int = 1,
                   alpha: float = 0.0, eos_id: int = EOS_ID, return_beams: bool = True):
-    """Draw `num_samples` outputs per input, token by token.
+    """Draw `samples_per_input` outputs per input, token by token.
 
     Args:
         step: `step(ids [B*n] int32, cache, index) -> (logits [B*n, V], cache)`.
         cache: nested dict of tensors, every leaf [B, ...]; tiled here to
-            [B*n, ...] (n = num_samples), each copy sampled independently,
+            [B*n, ...] (n = samples_per_input), each copy sampled independently,
             except the per-sentence part (`t2t_revival.sentence_cache`).
         batch_size: B (a Python int, or a scalar tensor).
         max_decode_length: the number of positions decoded at most.
         seed_generator: where the random numbers come from (advanced here).
         temperature, top_k, top_p: the filters (see `filter_logits`).
-        num_samples: n, samples per input (the n-best list of sampling).
+        samples_per_input: n, samples per input (the n-best list of sampling).
         alpha: length penalty exponent of the scores (as beam search's).
         eos_id: the end-of-sentence id.
         return_beams: True returns every sample; False only the best-scoring.
@@ -107,9 +107,9 @@ def sample_search(step: StepFn, cache, batch_size, max_decode_length: int,
         1, no filter: what beam search and `score_targets` report), divided
         by length_penalty(length, alpha), length counting EOS.
     """
-    if num_samples < 1:
-        raise ValueError(f"num_samples must be positive. Received: num_samples={num_samples}")
-    n = num_samples
+    if samples_per_input < 1:
+        raise ValueError(f"samples_per_input must be positive. Received: samples_per_input={samples_per_input}")
+    n = samples_per_input
     length = max_decode_length
     rows = batch_size * n
     cache = map_cache(cache, lambda x: ops.repeat(x, n, axis=0), lambda x: x)  # [B*n, ...]

@@ -1,4 +1,5 @@
-"""BLEU two ways: sacreBLEU, and the paper's tokenized BLEU.
+"""BLEU two ways: sacreBLEU, and the paper's tokenized BLEU (and tensor2tensor's
+own two, `t2t_bleu`, beside them).
 
 1. `sacre_bleu`: sacreBLEU (Post 2018) on detokenized text, cased, its 13a
    tokenizer and default exp smoothing: exactly what the `sacrebleu` command
@@ -33,6 +34,7 @@ import sacrebleu
 from t2t_revival.errors import UserError
 from t2t_revival.text_lines import read_text_lines
 from t2t_revival.metrics.bleu_score import BleuScore
+from t2t_revival.metrics.t2t_bleu import t2t_bleu, t2t_line
 
 SACREBLEU_LABEL = "sacreBLEU (cased, 13a)"
 TOKENIZED_LABEL = ("tokenized BLEU (Moses tokenizer -l {lang} + compound splitting, "
@@ -127,23 +129,32 @@ def read_lines(path: str, what: str) -> list[str]:
     return read_text_lines(path, what, error=BleuInputError)
 
 
-def bleu_files(translation: str, reference: str, language: str = "de") -> list[BleuScore]:
-    """Both figures for a translation file against a reference file.
+def bleu_files(translation: str, reference: str, language: str = "de",
+               t2t_cases: Sequence[bool] = ()) -> list[BleuScore]:
+    """Both figures for a translation file against a reference file, and
+    tensor2tensor's (`t2t_bleu`) for each of `t2t_cases` (False: BLEU_uncased,
+    True: BLEU_cased).
 
-    Returns [sacreBLEU (cased, 13a), tokenized BLEU as the paper].
+    Returns [sacreBLEU (cased, 13a), tokenized BLEU as the paper, T2T's...].
     """
     hypotheses = read_lines(translation, "translation")
     references = read_lines(reference, "reference")
     _check(hypotheses, references)
     return [sacre_bleu(hypotheses, references),
-            tokenized_bleu(hypotheses, references, language)]
+            tokenized_bleu(hypotheses, references, language),
+            *(t2t_bleu(hypotheses, references, case_sensitive) for case_sensitive in t2t_cases)]
 
 
 def format_scores(scores: Sequence[BleuScore], as_json: bool = False) -> str:
-    """[sacreBLEU, tokenized BLEU] as labelled lines, or one JSON object."""
+    """[sacreBLEU, tokenized BLEU, tensor2tensor's...] as labelled lines
+    (T2T's as its t2t-bleu printed them, `BLEU_cased =  27.31`), or one JSON
+    object (T2T's under their labels)."""
     if as_json:
         import json
 
         return json.dumps({"sacrebleu": scores[0].to_dict(),
-                           "tokenized_bleu": scores[1].to_dict()}, indent=2)
-    return "\n".join(score.format() for score in scores)
+                           "tokenized_bleu": scores[1].to_dict(),
+                           **{score.label: score.to_dict() for score in scores[2:]}},
+                          indent=2)
+    return "\n".join([score.format() for score in scores[:2]]
+                     + [t2t_line(score) for score in scores[2:]])
