@@ -204,8 +204,8 @@ def table() -> dict[str, dict[str, T2TFlag]]:
                 "cut the corpus files instead (head -n N), or train on own corpora"),
         T2TFlag("env_problem_max_env_steps", "integer", REFUSED, "no RL problems here"),
         T2TFlag("env_problem_batch_size", "integer", REFUSED, "no RL problems here"),
-        T2TFlag("only_list", "bool", MAPPED, "the registered problems",
-                ours="registry_help"),
+        T2TFlag("only_list", "bool", REFUSED,
+                "t2t-trainer --registry_help lists the problems (and models and hparam sets)"),
         T2TFlag("random_seed", "integer", NO_EFFECT,
                 "the problems shuffle with their own fixed seeds, so datagen is reproducible"),
         T2TFlag("task_id", "integer", NO_EFFECT, "datagen runs --num_workers processes itself"),
@@ -226,20 +226,54 @@ def table() -> dict[str, dict[str, T2TFlag]]:
                 "<output_dir>/averaged/ckpt-<step>, where t2t-decoder --checkpoint_path "
                 "takes it"),
     ]
-    by_program = {TRAINER: common, DECODER: common + decoder_only,
-                  EXPORTER: common + exporter_only, DATAGEN: datagen, AVERAGER: averager}
+    decoder_keeps = ("output_dir", "t2t_usr_dir", "decode_hparams", "decode_from_file",
+                     "decode_to_file", "decode_reference")
+    by_program = {TRAINER: common,
+                  DECODER: _run_reader(common, decoder_keeps) + decoder_only,
+                  EXPORTER: _run_reader(common, ("output_dir", "t2t_usr_dir", "decode_hparams"))
+                  + exporter_only,
+                  DATAGEN: datagen, AVERAGER: averager}
     return {program: {f.name: f for f in entries} for program, entries in by_program.items()}
 
 
-def define(program: str, values: flags.FlagValues = flags.FLAGS) -> None:
-    """Define each tensor2tensor flag of `program` that ours lacks, default None."""
+def _run_reader(common: list[T2TFlag], keeps: tuple[str, ...]) -> list[T2TFlag]:
+    """The trainer's flags as tensor2tensor's decoder and exporter took them:
+    the run's names checked against run.json, `keeps` as ours, the other
+    training flags without effect (as they were there), refusals kept."""
+    out = []
+    for flag in common:
+        if flag.name in RUN_FLAGS:
+            flag = dataclasses.replace(flag, outcome=CHECKED,
+                                       why="compared with the run's run.json")
+        elif flag.name in keeps:
+            flag = dataclasses.replace(flag, outcome=SAME, why="")
+        elif flag.outcome != REFUSED:
+            flag = dataclasses.replace(
+                flag, outcome=NO_EFFECT, ours="", convert=None,
+                why="a training flag, which changes nothing here (tensor2tensor's decoder "
+                    "and exporter took the trainer's flags too)")
+        out.append(flag)
+    return out
+
+
+def define(program: str, module_name: str, values: flags.FlagValues = flags.FLAGS) -> None:
+    """Define each tensor2tensor flag of `program` that ours lacks, default
+    None, as flags of the CLI module `module_name` (whose `--help` lists them)."""
     for flag in table()[program].values():
         if flag.name in values:
             continue
         define_kind = {"bool": flags.DEFINE_bool, "integer": flags.DEFINE_integer,
                        "float": flags.DEFINE_float, "string": flags.DEFINE_string}[flag.kind]
         define_kind(flag.name, None, f"tensor2tensor's flag: {flag.outcome} here. {flag.why}",
-                    flag_values=values)
+                    flag_values=values, module_name=module_name)
+
+
+def take(program: str, values: flags.FlagValues = flags.FLAGS) -> None:
+    """`apply`, its lines on stderr: first in each CLI's `main`."""
+    import sys
+
+    for line in apply(program, values):
+        print(line, file=sys.stderr, flush=True)
 
 
 def given(values: flags.FlagValues) -> list[str]:
@@ -272,3 +306,116 @@ def apply(program: str, values: flags.FlagValues = flags.FLAGS) -> list[str]:
         lines.append(f"--{name} (tensor2tensor's) is --{flag.ours} here ({flag.why}): "
                      f"--{flag.ours}={ours}.")
     return lines
+
+
+# tensor2tensor's early-stopping metric names for the figures that rank best/ here.
+_STOPPING_METRICS = {"loss": "loss", "approx_bleu_score": "bleu", "bleu": "bleu"}
+
+
+def apply_trainer_schedule(values: flags.FlagValues = flags.FLAGS) -> list[str]:
+    """tensor2tensor's `--schedule` and `--eval_early_stopping_*` flags as
+    t2t-trainer's own: lines saying what they became; a UserError for what
+    cannot apply."""
+    lines = []
+    if values["schedule"].present:
+        schedule = values["schedule"].value
+        if schedule == "train":
+            values["local_eval_frequency"].value = 0
+            lines.append("--schedule=train (tensor2tensor's) is --local_eval_frequency=0 here: "
+                         "train, then evaluate once at the end.")
+        elif schedule not in ("continuous_train_and_eval", "train_and_evaluate"):
+            raise UserError(
+                f"--schedule={schedule} (tensor2tensor's) is not taken here: t2t-trainer "
+                "trains with evaluation every --local_eval_frequency updates "
+                "(continuous_train_and_eval, the default); to evaluate or test a "
+                "checkpoint, decode with t2t-decoder --decode_reference. "
+                f"Received: schedule={schedule!r}")
+    present = {name: values[name].value for name in
+               ("eval_early_stopping_steps", "eval_early_stopping_metric",
+                "eval_early_stopping_metric_delta", "eval_early_stopping_metric_minimize")
+               if values[name].present}
+    if not present:
+        return lines
+    if "eval_early_stopping_steps" not in present:
+        raise UserError(f"--{next(iter(present))} (tensor2tensor's) needs "
+                        "--eval_early_stopping_steps=N, the patience. "
+                        f"Received: {present}")
+    every = values["local_eval_frequency"].value
+    if not every:
+        raise UserError("--eval_early_stopping_steps counts evaluations here: set "
+                        "--local_eval_frequency=N too. Received: local_eval_frequency=0")
+    decoding = bool(values["eval_decode_sentences"].value)
+    followed = "bleu" if decoding else "loss"   # what ranks best/ (bleu: the problem's metric)
+    metric = present.get("eval_early_stopping_metric", "loss")
+    if _STOPPING_METRICS.get(metric, metric) != followed and \
+            "eval_early_stopping_metric" in present:
+        fix = ("--eval_decode_sentences=0, so that best/ and early stopping follow the dev "
+               "loss" if metric == "loss" else
+               "the dev loss (--eval_decode_sentences=0) or the problem's decoded metric "
+               "(approx_bleu_score)")
+        raise UserError(f"--eval_early_stopping_metric={metric} (tensor2tensor's): early "
+                        f"stopping here follows the figure best/ keeps, dev {followed}; use "
+                        f"{fix}. Received: eval_early_stopping_metric={metric!r}")
+    minimize = present.get("eval_early_stopping_metric_minimize")
+    if minimize is not None and minimize != (followed == "loss"):
+        raise UserError(f"--eval_early_stopping_metric_minimize={minimize} (tensor2tensor's) "
+                        f"disagrees with dev {followed}, which is "
+                        f"{'minimized' if followed == 'loss' else 'maximized'}. "
+                        f"Received: eval_early_stopping_metric_minimize={minimize}")
+    steps = present["eval_early_stopping_steps"]
+    evals = max(1, -(-steps // every))
+    delta = present.get("eval_early_stopping_metric_delta", 0.1)   # tensor2tensor's default
+    values["eval_early_stopping_evals"].value = evals
+    values["eval_early_stopping_delta"].value = delta
+    lines.append(f"--eval_early_stopping_steps={steps} (tensor2tensor's) is "
+                 f"--eval_early_stopping_evals={evals} here (evaluations every "
+                 f"--local_eval_frequency={every} updates), following dev {followed} with "
+                 f"--eval_early_stopping_delta={delta:g}.")
+    return lines
+
+
+def check_run_flags(output_dir: str, values: flags.FlagValues = flags.FLAGS) -> None:
+    """The decoder's and exporter's tensor2tensor run flags (--problem, --model,
+    --hparams_set, --hparams, --data_dir) against the run's run.json: a
+    UserError naming the first that disagrees; agreeing ones change nothing."""
+    import os
+
+    from t2t_revival.run_dir.file_names import RUN_FILE
+    from t2t_revival.run_dir.run_record import RunRecord
+
+    names = [n for n in RUN_FLAGS if n in values and values[n].present]
+    path = os.path.join(output_dir, RUN_FILE)
+    if not names or not os.path.isfile(path):
+        return   # (a directory without run.json is the decoder's own error)
+    record = RunRecord.load(path)
+    for name in names:
+        given_value = values[name].value
+        if name == "hparams":
+            agrees = _same_hparams(values, record)
+        elif name == "data_dir":
+            agrees = not record.data_dir or \
+                os.path.realpath(given_value) == os.path.realpath(record.data_dir)
+        else:
+            agrees = given_value == getattr(record, name)
+        if not agrees:
+            raise UserError(
+                f"--{name}={given_value} disagrees with the run in {output_dir}, which "
+                f"was trained with {name}={getattr(record, name)!r} (its run.json); the "
+                f"decoder reads the run's own settings, so leave --{name} out or give the "
+                f"run's. Received: {name}={given_value!r}")
+
+
+RUN_FLAGS = ("problem", "model", "hparams_set", "hparams", "data_dir")
+
+
+def _same_hparams(values: flags.FlagValues, record) -> bool:
+    """Whether --hparams (on --hparams_set or the run's set) resolves to what
+    the run's set and overrides resolve to."""
+    from t2t_revival import registry
+    from t2t_revival.hparams import resolve
+
+    registry.load_all()
+    hparams_set = values["hparams_set"].value if values["hparams_set"].present \
+        else record.hparams_set
+    return resolve(hparams_set, values["hparams"].value) == \
+        resolve(record.hparams_set, record.hparams)
