@@ -4,7 +4,7 @@ from __future__ import annotations
 
 from absl import flags
 
-from t2t_revival.cli import entry_point, path_flags
+from t2t_revival.cli import entry_point, path_flags, tensor2tensor_flags
 
 FLAGS = flags.FLAGS
 path_flags.define_usr_dir_flag(__name__)
@@ -13,10 +13,15 @@ flags.DEFINE_integer("num_last_checkpoints", 5,
                      "How many of the latest checkpoints to average (paper: 5 base, 20 big).",
                      lower_bound=1)
 flags.DEFINE_string("model", "transformer", "Registered model name.")
-flags.mark_flag_as_required("output_dir")
+tensor2tensor_flags.define(tensor2tensor_flags.AVERAGER, __name__)
+# Required, or tensor2tensor's --prefix in its place.
+flags.register_multi_flags_validator(
+    ["output_dir", "prefix"], lambda given: bool(given["output_dir"] or given["prefix"]),
+    message="flag --output_dir must have a value other than None")
 
 
 def main(argv: list[str]) -> int:
+    tensor2tensor_flags.take(tensor2tensor_flags.AVERAGER)
     # Writable: averaged/ is written there, after minutes of reading checkpoints.
     path_flags.check_directory("output_dir", FLAGS.output_dir, writable=True)
     path_flags.import_usr_dir(FLAGS.output_dir)
@@ -31,7 +36,7 @@ def main(argv: list[str]) -> int:
 
 
 def run() -> None:
-    entry_point.run(main, prog="t2t-avg-checkpoints")
+    entry_point.run(main, prog=tensor2tensor_flags.AVERAGER)
 
 
 if __name__ == "__main__":

@@ -7,7 +7,7 @@ import os
 from absl import flags, logging
 
 from t2t_revival import registry
-from t2t_revival.cli import entry_point, path_flags
+from t2t_revival.cli import entry_point, path_flags, tensor2tensor_flags
 from t2t_revival.data.tfds_translate_problem import TfdsTranslateProblem
 from t2t_revival.errors import UserError
 
@@ -32,7 +32,11 @@ flags.DEFINE_integer("num_workers", None,
                      lower_bound=1)
 
 
+tensor2tensor_flags.define(tensor2tensor_flags.DATAGEN, __name__)
+
+
 def main(argv: list[str]) -> int:
+    tensor2tensor_flags.take(tensor2tensor_flags.DATAGEN)
     path_flags.import_usr_dir()
     registry.load_all()
     problem_cls = registry.problems.get(FLAGS.problem)
@@ -60,7 +64,7 @@ def main(argv: list[str]) -> int:
 
 
 def run() -> None:
-    entry_point.run(main, prog="t2t-datagen")
+    entry_point.run(main, prog=tensor2tensor_flags.DATAGEN)
 
 
 if __name__ == "__main__":

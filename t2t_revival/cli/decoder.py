@@ -28,7 +28,7 @@ import sys
 
 from absl import flags
 
-from t2t_revival.cli import entry_point, path_flags
+from t2t_revival.cli import entry_point, path_flags, tensor2tensor_flags
 
 FLAGS = flags.FLAGS
 PROG = "t2t-decoder"
@@ -77,6 +77,7 @@ flags.DEFINE_string("language", "de", "Target language for the Moses tokenizer o
                     "paper-style BLEU.")
 flags.DEFINE_bool("json", False, "Print the BLEU figures as one JSON object.")
 flags.mark_flag_as_required("output_dir")
+tensor2tensor_flags.define(PROG, __name__)
 
 
 def _sharded(path: str | None, files) -> str | None:
@@ -182,7 +183,9 @@ def _report_cut(decoder, total: int) -> None:
 
 
 def main(argv: list[str]) -> int:
+    tensor2tensor_flags.take(PROG)
     path_flags.check_directory("output_dir", FLAGS.output_dir)
+    tensor2tensor_flags.check_run_flags(FLAGS.output_dir)
     path_flags.import_usr_dir(FLAGS.output_dir)
     if FLAGS.decode_to_file:
         path_flags.check_output_file("decode_to_file", FLAGS.decode_to_file)

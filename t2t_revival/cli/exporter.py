@@ -27,9 +27,10 @@ from __future__ import annotations
 
 from absl import flags
 
-from t2t_revival.cli import entry_point, path_flags, tensorflow_noise
+from t2t_revival.cli import entry_point, path_flags, tensor2tensor_flags, tensorflow_noise
 
 FLAGS = flags.FLAGS
+PROG = "t2t-exporter"
 
 path_flags.define_usr_dir_flag(__name__)
 flags.DEFINE_enum("format", "saved_model", ["saved_model", "ctranslate2"],
@@ -57,13 +58,16 @@ flags.DEFINE_bool("xla", False,
                   "(jit_compile) in the SavedModel: several times faster per batch on CPU; "
                   "TF Serving then needs --xla_cpu_compilation_enabled=true.")
 flags.mark_flag_as_required("output_dir")
+tensor2tensor_flags.define(PROG, __name__)
 
 
 def main(argv: list[str]) -> int:
     from t2t_revival.errors import UserError
 
+    tensor2tensor_flags.take(PROG)
     # Where the export goes must be writable before the model is loaded and traced.
     path_flags.check_directory("output_dir", FLAGS.output_dir, writable=FLAGS.export_dir is None)
+    tensor2tensor_flags.check_run_flags(FLAGS.output_dir)
     path_flags.import_usr_dir(FLAGS.output_dir)
     if FLAGS.export_dir is not None:
         path_flags.check_directory("export_dir", FLAGS.export_dir, writable=True)
@@ -96,7 +100,7 @@ def main(argv: list[str]) -> int:
 
 
 def run() -> None:
-    entry_point.run(main, prog="t2t-exporter")
+    entry_point.run(main, prog=PROG)
 
 
 if __name__ == "__main__":

@@ -14,12 +14,13 @@ import os
 from absl import flags
 
 from t2t_revival import registry
-from t2t_revival.cli import entry_point, path_flags, tensorflow_noise
+from t2t_revival.cli import entry_point, path_flags, tensor2tensor_flags, tensorflow_noise
 from t2t_revival.cli.next_commands import next_commands
 from t2t_revival.errors import UserError
 from t2t_revival.train.train_config import TrainConfig
 
 FLAGS = flags.FLAGS
+PROG = "t2t-trainer"
 # The run options' defaults have one owner, `TrainConfig`; the flags show them.
 _DEFAULT = {field.name: field.default for field in dataclasses.fields(TrainConfig)}
 
@@ -68,6 +69,9 @@ flags.DEFINE_integer("eval_early_stopping_evals", _DEFAULT["eval_early_stopping_
                      "Stop after N evaluations in a row without a better dev metric, then "
                      "save, evaluate and exit 0 (0 = never; needs --local_eval_frequency).",
                      lower_bound=0)
+flags.DEFINE_float("eval_early_stopping_delta", _DEFAULT["eval_early_stopping_delta"],
+                   "What counts as better for --eval_early_stopping_evals: more than this "
+                   "(0 = any; best/ still takes every better figure).", lower_bound=0.0)
 flags.DEFINE_integer("save_checkpoints_steps", _DEFAULT["save_checkpoints_steps"],
                      "Checkpoint every N updates.",
                      lower_bound=0)
@@ -116,6 +120,8 @@ flags.DEFINE_bool("export_on_best", False,
                   "serves the highest).")
 
 
+tensor2tensor_flags.define(PROG, __name__)
+
 def _progress(line: str) -> None:
     """Print a line of the run's progress at once, even into a pipe (which
     Python otherwise fills 8 KiB at a time): `| tee train.log` shows each line
@@ -145,6 +151,9 @@ def _print_summary(config, result) -> None:
 
 
 def main(argv: list[str]) -> int:
+    tensor2tensor_flags.take(PROG)
+    for line in tensor2tensor_flags.apply_trainer_schedule():
+        print(line, file=sys.stderr, flush=True)
     if FLAGS.registry_help:
         path_flags.import_usr_dir()
         from t2t_revival.hparams import fields_help
@@ -177,6 +186,7 @@ def main(argv: list[str]) -> int:
         save_checkpoints_steps=FLAGS.save_checkpoints_steps,
         eval_decode_sentences=FLAGS.eval_decode_sentences,
         eval_early_stopping_evals=FLAGS.eval_early_stopping_evals,
+        eval_early_stopping_delta=FLAGS.eval_early_stopping_delta,
         keep_checkpoint_max=FLAGS.keep_checkpoint_max,
         log_step_count_steps=FLAGS.log_step_count_steps,
         steps_per_execution=FLAGS.steps_per_execution,
@@ -235,7 +245,7 @@ def _export(output_dir: str, checkpoint_path: str, formats: list[str],
 
 
 def run() -> None:
-    entry_point.run(main, prog="t2t-trainer")
+    entry_point.run(main, prog=PROG)
 
 
 if __name__ == "__main__":

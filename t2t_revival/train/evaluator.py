@@ -125,7 +125,8 @@ class Evaluator:
                              f"max_length={config.hparams.max_length} tokens.")
             if best is not None:
                 self._say_if_ranked_otherwise(best)
-        self.early_stopping = EarlyStopping(config.eval_early_stopping_evals, best)
+        self.early_stopping = EarlyStopping(config.eval_early_stopping_evals, best,
+                                            config.eval_early_stopping_delta)
 
     @property
     def ranked_by(self) -> tuple[str, int]:

@@ -59,6 +59,9 @@ class TrainConfig:
     eval_early_stopping_evals: int = 0
     """Stop after this many evaluations in a row without a better dev metric
     (0 = never)."""
+    eval_early_stopping_delta: float = 0.0
+    """What counts as better for that patience: more than this (best/ still
+    takes every better figure)."""
     save_checkpoints_steps: int = 1000
     """Write a checkpoint every N updates (and always at the end)."""
     keep_checkpoint_max: int = 20
