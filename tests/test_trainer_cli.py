@@ -52,7 +52,9 @@ def test_registry_help_lists_every_hparam_field_where_the_error_points():
     assert out.returncode == 0, out.stderr
     lines = out.stdout.splitlines()
     start = next(i for i, l in enumerate(lines) if l.startswith("Hparam fields (--hparams"))
-    rows = {l.split()[0]: l.split(None, 3)[1:] for l in lines[start + 1:]}
+    end = next(i for i, l in enumerate(lines) if i > start and not l.startswith("  "))
+    assert lines[end].startswith("tensor2tensor's hparam names")   # (the next table)
+    rows = {l.split()[0]: l.split(None, 3)[1:] for l in lines[start + 1:end]}
     assert list(rows) == [f.name for f in dataclasses.fields(HParams)]
     assert rows["batch_size"][:2] == ["int", "4096"]
     assert rows["batch_size"][2].startswith("Tokens per replica per step")
