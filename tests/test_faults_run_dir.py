@@ -257,6 +257,22 @@ def test_a_failed_resume_rewrites_nothing(run_copy, tiny_data):
     assert not (run_copy / "hparams.json").exists()
 
 
+def test_warm_start_refuses_another_architecture_even_where_the_shapes_fit(run3, tiny_data,
+                                                                           tmp_path):
+    """Issue 60 item 4: 4 heads of d_model 16 fit a 2-head run's variables, but
+    they are another model; the source run's hparams.json says so."""
+    before = _files(run3)
+    other = TINY_HPARAMS.replace("num_heads=2", "num_heads=4")
+    args = [a if not a.startswith("--hparams=") else f"--hparams={other}"
+            for a in trainer_args(tiny_data, tmp_path / "warm", 1,
+                                  f"--warm_start_from={run3}")]
+    one_line_error(run_cli("trainer", *args), "t2t-trainer",
+                   f"the --warm_start_from run {run3} has another architecture",
+                   "num_heads 2 there and 4 here")
+    assert _files(run3) == before
+    assert not (tmp_path / "warm" / "ckpt-1.index").exists()
+
+
 def test_a_second_trainer_is_refused_while_the_first_lives(run_copy, tiny_data):
     from t2t_revival.run_dir.run_lock import RunLock
 
