@@ -25,6 +25,7 @@ import pytest
 
 from conftest import (ROOT, checkpoint_step, one_line_error, run_cli,
                       stop_signals_at_their_defaults)
+from full_disk import NO_SPACE
 from tiny_runs import PROBLEM, TINY_HPARAMS, TinyMulti30k, cli_subprocess, digests, trainer_args
 
 LOCK = ".lock"
@@ -271,6 +272,41 @@ def test_warm_start_refuses_another_architecture_even_where_the_shapes_fit(run3,
                    "num_heads 2 there and 4 here")
     assert _files(run3) == before
     assert not (tmp_path / "warm" / "ckpt-1.index").exists()
+
+
+def test_a_decode_the_disk_refuses_stops_at_once_and_a_rerun_continues(run3, tmp_path,
+                                                                        monkeypatch):
+    """Issue 60 item 7: the decoder writes each batch as it goes to
+    <decode_to_file>.partial; the first write the disk refuses stops it in one
+    line that says what it needs, the file already there unchanged and the
+    lines decoded kept; the same command, rerun, decodes only the rest."""
+    import builtins
+
+    from full_disk import disk_full_after
+
+    sources = tmp_path / "src.en"
+    sources.write_text("".join(f"{' '.join(['ein', 'mann', 'hund'][:1 + i % 3])} "
+                               f"{'rot ' * (i % 7)}\n" for i in range(200)))
+    flags = [f"--output_dir={run3}", f"--decode_from_file={sources}",
+             "--decode_hparams=batch_size=4,parallel_batches=1,return_beams=true,beam_size=4"]
+    reference = tmp_path / "reference.de"
+    assert run_cli("decoder", *flags, f"--decode_to_file={reference}").returncode == 0
+    out = tmp_path / "hyp.de"
+    out.write_text("an earlier decode\n")
+    disk_full_after(monkeypatch, builtins, room=len(reference.read_bytes()) // 2,
+                    suffix=(".partial", ".incomplete"))
+    line = one_line_error(run_cli("decoder", *flags, f"--decode_to_file={out}"),
+                          "t2t-decoder", f"could not write {out}.partial ({NO_SPACE})",
+                          "rerun the same command")
+    kept = int(line.split(" of 200 lines")[0].rsplit(" ", 1)[1])
+    assert 0 < kept < 200, (line, len(reference.read_bytes()))
+    monkeypatch.undo()
+    assert out.read_text() == "an earlier decode\n"
+    rerun = run_cli("decoder", *flags, f"--decode_to_file={out}")
+    assert rerun.returncode == 0, rerun.stderr[-3000:]
+    assert f"{kept} of 200 lines decoded before" in rerun.stderr, rerun.stderr[-3000:]
+    assert out.read_bytes() == reference.read_bytes()
+    assert not (tmp_path / "hyp.de.partial").exists()
 
 
 def test_a_second_trainer_is_refused_while_the_first_lives(run_copy, tiny_data):

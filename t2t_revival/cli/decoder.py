@@ -160,13 +160,35 @@ def _report_cut(decoder, total: int) -> None:
               file=sys.stderr)
 
 
+def _translate_file(decoder, sources: list[str], out_path: str) -> list[str]:
+    """Translate `sources` into out_path, each batch written as it is decoded
+    to out_path.partial (`DecodeJournal`): a rerun continues from it."""
+    from t2t_revival.decode.decode_journal import DecodeJournal
+    from t2t_revival.decode.decoder import ProgressBar
+
+    journal = DecodeJournal(out_path, sources, {"checkpoint": decoder.checkpoint_path,
+                                                "decode_hparams": str(decoder.decode_hparams)})
+    if journal.resume():
+        print(f"Continuing from {journal.path}: {len(journal.done)} of {len(sources)} lines "
+              f"decoded before", file=sys.stderr)
+    remaining = [i for i in range(len(sources)) if i not in journal.done]
+    if remaining:
+        bar = ProgressBar()
+        decoder.translate([sources[i] for i in remaining], progress=bar,
+                          compiling=bar.compiling,
+                          on_batch=lambda chunk, outputs: journal.add(
+                              [remaining[i] for i in chunk], outputs))
+    translations = [journal.done.get(i, "") for i in range(len(sources))]
+    journal.finish(translations)
+    return translations
+
+
 def main(argv: list[str]) -> int:
     path_flags.check_directory("output_dir", FLAGS.output_dir)
     path_flags.import_usr_dir(FLAGS.output_dir)
     if FLAGS.decode_to_file:
         path_flags.check_output_file("decode_to_file", FLAGS.decode_to_file)
-    from t2t_revival.decode.decoder import (Decoder, ProgressBar, read_text_lines,
-                                            write_text_lines)
+    from t2t_revival.decode.decoder import Decoder, ProgressBar, read_text_lines
     from t2t_revival.errors import UserError
 
     if FLAGS.score_file and (FLAGS.decode_from_file or FLAGS.decode_interactive
@@ -211,9 +233,7 @@ def main(argv: list[str]) -> int:
     if FLAGS.decode_from_file:
         out_path = FLAGS.decode_to_file or _default_output(decoder)
         path_flags.check_output_file("decode_to_file", out_path)  # before decoding, not after
-        bar = ProgressBar()
-        translations = decoder.translate(sources, progress=bar, compiling=bar.compiling)
-        write_text_lines(out_path, translations)
+        translations = _translate_file(decoder, sources, out_path)
         print(f"Wrote {len(translations)} translations to {out_path}", file=sys.stderr)
         _report_cut(decoder, len(sources))
         if references is not None:

@@ -181,7 +181,9 @@ class Decoder:
 
     def translate(self, sentences: Sequence[str],
                   progress: Callable[[int, int], None] | None = None,
-                  compiling: Callable[[int], None] | None = None) -> list[str]:
+                  compiling: Callable[[int], None] | None = None,
+                  on_batch: Callable[[list[int], list[str]], None] | None = None
+                  ) -> list[str]:
         """Translations in input order, one line each (a line break or tab a
         model spells becomes a space); an empty line gives an empty line.
 
@@ -195,6 +197,8 @@ class Decoder:
         compiling: with xla, called with the number of XLA programs this call
             compiles (seconds each), before it compiles them; not called
             when it compiles none.
+        on_batch: called with each batch's input indices and translations as
+            it is decoded (`decode_in_length_order`'s).
         """
         encoded = self.encode(sentences)
         hp, dhp = self.hparams, self.decode_hparams
@@ -250,7 +254,8 @@ class Decoder:
             return decode_in_length_order(lengths, dhp.batch_size, decode_or_take, progress,
                                           batch_tokens=dhp.batch_tokens,
                                           max_length=hp.max_length,
-                                          parallel_batches=dhp.parallel_batches)
+                                          parallel_batches=dhp.parallel_batches,
+                                          on_batch=on_batch)
         except tf.errors.ResourceExhaustedError as e:
             raise self._out_of_memory(e) from None
 
