@@ -26,6 +26,7 @@ import pytest
 from conftest import (ROOT, checkpoint_step, one_line_error, run_cli,
                       stop_signals_at_their_defaults)
 from full_disk import NO_SPACE
+from t2t_revival.hparams import HParams
 from tiny_runs import PROBLEM, TINY_HPARAMS, TinyMulti30k, cli_subprocess, digests, trainer_args
 
 LOCK = ".lock"
@@ -307,6 +308,49 @@ def test_a_decode_the_disk_refuses_stops_at_once_and_a_rerun_continues(run3, tmp
     assert f"{kept} of 200 lines decoded before" in rerun.stderr, rerun.stderr[-3000:]
     assert out.read_bytes() == reference.read_bytes()
     assert not (tmp_path / "hyp.de.partial").exists()
+
+
+def test_sampling_draws_its_samples_in_chunks_of_bounded_rows(run3, tmp_path, monkeypatch):
+    """Issue 60 item 6: num_samples rows are not one search call: the samples
+    are drawn in chunks that fit `SEARCH_BYTES`, every one kept, best first."""
+    from t2t_revival.decode import decoder as decoder_module
+    from t2t_revival.decode import search_memory
+
+    hparams = HParams.load(str(run3 / "hparams.json"))
+    length = 64   # more than any of these lines decodes
+    monkeypatch.setattr(search_memory, "SEARCH_BYTES",
+                        3 * 7 * search_memory.row_bytes(hparams, length))
+    drawn = []
+    real = decoder_module.sample_search
+
+    def counted(*args, **kwargs):
+        drawn.append(kwargs["num_samples"])
+        return real(*args, **kwargs)
+
+    monkeypatch.setattr(decoder_module, "sample_search", counted)
+    sources = tmp_path / "src.en"
+    sources.write_text("ein mann\nder hund\nrot\n")
+    out = tmp_path / "samples.de"
+    result = run_cli("decoder", f"--output_dir={run3}", f"--decode_from_file={sources}",
+                     f"--decode_to_file={out}",
+                     "--decode_hparams=sampling=true,num_samples=50,return_beams=true,"
+                     "extra_length=8,temperature=3")
+    assert result.returncode == 0, result.stderr[-3000:]
+    assert drawn and max(drawn) <= 7, drawn
+    lines = out.read_text(encoding="utf-8").split("\n")[:-1]   # (a sample may spell \x85)
+    assert len(lines) == 3 and all(len(line.split("\t")) == 50 for line in lines), lines
+
+
+def test_a_sampling_setting_that_cannot_fit_is_refused_before_the_model_loads(run3, tmp_path):
+    sources = tmp_path / "src.en"
+    sources.write_text("ein mann\nder hund\nrot\n")
+    result = run_cli("decoder", f"--output_dir={run3}", f"--decode_from_file={sources}",
+                     "--decode_hparams=sampling=true,num_samples=1000000000,return_beams=true")
+    one_line_error(result, "t2t-decoder", "decoding would need about",
+                   "return_beams keeps all 1000000000 samples of each of the 3 lines",
+                   "Received: num_samples=1000000000, return_beams=true")
+    assert "Decoding with" not in result.stderr
+    assert not list(tmp_path.glob("src.en.*"))
 
 
 def test_a_second_trainer_is_refused_while_the_first_lives(run_copy, tiny_data):

@@ -212,7 +212,7 @@ def main(argv: list[str]) -> int:
     from t2t_revival.decode_hparams import parse_decode_hparams
     from t2t_revival.run_dir.training_directory import TrainingDirectory
     overrides = parse_decode_hparams(FLAGS.decode_hparams)
-    TrainingDirectory(FLAGS.output_dir).read_hparams()
+    hparams = TrainingDirectory(FLAGS.output_dir).read_hparams()
     if FLAGS.score_file:
         return _score_pairs(overrides)
     sources = read_text_lines(FLAGS.decode_from_file, "decode_from_file") \
@@ -226,6 +226,10 @@ def main(argv: list[str]) -> int:
         raise UserError(f"--decode_reference has {len(references)} lines but "
                         f"--decode_from_file has {len(sources)}; they must align. "
                         f"Received: decode_reference={FLAGS.decode_reference!r}")
+    from t2t_revival.decode.search_memory import check_decode_fits
+    from t2t_revival.decode_hparams import DecodeHParams
+    check_decode_fits(hparams, DecodeHParams.from_hparams(hparams, overrides),
+                      max(len(sources), 1))   # before the model loads
     decoder = Decoder.load(FLAGS.output_dir, _checkpoint_paths(), overrides)
     print(f"Decoding with {decoder.checkpoint_path} ({decoder.decode_hparams})",
           file=sys.stderr)

@@ -9,6 +9,7 @@ training flag is needed again.
 from __future__ import annotations
 
 import concurrent.futures
+import dataclasses
 import sys
 import threading
 import time
@@ -21,6 +22,7 @@ from t2t_revival.decode.beam_search import OnStep, beam_search
 from t2t_revival.decode.ensemble import Ensemble
 from t2t_revival.decode.forced_scoring import score_targets
 from t2t_revival.decode.sampling import sample_search
+from t2t_revival.decode.search_memory import available_bytes, beam_batch_size, sample_in_chunks
 from t2t_revival.decode_hparams import DecodeHParams, DecodeOverrides
 from t2t_revival.decode_length import (batch_bucket, check_input_length, cut_line,
                                        decode_in_length_order, length_sorted_batches,
@@ -54,6 +56,11 @@ class Decoder:
         self.hparams, self.run_record = trained.hparams, trained.run_record
         self.decode_hparams = decode_hparams.resolved(
             on_gpu=bool(tf.config.list_physical_devices("GPU")))
+        dhp = self.decode_hparams
+        if not dhp.sampling and not dhp.batch_tokens:   # beams of bounded memory
+            sentences = beam_batch_size(trained.hparams, dhp, available_bytes() // 4)
+            if sentences < dhp.batch_size:
+                self.decode_hparams = dataclasses.replace(dhp, batch_size=sentences)
         self.vocab, self.checkpoint_path = trained.vocab, trained.checkpoint_path
         self.model = trained.model
         # How many inputs of the last `translate` call were cut to max_length.
@@ -117,12 +124,14 @@ class Decoder:
         """{rows: the compiled search of batches of `rows` inputs} made so far."""
         return dict(self._compiled_searches)
 
-    def search_batch(self, inputs, max_decode_length):
+    def search_batch(self, inputs, max_decode_length, num_samples: int | None = None):
         """inputs int32 [B, S] -> (sequences [B, (beam,) L], scores [B, (beam)]).
 
         The search itself, in Python (`search` and `compiled_search` are its
         tf.functions). max_decode_length: a Python int, or an int32 scalar
-        tensor that follows from S (`compiled_search`: a constant under XLA)."""
+        tensor that follows from S (`compiled_search`: a constant under XLA).
+        num_samples: with sampling, the samples of this call (default the
+        decode hparams'; `sample_in_chunks` draws them in chunks)."""
         encoder_output, encoder_padding = self.model.encode(inputs, training=False)
         cache = self.model.init_cache(encoder_output, encoder_padding, max_decode_length)
         dhp = self.decode_hparams
@@ -130,7 +139,7 @@ class Decoder:
             return sample_search(self.model.decode_step, cache, tf.shape(inputs)[0],
                                  max_decode_length, self._seed_generator,
                                  temperature=dhp.temperature, top_k=dhp.top_k,
-                                 top_p=dhp.top_p, num_samples=dhp.num_samples,
+                                 top_p=dhp.top_p, num_samples=num_samples or dhp.num_samples,
                                  alpha=dhp.alpha, return_beams=dhp.return_beams)
         # A static batch size (the compiled search always has one) lets the
         # search drop the batch elements that have stopped (`beam_search`).
@@ -229,10 +238,15 @@ class Decoder:
             if self.compiled:
                 sequences, _ = self.compiled_search(len(rows))(inputs)
                 self._compiled_programs.add((len(rows), length))
+                sequences = sequences.numpy()
+            elif dhp.sampling:
+                sequences = sample_in_chunks(self.search, inputs, max_decode_length(
+                    length, dhp.extra_length, limit), self.hparams, dhp)
             else:
                 sequences, _ = self.search(inputs, max_decode_length(
                     length, dhp.extra_length, limit))
-            sequences = sequences.numpy()[:len(chunk)]
+                sequences = sequences.numpy()
+            sequences = sequences[:len(chunk)]
             # one_field: a model's byte pieces can spell a newline or a tab,
             # which would split a translation over lines or n-best columns.
             if dhp.return_beams:
