@@ -353,6 +353,42 @@ def test_a_sampling_setting_that_cannot_fit_is_refused_before_the_model_loads(ru
     assert not list(tmp_path.glob("src.en.*"))
 
 
+def test_a_damaged_vocabulary_copy_says_to_copy_it_back_not_to_pass_the_same_data_dir(
+        run_copy, tiny_data):
+    """Issue 60 item 8: the data_dir given is the run's own; its copy is what is damaged."""
+    (run_copy / "vocab.model").write_bytes(b"not a vocabulary")
+    before = _files(run_copy)
+    line = one_line_error(run_cli("trainer", *trainer_args(tiny_data, run_copy, 5)),
+                          "t2t-trainer", f"the run's copy of its vocabulary "
+                                         f"{run_copy / 'vocab.model'} is damaged",
+                          f"copy {tiny_data}")
+    assert "resume with the --data_dir" not in line, line
+    assert _files(run_copy) == before
+
+
+def test_a_damaged_warm_start_checkpoint_names_warm_start_from(run_copy, tiny_data, tmp_path):
+    """Issue 60 item 8: not --checkpoint_path, which the trainer does not have."""
+    _truncate_data(run_copy)
+    line = one_line_error(
+        run_cli("trainer", *trainer_args(tiny_data, tmp_path / "warm", 1,
+                                         f"--warm_start_from={run_copy / 'ckpt-3'}")),
+        "t2t-trainer", f"the --warm_start_from checkpoint {run_copy / 'ckpt-3'} cannot be "
+                       f"read", "Received: warm_start_from=")
+    assert "checkpoint_path" not in line, line
+
+
+def test_no_intact_checkpoint_but_an_intact_best_says_so(run_copy, tiny_data):
+    """Issue 60 item 8: "train again" is wrong advice while best/ holds an intact one."""
+    for step in (1, 2, 3):
+        os.truncate(_data_file(run_copy / f"ckpt-{step}"), 100)
+    before = _files(run_copy)
+    one_line_error(run_cli("trainer", *trainer_args(tiny_data, run_copy, 5)), "t2t-trainer",
+                   "none of the 3 checkpoint(s)",
+                   f"{run_copy / 'best'} holds an intact one, {run_copy / 'best' / 'ckpt-3'}",
+                   f"--warm_start_from={run_copy / 'best' / 'ckpt-3'}")
+    assert _files(run_copy) == before
+
+
 def test_a_second_trainer_is_refused_while_the_first_lives(run_copy, tiny_data):
     from t2t_revival.run_dir.run_lock import RunLock
 

@@ -19,7 +19,8 @@ import os
 import tensorflow as tf
 
 from t2t_revival.errors import UserError
-from t2t_revival.run_dir.checkpoint_folder import restore_model_weights
+from t2t_revival.run_dir.checkpoint_folder import CORRUPT_RESTORE_ERRORS, restore_model_weights
+from t2t_revival.run_dir.corrupt_checkpoint_error import CorruptCheckpointError
 from t2t_revival.run_dir.checkpoint_variables import model_variables
 from t2t_revival.hparams import HParams
 from t2t_revival.run_dir.file_names import RUN_FILE
@@ -131,6 +132,13 @@ def check_shapes(model, checkpoint_path: str) -> None:
             f"Received: warm_start_from={checkpoint_path!r}")
 
 
+def _unreadable(checkpoint_path: str, reason: str) -> UserError:
+    return UserError(f"the --warm_start_from checkpoint {checkpoint_path} cannot be read: "
+                     f"{reason}; name another checkpoint of that run (DIR/ckpt-N), or its "
+                     f"training directory for its newest intact checkpoint. "
+                     f"Received: warm_start_from={checkpoint_path!r}")
+
+
 def warm_start(model, source: str, vocab_file: str, log=print) -> str:
     """Load `source`'s model weights into `model` after checking that they fit.
 
@@ -149,8 +157,14 @@ def warm_start(model, source: str, vocab_file: str, log=print) -> str:
     else:
         log(f"Warning: no run.json beside {checkpoint_path}, so its vocabulary cannot be "
             f"checked against {vocab_file}; only the shapes are.")
-    check_shapes(model, checkpoint_path)
-    restore_model_weights(model, checkpoint_path)
+    try:
+        check_shapes(model, checkpoint_path)
+        restore_model_weights(model, checkpoint_path)
+    except CORRUPT_RESTORE_ERRORS as e:   # listing the variables of a damaged index
+        raise _unreadable(checkpoint_path, CorruptCheckpointError.on_restore(
+            checkpoint_path, e).reason) from None
+    except CorruptCheckpointError as e:
+        raise _unreadable(checkpoint_path, e.reason) from None
     log(f"Warm-started the model weights from {checkpoint_path} (the optimizer, the step "
         f"and the learning-rate schedule start fresh).")
     return checkpoint_path
