@@ -110,7 +110,8 @@ class TranslatePlainText(Text2TextProblem):
 
     # ---- generation ----------------------------------------------------
     def readers(self, split: str, tmp_dir: str) -> list[TextPairReader]:
-        return [TextPairReader(c.source, c.target) for c in self._spec().corpora(split)]
+        return [TextPairReader(c.source, c.target, what=f'"{split}" in corpora.json')
+                for c in self._spec().corpora(split)]
 
     def generate_data(self, data_dir: str, tmp_dir: str) -> None:
         """Generate the data; the spec copy is written last, the mark of a
@@ -158,7 +159,8 @@ class TranslatePlainText(Text2TextProblem):
                 counts = self._corpus_stats(i, data_dir)
             else:
                 counts = self._write_records(
-                    writer, stats_path, [TextPairReader(corpus.source, corpus.target)],
+                    writer, stats_path, [TextPairReader(
+                        corpus.source, corpus.target, what=f'"train" in corpora.json')],
                     vocab, f"{self.name} train corpus {i} ({corpus.source})", None)
             if not counts["examples"]:
                 raise DataError(

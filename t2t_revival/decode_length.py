@@ -245,7 +245,9 @@ def decode_in_length_order(lengths: Sequence[int], batch_size: int,
                            progress: Callable[[int, int], None] | None = None,
                            batch_tokens: int = 0,
                            max_length: int | None = None,
-                           parallel_batches: int = 1) -> list[str]:
+                           parallel_batches: int = 1,
+                           on_batch: Callable[[list[int], list[str]], None] | None = None
+                           ) -> list[str]:
     """Outputs in input order, decoded in `length_sorted_batches`.
 
     Args:
@@ -260,6 +262,9 @@ def decode_in_length_order(lengths: Sequence[int], batch_size: int,
             must then be safe to call from several threads. Batches are still
             taken, and reported to `progress`, in length order; if one fails,
             the batches not started are dropped and the error raised.
+        on_batch: called with each batch's indices and outputs as it is
+            taken, in this thread (the decoder's `DecodeJournal` writes them);
+            an error it raises stops the decoding.
     """
     outputs = [""] * len(lengths)
     done = sum(1 for n in lengths if not n)
@@ -272,6 +277,8 @@ def decode_in_length_order(lengths: Sequence[int], batch_size: int,
                                  f"{len(chunk)} inputs")
             for i, output in zip(chunk, results):
                 outputs[i] = output
+            if on_batch:
+                on_batch(chunk, results)
             done += len(chunk)
             if progress:
                 progress(done, len(lengths))

@@ -19,6 +19,9 @@ class FullDiskFile:
         self.room -= len(data)
         return self.f.write(data)
 
+    def flush(self):
+        self.f.flush()
+
     def close(self):
         self.f.close()
 
@@ -30,8 +33,8 @@ class FullDiskFile:
 
 
 def disk_full_after(monkeypatch, module, room, suffix=""):
-    """`open` in `module` gives, for writes to paths ending in `suffix`, a file
-    that fails once `room` bytes are written."""
+    """`open` in `module` gives, for writes to paths ending in `suffix` (one,
+    or a tuple of them), a file that fails once `room` bytes are written."""
     real_open = open
 
     def fake_open(path, mode="r", *args, **kwargs):

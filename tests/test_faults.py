@@ -331,6 +331,23 @@ def test_every_cli_refuses_a_directory_flag_that_is_empty_or_a_file(module, prog
     assert a_file.read_text() == "kept"
 
 
+def test_datagen_of_an_all_blank_corpus_names_its_files_and_key(tmp_path):
+    """Issue 60 item 8: not "No training text ...; check the corpus files"."""
+    import json
+
+    own = tmp_path / "own"
+    own.mkdir()
+    (own / "blank.en").write_text("  \n\n \n")
+    (own / "blank.de").write_text("\n \n\n")
+    pair = {"source": "blank.en", "target": "blank.de"}
+    (own / "corpora.json").write_text(json.dumps(
+        {"train": [pair], "dev": pair, "test": pair, "vocab_size": 300}))
+    result = run_cli("datagen", "--problem=translate_plain_text", f"--tmp_dir={own}",
+                     f"--data_dir={tmp_path / 'data'}")
+    one_line_error(result, "t2t-datagen", f"{own / 'blank.en'} / {own / 'blank.de'}",
+                   '"train"', "all 3 pairs", "empty side")
+
+
 def test_datagen_refuses_an_unwritable_data_dir_before_any_work(raw_dir, unwritable_dir):
     result = cli_subprocess("datagen", f"--problem={PROBLEM}",
                             f"--data_dir={os.path.join(unwritable_dir, 't2t_data')}",

@@ -25,6 +25,8 @@ import pytest
 
 from conftest import (ROOT, checkpoint_step, one_line_error, run_cli,
                       stop_signals_at_their_defaults)
+from full_disk import NO_SPACE
+from t2t_revival.hparams import HParams
 from tiny_runs import PROBLEM, TINY_HPARAMS, TinyMulti30k, cli_subprocess, digests, trainer_args
 
 LOCK = ".lock"
@@ -255,6 +257,136 @@ def test_a_failed_resume_rewrites_nothing(run_copy, tiny_data):
                    "hparams.json, which records them, is missing")
     assert _files(run_copy) == before
     assert not (run_copy / "hparams.json").exists()
+
+
+def test_warm_start_refuses_another_architecture_even_where_the_shapes_fit(run3, tiny_data,
+                                                                           tmp_path):
+    """Issue 60 item 4: 4 heads of d_model 16 fit a 2-head run's variables, but
+    they are another model; the source run's hparams.json says so."""
+    before = _files(run3)
+    other = TINY_HPARAMS.replace("num_heads=2", "num_heads=4")
+    args = [a if not a.startswith("--hparams=") else f"--hparams={other}"
+            for a in trainer_args(tiny_data, tmp_path / "warm", 1,
+                                  f"--warm_start_from={run3}")]
+    one_line_error(run_cli("trainer", *args), "t2t-trainer",
+                   f"the --warm_start_from run {run3} has another architecture",
+                   "num_heads 2 there and 4 here")
+    assert _files(run3) == before
+    assert not (tmp_path / "warm" / "ckpt-1.index").exists()
+
+
+def test_a_decode_the_disk_refuses_stops_at_once_and_a_rerun_continues(run3, tmp_path,
+                                                                        monkeypatch):
+    """Issue 60 item 7: the decoder writes each batch as it goes to
+    <decode_to_file>.partial; the first write the disk refuses stops it in one
+    line that says what it needs, the file already there unchanged and the
+    lines decoded kept; the same command, rerun, decodes only the rest."""
+    import builtins
+
+    from full_disk import disk_full_after
+
+    sources = tmp_path / "src.en"
+    sources.write_text("".join(f"{' '.join(['ein', 'mann', 'hund'][:1 + i % 3])} "
+                               f"{'rot ' * (i % 7)}\n" for i in range(200)))
+    flags = [f"--output_dir={run3}", f"--decode_from_file={sources}",
+             "--decode_hparams=batch_size=4,parallel_batches=1,return_beams=true,beam_size=4"]
+    reference = tmp_path / "reference.de"
+    assert run_cli("decoder", *flags, f"--decode_to_file={reference}").returncode == 0
+    out = tmp_path / "hyp.de"
+    out.write_text("an earlier decode\n")
+    disk_full_after(monkeypatch, builtins, room=len(reference.read_bytes()) // 2,
+                    suffix=(".partial", ".incomplete"))
+    line = one_line_error(run_cli("decoder", *flags, f"--decode_to_file={out}"),
+                          "t2t-decoder", f"could not write {out}.partial ({NO_SPACE})",
+                          "rerun the same command")
+    kept = int(line.split(" of 200 lines")[0].rsplit(" ", 1)[1])
+    assert 0 < kept < 200, (line, len(reference.read_bytes()))
+    monkeypatch.undo()
+    assert out.read_text() == "an earlier decode\n"
+    rerun = run_cli("decoder", *flags, f"--decode_to_file={out}")
+    assert rerun.returncode == 0, rerun.stderr[-3000:]
+    assert f"{kept} of 200 lines decoded before" in rerun.stderr, rerun.stderr[-3000:]
+    assert out.read_bytes() == reference.read_bytes()
+    assert not (tmp_path / "hyp.de.partial").exists()
+
+
+def test_sampling_draws_its_samples_in_chunks_of_bounded_rows(run3, tmp_path, monkeypatch):
+    """Issue 60 item 6: samples_per_input rows are not one search call: the samples
+    are drawn in chunks that fit `SEARCH_BYTES`, every one kept, best first."""
+    from t2t_revival.decode import decoder as decoder_module
+    from t2t_revival.decode import search_memory
+
+    hparams = HParams.load(str(run3 / "hparams.json"))
+    length = 64   # more than any of these lines decodes
+    monkeypatch.setattr(search_memory, "SEARCH_BYTES",
+                        3 * 7 * search_memory.row_bytes(hparams, length))
+    drawn = []
+    real = decoder_module.sample_search
+
+    def counted(*args, **kwargs):
+        drawn.append(kwargs["samples_per_input"])
+        return real(*args, **kwargs)
+
+    monkeypatch.setattr(decoder_module, "sample_search", counted)
+    sources = tmp_path / "src.en"
+    sources.write_text("ein mann\nder hund\nrot\n")
+    out = tmp_path / "samples.de"
+    result = run_cli("decoder", f"--output_dir={run3}", f"--decode_from_file={sources}",
+                     f"--decode_to_file={out}",
+                     "--decode_hparams=sampling=true,samples_per_input=50,return_beams=true,"
+                     "extra_length=8,temperature=3")
+    assert result.returncode == 0, result.stderr[-3000:]
+    assert drawn and max(drawn) <= 7, drawn
+    lines = out.read_text(encoding="utf-8").split("\n")[:-1]   # (a sample may spell \x85)
+    assert len(lines) == 3 and all(len(line.split("\t")) == 50 for line in lines), lines
+
+
+def test_a_sampling_setting_that_cannot_fit_is_refused_before_the_model_loads(run3, tmp_path):
+    sources = tmp_path / "src.en"
+    sources.write_text("ein mann\nder hund\nrot\n")
+    result = run_cli("decoder", f"--output_dir={run3}", f"--decode_from_file={sources}",
+                     "--decode_hparams=sampling=true,samples_per_input=1000000000,return_beams=true")
+    one_line_error(result, "t2t-decoder", "decoding would need about",
+                   "return_beams keeps all 1000000000 samples of each of the 3 lines",
+                   "Received: samples_per_input=1000000000, return_beams=true")
+    assert "Decoding with" not in result.stderr
+    assert not list(tmp_path.glob("src.en.*"))
+
+
+def test_a_damaged_vocabulary_copy_says_to_copy_it_back_not_to_pass_the_same_data_dir(
+        run_copy, tiny_data):
+    """Issue 60 item 8: the data_dir given is the run's own; its copy is what is damaged."""
+    (run_copy / "vocab.model").write_bytes(b"not a vocabulary")
+    before = _files(run_copy)
+    line = one_line_error(run_cli("trainer", *trainer_args(tiny_data, run_copy, 5)),
+                          "t2t-trainer", f"the run's copy of its vocabulary "
+                                         f"{run_copy / 'vocab.model'} is damaged",
+                          f"copy {tiny_data}")
+    assert "resume with the --data_dir" not in line, line
+    assert _files(run_copy) == before
+
+
+def test_a_damaged_warm_start_checkpoint_names_warm_start_from(run_copy, tiny_data, tmp_path):
+    """Issue 60 item 8: not --checkpoint_path, which the trainer does not have."""
+    _truncate_data(run_copy)
+    line = one_line_error(
+        run_cli("trainer", *trainer_args(tiny_data, tmp_path / "warm", 1,
+                                         f"--warm_start_from={run_copy / 'ckpt-3'}")),
+        "t2t-trainer", f"the --warm_start_from checkpoint {run_copy / 'ckpt-3'} cannot be "
+                       f"read", "Received: warm_start_from=")
+    assert "checkpoint_path" not in line, line
+
+
+def test_no_intact_checkpoint_but_an_intact_best_says_so(run_copy, tiny_data):
+    """Issue 60 item 8: "train again" is wrong advice while best/ holds an intact one."""
+    for step in (1, 2, 3):
+        os.truncate(_data_file(run_copy / f"ckpt-{step}"), 100)
+    before = _files(run_copy)
+    one_line_error(run_cli("trainer", *trainer_args(tiny_data, run_copy, 5)), "t2t-trainer",
+                   "none of the 3 checkpoint(s)",
+                   f"{run_copy / 'best'} holds an intact one, {run_copy / 'best' / 'ckpt-3'}",
+                   f"--warm_start_from={run_copy / 'best' / 'ckpt-3'}")
+    assert _files(run_copy) == before
 
 
 def test_a_second_trainer_is_refused_while_the_first_lives(run_copy, tiny_data):

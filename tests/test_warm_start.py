@@ -66,6 +66,40 @@ def test_missing_layer_and_other_vocabulary_are_refused(tmp_path):
         warm_start(_model(num_hidden_layers=1), prefix, str(vocab), log=lambda _: None)
 
 
+def test_fewer_layers_or_other_heads_than_the_source_run_are_refused(tmp_path):
+    """Issue 60 item 4: a 1-layer run from a 2-layer run's checkpoint would
+    silently drop the second layer; 4 heads from a 2-head run fit the shapes.
+    The source run's hparams.json names the difference."""
+    source = _model(num_hidden_layers=2)
+    run, prefix = _source_run(tmp_path, source)
+    source.hparams.save(str(run / "hparams.json"))
+    vocab = tmp_path / "mine.model"
+    vocab.write_bytes(b"vocab A")
+    with pytest.raises(UserError) as e:
+        warm_start(_model(num_hidden_layers=1), str(run), str(vocab), log=lambda _: None)
+    assert "another architecture" in str(e.value)
+    assert "num_hidden_layers 2 there and 1 here" in str(e.value), str(e.value)
+    heads = source.hparams.num_heads
+    with pytest.raises(UserError, match=f"num_heads {heads} there and {heads * 2} here"):
+        warm_start(_model(num_hidden_layers=2, num_heads=heads * 2), prefix, str(vocab),
+                   log=lambda _: None)
+
+
+def test_a_checkpoint_without_its_run_must_have_every_variable_used(tmp_path):
+    """A bare checkpoint prefix (no hparams.json beside it): a variable of the
+    checkpoint the new model has no place for is refused by name."""
+    source = _model(num_hidden_layers=2)
+    bare = tmp_path / "bare"
+    bare.mkdir()
+    prefix = TrainingDirectory(bare, keep=3).checkpoints.save(make_checkpoint(source), 7)
+    vocab = tmp_path / "mine.model"
+    vocab.write_bytes(b"vocab A")
+    with pytest.raises(UserError) as e:
+        warm_start(_model(num_hidden_layers=1), prefix, str(vocab), log=lambda _: None)
+    assert "variable(s) this run has no place for" in str(e.value), str(e.value)
+    assert "layer" in str(e.value), str(e.value)
+
+
 def test_no_checkpoint_is_refused(tmp_path):
     with pytest.raises(UserError, match="holds no checkpoint"):
         warm_start(_model(), str(tmp_path), "v", log=lambda _: None)

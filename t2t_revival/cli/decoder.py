@@ -182,6 +182,31 @@ def _report_cut(decoder, total: int) -> None:
               file=sys.stderr)
 
 
+def _translate_file(decoder, sources: list[str], out_path: str,
+                    delimiter: str = "\n") -> list[str]:
+    """Translate `sources` into out_path (each ended by `delimiter`), each
+    batch written as it is decoded to out_path.partial (`DecodeJournal`): a
+    rerun continues from it."""
+    from t2t_revival.decode.decode_journal import DecodeJournal
+    from t2t_revival.decode.decoder import ProgressBar
+
+    journal = DecodeJournal(out_path, sources, {"checkpoint": decoder.checkpoint_path,
+                                                "decode_hparams": str(decoder.decode_hparams)})
+    if journal.resume():
+        print(f"Continuing from {journal.path}: {len(journal.done)} of {len(sources)} lines "
+              f"decoded before", file=sys.stderr)
+    remaining = [i for i in range(len(sources)) if i not in journal.done]
+    if remaining:
+        bar = ProgressBar()
+        decoder.translate([sources[i] for i in remaining], progress=bar,
+                          compiling=bar.compiling,
+                          on_batch=lambda chunk, outputs: journal.add(
+                              [remaining[i] for i in chunk], outputs))
+    translations = [journal.done.get(i, "") for i in range(len(sources))]
+    journal.finish(translations, delimiter)
+    return translations
+
+
 def main(argv: list[str]) -> int:
     tensor2tensor_flags.take(PROG)
     path_flags.check_directory("output_dir", FLAGS.output_dir)
@@ -189,8 +214,7 @@ def main(argv: list[str]) -> int:
     path_flags.import_usr_dir(FLAGS.output_dir)
     if FLAGS.decode_to_file:
         path_flags.check_output_file("decode_to_file", FLAGS.decode_to_file)
-    from t2t_revival.decode.decoder import (Decoder, ProgressBar, read_text_lines,
-                                            write_text_lines)
+    from t2t_revival.decode.decoder import Decoder, ProgressBar, read_text_lines
     from t2t_revival.errors import UserError
 
     if FLAGS.score_file and (FLAGS.decode_from_file or FLAGS.decode_interactive
@@ -214,7 +238,7 @@ def main(argv: list[str]) -> int:
     from t2t_revival.decode_hparams import DecodeHParams, parse_decode_hparams
     from t2t_revival.run_dir.training_directory import TrainingDirectory
     overrides = parse_decode_hparams(FLAGS.decode_hparams)
-    TrainingDirectory(FLAGS.output_dir).read_hparams()
+    hparams = TrainingDirectory(FLAGS.output_dir).read_hparams()
     if FLAGS.score_file:
         return _score_pairs(overrides)
     # tensor2tensor's file keys: shards, delimiter, num_samples.
@@ -235,6 +259,10 @@ def main(argv: list[str]) -> int:
         raise UserError(f"--decode_reference has {len(references)} lines but "
                         f"--decode_from_file has {len(sources)}; they must align. "
                         f"Received: decode_reference={FLAGS.decode_reference!r}")
+    from t2t_revival.decode.search_memory import check_decode_fits
+    from t2t_revival.decode_hparams import DecodeHParams
+    check_decode_fits(hparams, DecodeHParams.from_hparams(hparams, overrides),
+                      max(len(sources), 1))   # before the model loads
     decoder = Decoder.load(FLAGS.output_dir, _checkpoint_paths(), overrides)
     print(f"Decoding with {decoder.checkpoint_path} ({decoder.decode_hparams})",
           file=sys.stderr)
@@ -242,13 +270,7 @@ def main(argv: list[str]) -> int:
     if FLAGS.decode_from_file:
         out_path = to_file or _default_output(decoder, from_file)
         path_flags.check_output_file("decode_to_file", out_path)  # before decoding, not after
-        bar = ProgressBar()
-        translations = decoder.translate(sources, progress=bar, compiling=bar.compiling)
-        if files.delimiter == "\n":
-            write_text_lines(out_path, translations)
-        else:
-            from t2t_revival.atomic_file import write_atomically
-            write_atomically(out_path, "".join(t + files.delimiter for t in translations))
+        translations = _translate_file(decoder, sources, out_path, files.delimiter)
         if files.log_results:
             for source, translation in zip(sources, translations):
                 print(f"INPUT: {source}\nOUTPUT: {translation}", file=sys.stderr)

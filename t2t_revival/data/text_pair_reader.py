@@ -66,6 +66,8 @@ class TextPairReader:
       sacrebleu command line reads them, where a bare CR ends a line too.
     - A file that cannot be opened (missing, a directory, unreadable) is a
       `DataError` naming it.
+    - Files whose every pair has an empty side (all blank) are a `DataError`
+      naming both files and `what`: they hold no text.
 
     In `.sgm` files only `<seg ...>text</seg>` lines count; the text between
     the tags is taken as is (like sacrebleu: no entity unescaping).
@@ -73,14 +75,18 @@ class TextPairReader:
     Args:
         source_path, target_path: the aligned files.
         fmt: "text" (also `.gz`) or "sgm".
+        what: where the files are named, for that error (e.g. corpora.json's
+            `"train"`); "" for none.
     """
 
-    def __init__(self, source_path: str, target_path: str, fmt: str = "text"):
+    def __init__(self, source_path: str, target_path: str, fmt: str = "text",
+                 what: str = ""):
         if fmt not in ("text", "sgm"):
             raise ValueError(f"fmt must be 'text' or 'sgm', got {fmt!r}")
         self.source_path = str(source_path)
         self.target_path = str(target_path)
         self.fmt = fmt
+        self.what = what
         self.pairs = 0
         self.empty_dropped = 0
         self.undecodable_skipped = 0
@@ -141,6 +147,13 @@ class TextPairReader:
         if self.undecodable_skipped > _MAX_WARNINGS:
             logging.warning("%d pairs of %s / %s were not valid UTF-8 and were skipped.",
                             self.undecodable_skipped, self.source_path, self.target_path)
+        if self.empty_dropped and not self.pairs:
+            named = f" (named by {self.what})" if self.what else ""
+            raise DataError(
+                f"{self.source_path} / {self.target_path}{named} hold no text: all "
+                f"{self.empty_dropped} pairs have an empty side (blank lines); put the "
+                f"aligned translations in them, or name other files. "
+                f"Received: pairs={self.empty_dropped}, non_empty=0")
         if self.empty_dropped:
             logging.info("Dropped %d pairs with an empty side from %s / %s.",
                          self.empty_dropped, self.source_path, self.target_path)

@@ -9,18 +9,21 @@ training flag is needed again.
 from __future__ import annotations
 
 import concurrent.futures
+import dataclasses
 import sys
 import threading
 import time
 from typing import Callable, Sequence
 
 import keras
+import numpy as np
 import tensorflow as tf
 
 from t2t_revival.decode.beam_search import OnStep, beam_search
 from t2t_revival.decode.ensemble import Ensemble
 from t2t_revival.decode.forced_scoring import score_targets
 from t2t_revival.decode.sampling import sample_search
+from t2t_revival.decode.search_memory import available_bytes, beam_batch_size, sample_in_chunks
 from t2t_revival.decode_hparams import DecodeHParams, DecodeOverrides
 from t2t_revival.decode_length import (batch_bucket, check_input_length, cut_line,
                                        decode_in_length_order, length_sorted_batches,
@@ -54,6 +57,11 @@ class Decoder:
         self.hparams, self.run_record = trained.hparams, trained.run_record
         self.decode_hparams = decode_hparams.resolved(
             on_gpu=bool(tf.config.list_physical_devices("GPU")))
+        dhp = self.decode_hparams
+        if not dhp.sampling and not dhp.batch_tokens:   # beams of bounded memory
+            sentences = beam_batch_size(trained.hparams, dhp, available_bytes() // 4)
+            if sentences < dhp.batch_size:
+                self.decode_hparams = dataclasses.replace(dhp, batch_size=sentences)
         self.vocab, self.checkpoint_path = trained.vocab, trained.checkpoint_path
         self.model = trained.model
         # How many inputs of the last `translate` call were cut to max_length.
@@ -117,12 +125,14 @@ class Decoder:
         """{rows: the compiled search of batches of `rows` inputs} made so far."""
         return dict(self._compiled_searches)
 
-    def search_batch(self, inputs, max_decode_length):
+    def search_batch(self, inputs, max_decode_length, samples_per_input: int | None = None):
         """inputs int32 [B, S] -> (sequences [B, (beam,) L], scores [B, (beam)]).
 
         The search itself, in Python (`search` and `compiled_search` are its
         tf.functions). max_decode_length: a Python int, or an int32 scalar
-        tensor that follows from S (`compiled_search`: a constant under XLA)."""
+        tensor that follows from S (`compiled_search`: a constant under XLA).
+        samples_per_input: with sampling, the samples of this call (default
+        the decode hparams'; `sample_in_chunks` draws them in chunks)."""
         encoder_output, encoder_padding = self.model.encode(inputs, training=False)
         cache = self.model.init_cache(encoder_output, encoder_padding, max_decode_length)
         dhp = self.decode_hparams
@@ -130,7 +140,8 @@ class Decoder:
             return sample_search(self.model.decode_step, cache, tf.shape(inputs)[0],
                                  max_decode_length, self._seed_generator,
                                  temperature=dhp.temperature, top_k=dhp.top_k,
-                                 top_p=dhp.top_p, samples_per_input=dhp.samples_per_input,
+                                 top_p=dhp.top_p,
+                                 samples_per_input=samples_per_input or dhp.samples_per_input,
                                  alpha=dhp.alpha, return_beams=dhp.return_beams)
         # A static batch size (the compiled search always has one) lets the
         # search drop the batch elements that have stopped (`beam_search`).
@@ -183,7 +194,9 @@ class Decoder:
 
     def translate(self, sentences: Sequence[str],
                   progress: Callable[[int, int], None] | None = None,
-                  compiling: Callable[[int], None] | None = None) -> list[str]:
+                  compiling: Callable[[int], None] | None = None,
+                  on_batch: Callable[[list[int], list[str]], None] | None = None
+                  ) -> list[str]:
         """Translations in input order, one line each (a line break or tab a
         model spells becomes a space); an empty line gives an empty line.
 
@@ -198,6 +211,8 @@ class Decoder:
         compiling: with xla, called with the number of XLA programs this call
             compiles (seconds each), before it compiles them; not called
             when it compiles none.
+        on_batch: called with each batch's input indices and translations as
+            it is decoded (`decode_in_length_order`'s).
         """
         encoded = self.encode(sentences)
         hp, dhp = self.hparams, self.decode_hparams
@@ -228,10 +243,14 @@ class Decoder:
             if self.compiled:
                 sequences, scores = self.compiled_search(len(rows))(inputs)
                 self._compiled_programs.add((len(rows), length))
+            elif dhp.sampling:
+                sequences, scores = sample_in_chunks(self.search, inputs, max_decode_length(
+                    length, dhp.extra_length, limit), self.hparams, dhp)
             else:
                 sequences, scores = self.search(inputs, max_decode_length(
                     length, dhp.extra_length, limit))
-            sequences, scores = sequences.numpy()[:len(chunk)], scores.numpy()[:len(chunk)]
+            sequences = np.asarray(sequences)[:len(chunk)]
+            scores = np.asarray(scores)[:len(chunk)]
 
             def text(sequence, score) -> str:
                 # one_field: a model's byte pieces can spell a newline or a tab,
@@ -258,7 +277,8 @@ class Decoder:
             return decode_in_length_order(lengths, dhp.batch_size, decode_or_take, progress,
                                           batch_tokens=dhp.batch_tokens,
                                           max_length=hp.max_length,
-                                          parallel_batches=dhp.parallel_batches)
+                                          parallel_batches=dhp.parallel_batches,
+                                          on_batch=on_batch)
         except tf.errors.ResourceExhaustedError as e:
             raise self._out_of_memory(e) from None
 

@@ -34,7 +34,7 @@ import tensorflow as tf
 from t2t_revival.errors import UserError
 from t2t_revival.run_dir.checkpoint_variables import make_checkpoint
 from t2t_revival.run_dir.corrupt_checkpoint_error import CorruptCheckpointError
-from t2t_revival.run_dir.file_names import (CHECKPOINT_INDEX, CHECKPOINT_PREFIX, HPARAMS_FILE,
+from t2t_revival.run_dir.file_names import (BEST_DIR, CHECKPOINT_INDEX, CHECKPOINT_PREFIX, HPARAMS_FILE,
                                             RUN_FILE, VOCAB_FILE, checkpoint_step)
 
 Log = Callable[[str], None]
@@ -199,7 +199,17 @@ class CheckpointFolder:
         return self.restore_newest(log=quiet)
 
     def none_intact(self, count: int) -> UserError:
-        """The error for a folder whose `count` checkpoints are all damaged (each said before)."""
+        """The error for a folder whose `count` checkpoints are all damaged
+        (each said before); it names the intact checkpoint of the folder's
+        best/, where there is one."""
+        best = os.path.join(self.path, BEST_DIR)
+        kept = CheckpointFolder(best).latest() if os.path.isdir(best) else None
+        if kept:
+            return UserError(
+                f"none of the {count} checkpoint(s) in {self.path} can be read (each is "
+                f"named above), but {best} holds an intact one, {kept}: decode or export "
+                f"with --checkpoint_path={best}, or train on from it in a new --output_dir "
+                f"with --warm_start_from={kept}. Received: output_dir={self.path!r}")
         return UserError(f"none of the {count} checkpoint(s) in {self.path} can be read (each "
                          f"is named above); train again in a new --output_dir. "
                          f"Received: output_dir={self.path!r}")

@@ -88,6 +88,7 @@ def check_vocabulary(config: TrainConfig, problem, directory: TrainingDirectory)
     if os.path.isfile(saved) and directory.checkpoints.intact(log=quiet):
         current = problem.vocab_file(config.data_dir)
         if os.path.isfile(current) and not filecmp.cmp(saved, current, shallow=False):
+            _check_vocabulary_copy(saved, current)
             trained_on = ""
             with contextlib.suppress(UserError):
                 trained_on = directory.read_run_record().data_dir
@@ -104,6 +105,21 @@ def check_vocabulary(config: TrainConfig, problem, directory: TrainingDirectory)
             f"makes {problem.vocab_size}-piece vocabularies; that data_dir was made with "
             f"another vocab_size); run t2t-datagen into a new --data_dir, or pass "
             f"--hparams=vocab_size={vocab.vocab_size}. Received: data_dir={config.data_dir}")
+
+
+def _check_vocabulary_copy(saved: str, current: str) -> None:
+    """The run's copy of its vocabulary can be read; when it cannot, the
+    data_dir given is not the wrong one: the copy is damaged."""
+    from t2t_revival.data.subword_vocabulary import SubwordVocabulary
+
+    try:
+        SubwordVocabulary(saved)
+    except UserError:
+        raise UserError(
+            f"the run's copy of its vocabulary {saved} is damaged (it cannot be read as a "
+            f"vocabulary); copy {current} over it if that data_dir is the one the run was "
+            f"trained on and was not regenerated since, then rerun; else train into a new "
+            f"--output_dir. Received: output_dir={os.path.dirname(saved)}") from None
 
 
 def restore_mismatch(config: TrainConfig, directory: TrainingDirectory

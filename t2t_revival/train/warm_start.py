@@ -3,9 +3,12 @@
 Fine-tuning: only the model weights are read; the optimizer state and the
 step start fresh, so the learning-rate schedule (warmup included) starts
 again. The checkpoint must fit the new run: the same vocabulary (the source
-run's vocabulary file, byte for byte, when its training directory is known)
-and the same variables with the same shapes; the first mismatch is a
-UserError naming it.
+run's vocabulary file, byte for byte, when its training directory is known),
+the same architecture (the source run's hparams.json: `ARCHITECTURE`, so
+that 4 heads are not loaded from a 2-head run whose shapes happen to fit),
+and the same variables with the same shapes, every variable of the
+checkpoint's model used (a 1-layer run does not silently drop a 2-layer
+run's second layer); the first mismatch is a UserError naming it.
 """
 
 from __future__ import annotations
@@ -16,12 +19,31 @@ import os
 import tensorflow as tf
 
 from t2t_revival.errors import UserError
-from t2t_revival.run_dir.checkpoint_folder import restore_model_weights
+from t2t_revival.run_dir.checkpoint_folder import CORRUPT_RESTORE_ERRORS, restore_model_weights
+from t2t_revival.run_dir.corrupt_checkpoint_error import CorruptCheckpointError
 from t2t_revival.run_dir.checkpoint_variables import model_variables
+from t2t_revival.hparams import HParams
 from t2t_revival.run_dir.file_names import RUN_FILE
 from t2t_revival.run_dir.training_directory import TrainingDirectory
 
 _SUFFIX = "/.ATTRIBUTES/VARIABLE_VALUE"
+_MODEL = "model/"
+
+# The hparams that make the model what it is: another value is another model,
+# whether or not its variables' shapes fit.
+ARCHITECTURE = ("num_hidden_layers", "num_heads", "d_model", "d_ff", "d_k", "d_v",
+                "ffn_activation", "norm_type", "position_encoding", "shared_embedding",
+                "vocab_size")
+
+
+def _architecture(hparams: HParams) -> dict:
+    """`ARCHITECTURE`'s values, d_k and d_v resolved (0 means d_model / h)."""
+    values = {name: getattr(hparams, name) for name in ARCHITECTURE}
+    for name in ("d_k", "d_v"):
+        values[name] = values[name] or hparams.d_model // hparams.num_heads
+    if hparams.position_encoding == "learned":   # a learned position per row
+        values["max_length"] = hparams.max_length
+    return values
 
 
 def resolve_checkpoint(source: str) -> tuple[str, TrainingDirectory | None]:
@@ -63,12 +85,30 @@ def check_vocabulary(source: TrainingDirectory, vocab_file: str) -> None:
             f"in corpora.json). Received: warm_start_from={source.path!r}")
 
 
+def check_architecture(source: TrainingDirectory, hparams: HParams) -> None:
+    """The source run's hparams.json describes the model `hparams` do."""
+    if not os.path.isfile(source.hparams_file):
+        return   # the variables alone are compared (`check_shapes`)
+    theirs, ours = _architecture(source.read_hparams()), _architecture(hparams)
+    differences = [f"{name} {theirs.get(name)} there and {ours.get(name)} here"
+                   for name in ours if theirs.get(name) != ours.get(name)]
+    if differences:
+        raise UserError(
+            f"the --warm_start_from run {source.path} has another architecture: "
+            f"{', '.join(differences)} ({source.hparams_file}); warm-start only from a "
+            f"run of the same model shape: pass its values in --hparams, or train "
+            f"without --warm_start_from. Received: warm_start_from={source.path!r}")
+
+
 def check_shapes(model, checkpoint_path: str) -> None:
-    """Every weight of `model` is in the checkpoint with the same shape."""
+    """Every weight of `model` is in the checkpoint with the same shape, and
+    every model variable of the checkpoint is one of them."""
     stored = dict(tf.train.list_variables(checkpoint_path))
+    names = set()
     for key, var in model_variables(model).items():
         # tf.train.Checkpoint escapes "." in a dict key as "..".
-        name = f"model/{key.replace('.', '..')}{_SUFFIX}"
+        name = f"{_MODEL}{key.replace('.', '..')}{_SUFFIX}"
+        names.add(name)
         if name not in stored:
             raise UserError(
                 f"the --warm_start_from checkpoint {checkpoint_path} has no variable {key} "
@@ -81,6 +121,22 @@ def check_shapes(model, checkpoint_path: str) -> None:
                 f"variable {key} has shape {list(stored[name])} there and "
                 f"{list(var.shape)} here; use the source run's model shape (its "
                 f"hparams.json) and vocabulary. Received: warm_start_from={checkpoint_path!r}")
+    unused = sorted(name[len(_MODEL):-len(_SUFFIX)].replace("..", ".") for name in stored
+                    if name.startswith(_MODEL) and name.endswith(_SUFFIX) and name not in names)
+    if unused:
+        raise UserError(
+            f"the --warm_start_from checkpoint {checkpoint_path} holds {len(unused)} model "
+            f"variable(s) this run has no place for (first: {unused[0]}); it was trained "
+            f"with a larger model (more layers?), whose weights would be dropped: use "
+            f"the source run's model shape (its hparams.json). "
+            f"Received: warm_start_from={checkpoint_path!r}")
+
+
+def _unreadable(checkpoint_path: str, reason: str) -> UserError:
+    return UserError(f"the --warm_start_from checkpoint {checkpoint_path} cannot be read: "
+                     f"{reason}; name another checkpoint of that run (DIR/ckpt-N), or its "
+                     f"training directory for its newest intact checkpoint. "
+                     f"Received: warm_start_from={checkpoint_path!r}")
 
 
 def warm_start(model, source: str, vocab_file: str, log=print) -> str:
@@ -97,11 +153,18 @@ def warm_start(model, source: str, vocab_file: str, log=print) -> str:
     checkpoint_path, directory = resolve_checkpoint(source)
     if directory is not None:
         check_vocabulary(directory, vocab_file)
+        check_architecture(directory, model.hparams)
     else:
         log(f"Warning: no run.json beside {checkpoint_path}, so its vocabulary cannot be "
             f"checked against {vocab_file}; only the shapes are.")
-    check_shapes(model, checkpoint_path)
-    restore_model_weights(model, checkpoint_path)
+    try:
+        check_shapes(model, checkpoint_path)
+        restore_model_weights(model, checkpoint_path)
+    except CORRUPT_RESTORE_ERRORS as e:   # listing the variables of a damaged index
+        raise _unreadable(checkpoint_path, CorruptCheckpointError.on_restore(
+            checkpoint_path, e).reason) from None
+    except CorruptCheckpointError as e:
+        raise _unreadable(checkpoint_path, e.reason) from None
     log(f"Warm-started the model weights from {checkpoint_path} (the optimizer, the step "
         f"and the learning-rate schedule start fresh).")
     return checkpoint_path
