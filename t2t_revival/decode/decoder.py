@@ -249,8 +249,7 @@ class Decoder:
             else:
                 sequences, scores = self.search(inputs, max_decode_length(
                     length, dhp.extra_length, limit))
-            sequences = np.asarray(sequences)[:len(chunk)]
-            scores = np.asarray(scores)[:len(chunk)]
+            sequences, scores = np.asarray(sequences)[:len(chunk)], np.asarray(scores)[:len(chunk)]
 
             def text(sequence, score) -> str:
                 # one_field: a model's byte pieces can spell a newline or a tab,
