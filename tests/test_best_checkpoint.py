@@ -48,6 +48,27 @@ def test_best_is_a_copy_that_outlives_the_checkpoints_rotation(tmp_path):
     assert not [n for n in os.listdir(best.path) if "300" in n]
 
 
+def test_an_interrupted_best_update_is_cleaned_when_the_trainer_starts(tmp_path):
+    """Issue 60 item 8: a kill during a best/ update left .best.incomplete (the
+    size of a checkpoint) until the first evaluation; the trainer's start
+    (`clean_leftovers`, on the chief) removes it and says so, best/ whole."""
+    run = tmp_path / "run"
+    best = TrainingDirectory(run).best
+    best.update(write_checkpoint(run, 300), best_record(300))
+    half = run / ".best.incomplete"   # a copy of ckpt-400 the kill cut short
+    half.mkdir()
+    (half / "ckpt-400.index").write_bytes(b"x" * 64)
+    lines = []
+    removed = TrainingDirectory(run).clean_leftovers(lines.append)
+    assert removed == [str(half)] and not half.exists()
+    assert lines == ["Removed 1 leftover(s) of an interrupted run: .best.incomplete."]
+    assert assert_best_readable(best) == 300
+    # A complete new folder whose swap was cut short (no best/ left) is put back.
+    os.rename(best.path, half)
+    assert TrainingDirectory(run).clean_leftovers(lines.append) == []
+    assert assert_best_readable(best) == 300 and not half.exists()
+
+
 def test_the_best_folder_is_a_checkpoint_path_for_the_decoder_and_exporters(tmp_path):
     best = BestCheckpoint(str(tmp_path))
     best.update(write_checkpoint(tmp_path, 7), best_record(7))

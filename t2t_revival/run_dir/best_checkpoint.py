@@ -61,19 +61,24 @@ class BestCheckpoint:
         return os.path.join(self.path, record.checkpoint) if record else None
 
     # ------------------------------------------------------------- writing
-    def recover(self) -> None:
-        """Clean what an interrupted `update` left; put best/ back if it is missing.
+    def recover(self) -> list[str]:
+        """Clean what an interrupted `update` left; put best/ back if it is
+        missing. Returns the leftover folders removed.
 
-        Call before training (on the chief). A complete new folder (its
-        best.json is written last) wins over the old one.
+        Called when the trainer starts (on the chief: `clean_leftovers`) and
+        before the first evaluation. A complete new folder (its best.json is
+        written last) wins over the old one.
         """
         if not os.path.isdir(self.path):
             for candidate in (self.incomplete, self.old):
                 if os.path.isfile(os.path.join(candidate, BEST_FILE)):
                     os.replace(candidate, self.path)
                     break
-        for leftover in (self.incomplete, self.old):
+        removed = [leftover for leftover in (self.incomplete, self.old)
+                   if os.path.lexists(leftover)]
+        for leftover in removed:
             shutil.rmtree(leftover, ignore_errors=True)
+        return removed
 
     def update(self, checkpoint_prefix: str, record: BestRecord) -> str:
         """Make a copy of the checkpoint `checkpoint_prefix` the new best/; return

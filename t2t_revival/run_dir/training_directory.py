@@ -145,8 +145,8 @@ class TrainingDirectory:
 
         Only our own patterns, only inside this directory: by default (the
         trainer, holding the directory's `RunLock`, so no live save is
-        removed) its own folder's checkpoint leftovers and run-file
-        temporaries; with `averaged` (t2t-avg-checkpoints, holding
+        removed) its own folder's checkpoint leftovers, run-file
+        temporaries and an interrupted best/ update's folders; with `averaged` (t2t-avg-checkpoints, holding
         averaged/'s lock) the checkpoint leftovers of averaged/. (A killed
         export's leftovers are removed by the next export:
         `write_version_directory`.)
@@ -159,6 +159,8 @@ class TrainingDirectory:
             else:
                 with contextlib.suppress(OSError):
                     os.remove(path)
+        if not averaged:   # a best/ update a kill interrupted (`BestCheckpoint.recover`)
+            removed += self.best.recover()
         if removed:
             log(f"Removed {len(removed)} leftover(s) of an interrupted run: "
                 f"{', '.join(os.path.relpath(p, self.path) for p in removed)}.")
