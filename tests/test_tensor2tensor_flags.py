@@ -48,6 +48,8 @@ BIN_T2T_DATAGEN_PY = [
     "env_problem_max_env_steps", "env_problem_batch_size", "only_list", "random_seed",
     "task_id", "task_id_start", "task_id_end", "num_concurrent_processes", "t2t_usr_dir"]
 UTILS_AVG_CHECKPOINTS_PY = ["checkpoints", "num_last_checkpoints", "prefix", "output_path"]
+BIN_T2T_BLEU_PY = ["source", "reference", "translation", "translations_dir", "event_dir",
+                   "bleu_variant", "tag_suffix", "min_steps", "wait_minutes", "report_zero"]
 
 # What each program of tensor2tensor read (the decoder and exporter import
 # bin/t2t_trainer.py, so they took the trainer's flags too), and our module.
@@ -57,8 +59,10 @@ PROGRAMS = {
     t2t.EXPORTER: ("exporter", UTILS_FLAGS_PY + BIN_T2T_TRAINER_PY + SERVING_EXPORT_PY),
     t2t.DATAGEN: ("datagen", BIN_T2T_DATAGEN_PY),
     t2t.AVERAGER: ("avg_checkpoints", UTILS_AVG_CHECKPOINTS_PY),
+    t2t.BLEU: ("bleu", BIN_T2T_BLEU_PY),
 }
 _VALUES = {"bool": "true", "integer": "3", "float": "0.5", "string": "x"}
+_VALUE_OF = {"bleu_variant": "cased"}   # (an enum)
 
 
 @pytest.mark.parametrize("program", PROGRAMS)
@@ -86,9 +90,10 @@ def test_no_tensor2tensor_flag_is_unknown_and_each_does_what_the_table_says(prog
         for name in names:
             flag = table[name]
             flags.FLAGS.unparse_flags()
-            required = [] if program in (t2t.TRAINER, t2t.DATAGEN) or name in (
+            required = [] if program in (t2t.TRAINER, t2t.DATAGEN, t2t.BLEU) or name in (
                 "output_dir", "prefix") else ["--output_dir=run"]
-            flags.FLAGS([program, f"--{name}={_VALUES[flag.kind]}", *required])   # none unknown
+            value = _VALUE_OF.get(name, _VALUES[flag.kind])
+            flags.FLAGS([program, f"--{name}={value}", *required])   # no flag is unknown
             if flag.outcome == t2t.REFUSED:
                 with pytest.raises(UserError, match=f"--{name} is tensor2tensor's flag"):
                     t2t.apply(program)
@@ -104,7 +109,7 @@ def test_no_tensor2tensor_flag_is_unknown_and_each_does_what_the_table_says(prog
             else:
                 assert t2t.apply(program) == []
                 if flag.outcome == t2t.SAME:   # ours, by the same name
-                    assert not flags.FLAGS[name].help.startswith("tensor2tensor's"), name
+                    assert not flags.FLAGS[name].help.startswith("tensor2tensor's flag:"), name
     finally:
         flags.FLAGS.unparse_flags()
 

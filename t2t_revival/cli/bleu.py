@@ -14,7 +14,7 @@ from __future__ import annotations
 
 from absl import flags
 
-from t2t_revival.cli import entry_point, path_flags
+from t2t_revival.cli import entry_point, path_flags, tensor2tensor_flags
 from t2t_revival.metrics.bleu import (BleuInputError, bleu_files, check_language,
                                       format_scores, read_lines)
 
@@ -78,7 +78,11 @@ def _translations_dir() -> int:
     return 0
 
 
+tensor2tensor_flags.define(tensor2tensor_flags.BLEU, __name__)
+
+
 def main(argv: list[str]) -> int:
+    tensor2tensor_flags.take(tensor2tensor_flags.BLEU)
     if not FLAGS.reference:
         raise BleuInputError("--reference=FILE is required. Received: reference=None")
     if FLAGS.translations_dir:
@@ -94,7 +98,7 @@ def main(argv: list[str]) -> int:
 
 
 def run() -> None:
-    entry_point.run(main, prog="t2t-bleu")
+    entry_point.run(main, prog=tensor2tensor_flags.BLEU)
 
 
 if __name__ == "__main__":

@@ -26,7 +26,7 @@ SAME, MAPPED, NO_EFFECT, REFUSED, CHECKED = "same", "mapped", "no effect", "refu
 
 # What tensor2tensor's programs read: (program, T2T source files).
 TRAINER, DECODER, EXPORTER = "t2t-trainer", "t2t-decoder", "t2t-exporter"
-DATAGEN, AVERAGER = "t2t-datagen", "t2t-avg-checkpoints"
+DATAGEN, AVERAGER, BLEU = "t2t-datagen", "t2t-avg-checkpoints", "t2t-bleu"
 
 
 @dataclasses.dataclass(frozen=True)
@@ -226,13 +226,20 @@ def table() -> dict[str, dict[str, T2TFlag]]:
                 "<output_dir>/averaged/ckpt-<step>, where t2t-decoder --checkpoint_path "
                 "takes it"),
     ]
+    bleu = [T2TFlag(name, kind, SAME) for name, kind in (
+        ("reference", "string"), ("translation", "string"), ("translations_dir", "string"),
+        ("event_dir", "string"), ("bleu_variant", "string"), ("tag_suffix", "string"),
+        ("min_steps", "integer"), ("wait_minutes", "integer"), ("report_zero", "bool"))]
+    bleu.append(T2TFlag("source", "string", NO_EFFECT,
+                        "BLEU needs only the translation and the reference (tensor2tensor's "
+                        "t2t-bleu did not read it either)"))
     decoder_keeps = ("output_dir", "t2t_usr_dir", "decode_hparams", "decode_from_file",
                      "decode_to_file", "decode_reference")
     by_program = {TRAINER: common,
                   DECODER: _run_reader(common, decoder_keeps) + decoder_only,
                   EXPORTER: _run_reader(common, ("output_dir", "t2t_usr_dir", "decode_hparams"))
                   + exporter_only,
-                  DATAGEN: datagen, AVERAGER: averager}
+                  DATAGEN: datagen, AVERAGER: averager, BLEU: bleu}
     return {program: {f.name: f for f in entries} for program, entries in by_program.items()}
 
 
