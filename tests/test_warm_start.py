@@ -149,4 +149,4 @@ def test_warm_start_on_multi30k_starts_near_the_source_loss(tiny_run, multi30k_d
     assert again.returncode == 0 and "is ignored" in again.stdout, again.stderr[-2000:]
     assert json.loads((tmp_path / "warm" / "run.json").read_text()) == record
     bad = train("bad", f"--warm_start_from={source_dir}", "--hparams=d_ff=256")
-    one_line_error(bad, "t2t-trainer", "[128, 512] there and [128, 256] here")
+    one_line_error(bad, "t2t-trainer", "has another architecture: d_ff 512 there and 256 here")
