@@ -171,7 +171,8 @@ def test_corpus_of_blank_lines_is_refused(corpora, tmp_path):
     spec["train"][1] = {"source": "blank.en", "target": "blank.de"}
     (d / "corpora.json").write_text(json.dumps(spec))
     problem = _problem(tmp_path / "data", d)
-    with pytest.raises(DataError, match="blank.en / .*blank.de holds no sentence pair"):
+    with pytest.raises(DataError, match=r'blank.en / .*blank.de \(named by "train" in '
+                                        r'corpora.json\) hold no text: all 5 pairs'):
         problem.generate_data(str(tmp_path / "data"), str(d))
 
 
@@ -220,7 +221,7 @@ def _tiny_corpora(d, train_lines=(200, 200), dev_lines=(20, 20), blank_train=Fal
 @pytest.mark.parametrize("fault,needle", [
     (dict(train_lines=(300, 200)), "has 300 lines and"),
     (dict(dev_lines=(30, 20)), "has 30 lines and"),
-    (dict(blank_train=True), "holds no sentence pair"),
+    (dict(blank_train=True), "hold no text: all 50 pairs have an empty side"),
 ])
 def test_a_failed_own_data_datagen_leaves_the_folder_as_it_was_and_the_fix_runs(
         tmp_path, fault, needle):
