@@ -9,13 +9,15 @@ is the one table of what each means here; `define(program)` defines the
 ones a CLI of ours lacks (default None: "not given"), and `apply(program)`,
 called first in the CLI's `main`, says what each given one became.
 
-(Work in progress on branch t2tflags: the table and its test; the CLIs call
-it next.)
+The trainer also calls `apply_trainer_schedule` (`--schedule`, the
+`--eval_early_stopping_*` flags); the decoder and exporter `check_run_flags`.
 """
 
 from __future__ import annotations
 
 import dataclasses
+import os
+import sys
 from typing import Callable
 
 from absl import flags
@@ -277,8 +279,6 @@ def define(program: str, module_name: str, values: flags.FlagValues = flags.FLAG
 
 def take(program: str, values: flags.FlagValues = flags.FLAGS) -> None:
     """`apply`, its lines on stderr: first in each CLI's `main`."""
-    import sys
-
     for line in apply(program, values):
         print(line, file=sys.stderr, flush=True)
 
@@ -385,8 +385,6 @@ def check_run_flags(output_dir: str, values: flags.FlagValues = flags.FLAGS) -> 
     """The decoder's and exporter's tensor2tensor run flags (--problem, --model,
     --hparams_set, --hparams, --data_dir) against the run's run.json: a
     UserError naming the first that disagrees; agreeing ones change nothing."""
-    import os
-
     from t2t_revival.run_dir.file_names import RUN_FILE
     from t2t_revival.run_dir.run_record import RunRecord
 
