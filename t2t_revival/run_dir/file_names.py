@@ -3,7 +3,9 @@
     output_dir/
       hparams.json        the resolved HParams (`HPARAMS_FILE`)
       run.json            the run record: problem, model, flags (`RUN_FILE`)
-      vocab.model         a copy of the SentencePiece vocabulary (`VOCAB_FILE`)
+      vocab.model         a copy of the SentencePiece vocabulary (`VOCAB_FILE`), or
+      vocab.subwords      a tensor2tensor SubwordTextEncoder vocabulary
+                          (`T2T_VOCAB_FILE`) in a run imported from tensor2tensor
       checkpoint          TensorFlow's index of the checkpoints below
       ckpt-<step>.*       training checkpoints (`CHECKPOINT_PREFIX`)
       averaged/ckpt-<step>.*   t2t-avg-checkpoints' output (`AVERAGED_DIR`)
@@ -24,6 +26,9 @@ HPARAMS_FILE = "hparams.json"
 RUN_FILE = "run.json"
 VOCAB_FILE = "vocab.model"
 """The SentencePiece model, in a training directory and in a CTranslate2 export."""
+T2T_VOCAB_FILE = "vocab.subwords"
+"""A tensor2tensor SubwordTextEncoder vocabulary (one quoted subtoken a line),
+in place of VOCAB_FILE in a run imported from tensor2tensor (t2t-import)."""
 CHECKPOINT_PREFIX = "ckpt"
 AVERAGED_DIR = "averaged"
 BEST_DIR = "best"
