@@ -195,6 +195,18 @@ class ParsingEnglishPtb16k(_ParsingProblem):
         return files
 
 
+@register_problem
+class ParsingEnglishPtb8k(ParsingEnglishPtb16k):
+    """WSJ Penn Treebank parsing as parsing_english_ptb16k, with an 8K vocab (tensor2tensor's name).
+
+    tensor2tensor's parsing_english_ptb8k borrowed the vocabulary of its
+    En-De-Fr problems (`vocab.endefr.8192`); here, as for every parsing
+    problem, the vocabulary is trained on the linearized trees.
+    """
+
+    vocab_size = 8192
+
+
 # The 199 files of the NLTK WSJ sample, split by file number (3,914 trees):
 # wsj_0001-0159 train (3,396 trees), 0160-0179 dev (273), 0180-0199 test (245).
 _SAMPLE_SPLITS = {"train": (1, 159), "dev": (160, 179), "test": (180, 199)}

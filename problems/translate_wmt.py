@@ -26,10 +26,18 @@ These are the archives tensor2tensor's translate_ende.py / translate_enfr.py
 read (its later versions swapped in news-commentary v13 and the WMT17 dev
 set; we keep WMT14's, as the paper did). newstest2013 is multi-way parallel,
 so its "-src" sgm files of both languages form the dev pairs.
+
+tensor2tensor's other names for these corpora are here too:
+translate_ende_wmt8k and translate_enfr_wmt8k (8192 pieces),
+translate_ende_wmt32k_packed (packed training batches) and, on OpenNMT's
+1M-pair En-Fr sample, translate_enfr_wmt_small8k / _small32k:
+  https://s3.amazonaws.com/opennmt-trainingdata/baseline-1M-enfr.tgz
+      baseline-1M-enfr/baseline-1M_{train,valid}.{en,fr}
 """
 
 from __future__ import annotations
 
+from typing import Any
 
 from t2t_revival.data.remote_file import RemoteFile, extract_member
 from t2t_revival.data.text2text_problem import Text2TextProblem
@@ -47,8 +55,13 @@ DEV = RemoteFile(_WMT14 + "dev.tgz")
 TEST_FULL = RemoteFile(_WMT14 + "test-full.tgz")
 
 
-class _TranslateWmt14(Text2TextProblem):
-    """Shared logic: corpora are (archive, source member, target member, format)."""
+class WmtArchivesProblem(Text2TextProblem):
+    """A translation problem read from members of WMT-style archives in tmp_dir.
+
+    `corpora` maps each split to (archive, source member, target member,
+    format) entries, format "text" or "sgm"; the archive is a .tgz, .tar or
+    .zip (`extract_member`). Missing archives are listed with their URLs.
+    """
 
     vocab_size = 32768
     num_shards = {"train": 100, "dev": 1}
@@ -72,7 +85,7 @@ class _TranslateWmt14(Text2TextProblem):
 
 
 @register_problem
-class TranslateEndeWmt32k(_TranslateWmt14):
+class TranslateEndeWmt32k(WmtArchivesProblem):
     """WMT14 En-De (Europarl v7, Common Crawl, News Commentary v9; ~4.5M pairs), 32768 shared BPE pieces."""
 
     corpora = {
@@ -89,7 +102,28 @@ class TranslateEndeWmt32k(_TranslateWmt14):
 
 
 @register_problem
-class TranslateEnfrWmt32k(_TranslateWmt14):
+class TranslateEndeWmt8k(TranslateEndeWmt32k):
+    """WMT14 En-De, the corpora of translate_ende_wmt32k, 8192 shared BPE pieces (tensor2tensor's name)."""
+
+    vocab_size = 8192
+
+
+@register_problem
+class TranslateEndeWmt32kPacked(TranslateEndeWmt32k):
+    """WMT14 En-De as translate_ende_wmt32k, trained on packed batches (rows of 256 tokens).
+
+    tensor2tensor packed the pairs into rows of 256 at datagen; here the
+    input pipeline packs them at training (`packing=true`, `max_length=256`),
+    so the data files are those of an unpacked problem (written under this
+    problem's name; the vocabulary trained on the same corpora is the same).
+    """
+
+    def hparams_overrides(self, hparams: Any) -> dict[str, Any]:
+        return {**super().hparams_overrides(hparams), "packing": True, "max_length": 256}
+
+
+@register_problem
+class TranslateEnfrWmt32k(WmtArchivesProblem):
     """WMT14 En-Fr (Europarl, Common Crawl, News Commentary, UN, Gigaword; ~36M pairs), 32768 shared BPE pieces."""
 
     corpora = {
@@ -106,3 +140,37 @@ class TranslateEnfrWmt32k(_TranslateWmt14):
         "test": [(TEST_FULL, "test-full/newstest2014-fren-src.en.sgm",
                   "test-full/newstest2014-fren-ref.fr.sgm", "sgm")],
     }
+
+
+@register_problem
+class TranslateEnfrWmt8k(TranslateEnfrWmt32k):
+    """WMT14 En-Fr, the corpora of translate_enfr_wmt32k, 8192 shared BPE pieces (tensor2tensor's name)."""
+
+    vocab_size = 8192
+
+
+OPENNMT_ENFR_1M = RemoteFile("https://s3.amazonaws.com/opennmt-trainingdata/baseline-1M-enfr.tgz")
+
+
+@register_problem
+class TranslateEnfrWmtSmall32k(WmtArchivesProblem):
+    """En-Fr on OpenNMT's 1M-pair WMT sample (tensor2tensor's "small" En-Fr), 32768 shared BPE pieces.
+
+    Dev is the sample's own validation set, as in tensor2tensor; test is
+    newstest2014 (test-full.tgz).
+    """
+
+    corpora = {
+        "train": [(OPENNMT_ENFR_1M, "baseline-1M-enfr/baseline-1M_train.en",
+                   "baseline-1M-enfr/baseline-1M_train.fr", "text")],
+        "dev": [(OPENNMT_ENFR_1M, "baseline-1M-enfr/baseline-1M_valid.en",
+                 "baseline-1M-enfr/baseline-1M_valid.fr", "text")],
+        "test": TranslateEnfrWmt32k.corpora["test"],
+    }
+
+
+@register_problem
+class TranslateEnfrWmtSmall8k(TranslateEnfrWmtSmall32k):
+    """En-Fr on OpenNMT's 1M-pair WMT sample, 8192 shared BPE pieces (tensor2tensor's name)."""
+
+    vocab_size = 8192

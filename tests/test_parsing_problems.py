@@ -15,7 +15,8 @@ from conftest import ENV, ROOT
 from t2t_revival.data.data_error import DataError
 from t2t_revival.hparams_sets.parsing import transformer_parsing_base
 from t2t_revival.parsing import delinearize, read_parsing_examples
-from t2t_revival.problems.parsing_english import ParsingEnglishPtb16k, ParsingEnglishPtbSample
+from t2t_revival.problems.parsing_english import (
+    ParsingEnglishPtb8k, ParsingEnglishPtb16k, ParsingEnglishPtbSample)
 
 SAMPLE_TREES = 3914
 
@@ -68,6 +69,11 @@ def test_hparams_overrides_set_the_papers_decoding_before_datagen():
         "vocab_size": 4000, "max_length": 512, "beam_size": 21, "alpha": 0.3,
         "extra_length": 300}
     assert ParsingEnglishPtb16k().hparams_overrides(hp)["vocab_size"] == 16384
+    # tensor2tensor's 8k name: the same WSJ sections and decoding, an 8192-piece vocabulary.
+    ptb8k = ParsingEnglishPtb8k()
+    assert ptb8k.name == "parsing_english_ptb8k"
+    assert ptb8k.hparams_overrides(hp) == {**ParsingEnglishPtb16k().hparams_overrides(hp),
+                                           "vocab_size": 8192}
 
 
 # ---- datagen output and vocabulary -------------------------------------------

@@ -1,68 +1,23 @@
 """WMT14 problems on archives built here in the official layout, and their errors."""
 
 import gzip
-import io
 import os
 import subprocess
 import sys
-import tarfile
 
 import pytest
 
 from conftest import ROOT
+from wmt_archives import build_ende_wmt14, lines as _lines, sgm, tar as _tar, text as _text
 from t2t_revival.data.data_error import DataError
 from t2t_revival.hparams import HParams
 from t2t_revival.problems.translate_wmt import TranslateEndeWmt32k, TranslateEnfrWmt32k
 
 
-def _lines(path):
-    with open(path, encoding="utf-8") as f:
-        return [line.rstrip("\n") for line in f]
-
-
-def _sgm(lines, kind):
-    segs = "".join(f'<seg id="{i}">{s}</seg>\n' for i, s in enumerate(lines, 1))
-    return f'<{kind}set setid="x">\n<doc docid="d" origlang="en">\n{segs}</doc>\n</{kind}set>\n'
-
-
-def _tar(path, members):
-    """members: {name: text or bytes}; mode from the suffix (.tgz or .tar)."""
-    with tarfile.open(path, "w:gz" if str(path).endswith(".tgz") else "w") as tar:
-        for name, data in members.items():
-            data = data.encode("utf-8") if isinstance(data, str) else data
-            info = tarfile.TarInfo(name)
-            info.size = len(data)
-            tar.addfile(info, io.BytesIO(data))
-
-
-def _text(lines):
-    return "".join(s + "\n" for s in lines)
-
-
 @pytest.fixture(scope="module")
 def ende_tmp_dir(shared_data, tmp_path_factory):
     """WMT14 En-De archives holding the 10k-pair sample and the real newstests."""
-    d = tmp_path_factory.mktemp("wmt_ende")
-    sample = shared_data / "wmt14/train_sample_tokenized"
-    en, de = _lines(sample / "src-train.txt"), _lines(sample / "tgt-train.txt")
-    _tar(d / "training-parallel-europarl-v7.tgz", {
-        "training/europarl-v7.de-en.en": _text(en[:4000]),
-        "training/europarl-v7.de-en.de": _text(de[:4000])})
-    _tar(d / "training-parallel-commoncrawl.tgz", {
-        "commoncrawl.de-en.en": _text(en[4000:7000]),
-        "commoncrawl.de-en.de": _text(de[4000:7000])})
-    _tar(d / "training-parallel-nc-v9.tgz", {
-        "training/news-commentary-v9.de-en.en": _text(en[7000:]),
-        "training/news-commentary-v9.de-en.de": _text(de[7000:])})
-    nt13 = shared_data / "wmt14/newstest2013.en-de"
-    _tar(d / "dev.tgz", {
-        "dev/newstest2013-src.en.sgm": _sgm(_lines(nt13 / "newstest2013.en"), "src"),
-        "dev/newstest2013-src.de.sgm": _sgm(_lines(nt13 / "newstest2013.de"), "src")})
-    nt14 = shared_data / "wmt14/newstest2014.en-de"
-    _tar(d / "test-full.tgz", {
-        "test-full/newstest2014-deen-src.en.sgm": _sgm(_lines(nt14 / "newstest2014.en"), "src"),
-        "test-full/newstest2014-deen-ref.de.sgm": _sgm(_lines(nt14 / "newstest2014.de"), "ref")})
-    return d
+    return build_ende_wmt14(tmp_path_factory.mktemp("wmt_ende"), shared_data)
 
 
 class _SmallEnde(TranslateEndeWmt32k):
@@ -214,3 +169,143 @@ def test_a_download_cut_short_is_not_kept(tmp_path):
         server.server_close()
     assert sorted(os.listdir(tmp_path)) == ["whole.gz"]
     assert (tmp_path / "whole.gz").read_bytes() == body
+
+
+# ---- tensor2tensor's other WMT names (issue 57 item 4) ----------------------
+
+def _pairs(tag, n, target_lang):
+    return ([f"{tag} english {i}" for i in range(n)],
+            [f"{tag} {target_lang} {i}" for i in range(n)])
+
+
+@pytest.mark.parametrize("name, base, vocab_size", [
+    ("translate_ende_wmt8k", "translate_ende_wmt32k", 8192),
+    ("translate_ende_wmt32k_packed", "translate_ende_wmt32k", 32768),
+    ("translate_enfr_wmt8k", "translate_enfr_wmt32k", 8192),
+])
+def test_tensor2tensor_names_of_the_wmt14_corpora(name, base, vocab_size):
+    """tensor2tensor's 8k and packed problems read the archives of the 32k
+    ones (the missing-file listing is the same) with their own vocabulary
+    size; the packed one trains on packed batches of 256."""
+    from t2t_revival.registry import problems
+
+    problem, same = problems.get(name)(download=False), problems.get(base)(download=False)
+    assert problem.name == name and problem.vocab_size == vocab_size
+    assert problem.corpora == same.corpora
+    overrides = problem.hparams_overrides(HParams())
+    assert overrides["vocab_size"] == vocab_size
+    packed = name.endswith("_packed")
+    assert overrides.get("packing", False) is packed
+    if packed:
+        hp = HParams().replace(**overrides)
+        assert hp.packing and hp.max_length == 256
+
+
+def test_enfr_small_reads_the_opennmt_sample_and_newstest2014(tmp_path, shared_data):
+    from t2t_revival.problems.translate_wmt import TranslateEnfrWmtSmall32k, TranslateEnfrWmtSmall8k
+
+    en, fr = _pairs("train", 5, "français")
+    ven, vfr = _pairs("valid", 2, "français")
+    _tar(tmp_path / "baseline-1M-enfr.tgz", {
+        "baseline-1M-enfr/baseline-1M_train.en": _text(en),
+        "baseline-1M-enfr/baseline-1M_train.fr": _text(fr),
+        "baseline-1M-enfr/baseline-1M_valid.en": _text(ven),
+        "baseline-1M-enfr/baseline-1M_valid.fr": _text(vfr)})
+    problem = TranslateEnfrWmtSmall32k(download=False)
+    assert list(problem.text_pairs("train", str(tmp_path))) == list(zip(en, fr))
+    assert list(problem.text_pairs("dev", str(tmp_path))) == list(zip(ven, vfr))
+    assert (problem.vocab_size, TranslateEnfrWmtSmall8k.vocab_size) == (32768, 8192)
+    # Without the archives, both are listed with their URLs (test: newstest2014).
+    with pytest.raises(DataError, match=r"^2 corpus file\(s\) missing.*"
+                       r"opennmt-trainingdata/baseline-1M-enfr.tgz ->.*wmt14/test-full.tgz ->"):
+        problem.generate_data(str(tmp_path / "d"), str(tmp_path / "none"))
+
+
+def test_ende_bpe32k_reads_the_gnmt_archive_or_its_extracted_files(tmp_path):
+    """Google's wmt16_en_de.tar.gz layout: the BPE joins are undone; the same
+    pairs come from the archive and from its files extracted in tmp_dir."""
+    from t2t_revival.problems.translate_wmt_bpe import TranslateEndeWmtBpe32k, undo_bpe
+
+    assert undo_bpe("Das Haus@@ boot ist gro@@ ß@@") == "Das Hausboot ist groß"
+    members = {}
+    for stem in ("train.tok.clean.bpe.32000", "newstest2013.tok.bpe.32000",
+                 "newstest2014.tok.bpe.32000"):
+        members[f"{stem}.en"] = _text([f"{stem[:5]} a@@ b c", "x y@@ z"])
+        members[f"{stem}.de"] = _text([f"{stem[:5]} d@@ e f", "u v@@ w"])
+    archived, extracted = tmp_path / "archived", tmp_path / "extracted"
+    archived.mkdir()
+    extracted.mkdir()
+    _tar(archived / "wmt16_en_de.tar.gz", members)
+    for name, data in members.items():
+        (extracted / name).write_text(data, encoding="utf-8")
+    problem = TranslateEndeWmtBpe32k(download=False)
+    for tmp_dir in (archived, extracted):
+        assert list(problem.text_pairs("train", str(tmp_dir))) == [
+            ("train ab c", "train de f"), ("x yz", "u vw")]
+        assert list(problem.text_pairs("test", str(tmp_dir)))[0] == ("newst ab c", "newst de f")
+    with pytest.raises(DataError, match=r"^1 corpus file\(s\) missing.*id=0B_bZck-ksdkpM25jRUN2X2UxMm8"
+                                        r" -> .*none/wmt16_en_de.tar.gz"):
+        problem.generate_data(str(tmp_path / "d"), str(tmp_path / "none"))
+
+
+def test_encs_enro_enzh_read_their_archives(tmp_path, shared_data):
+    """More of tensor2tensor's WMT pairs: News Commentary v13 (a tgz whose
+    members sit in a folder), Europarl's ro-en.tgz, SETIMES' zip, sgm dev and
+    test sets; missing ones listed with URL and path."""
+    import zipfile
+
+    from t2t_revival.problems.translate_wmt_pairs import (
+        TranslateEncsWmt32k, TranslateEnroWmt32k, TranslateEnroWmt8k, TranslateEnzhWmt32k,
+        TranslateEnzhWmt8k)
+
+    nc = "training-parallel-nc-v13/news-commentary-v13"
+    cs, zh = _pairs("nc", 3, "čeština"), _pairs("nc", 2, "中文")
+    _tar(tmp_path / "training-parallel-nc-v13.tgz", {
+        f"{nc}.cs-en.en": _text(cs[0]), f"{nc}.cs-en.cs": _text(cs[1]),
+        f"{nc}.zh-en.en": _text(zh[0]), f"{nc}.zh-en.zh": _text(zh[1])})
+    assert list(TranslateEnzhWmt32k().readers("train", str(tmp_path))[0]) == list(zip(*zh))
+    cc, ep = _pairs("cc", 1, "čeština"), _pairs("ep", 2, "čeština")
+    _tar(tmp_path / "training-parallel-commoncrawl.tgz", {
+        "commoncrawl.cs-en.en": _text(cc[0]), "commoncrawl.cs-en.cs": _text(cc[1])})
+    _tar(tmp_path / "training-parallel-europarl-v7.tgz", {
+        "training/europarl-v7.cs-en.en": _text(ep[0]),
+        "training/europarl-v7.cs-en.cs": _text(ep[1])})
+    assert list(TranslateEncsWmt32k().text_pairs("train", str(tmp_path))) == \
+        list(zip(*cs)) + list(zip(*cc)) + list(zip(*ep))
+
+    ep, st = _pairs("europarl", 2, "română"), _pairs("setimes", 3, "română")
+    _tar(tmp_path / "ro-en.tgz", {"europarl-v7.ro-en.en": _text(ep[0]),
+                                  "europarl-v7.ro-en.ro": _text(ep[1])})
+    with zipfile.ZipFile(tmp_path / "en-ro.txt.zip", "w") as z:
+        z.writestr("SETIMES.en-ro.en", _text(st[0]))
+        z.writestr("SETIMES.en-ro.ro", _text(st[1]))
+    assert list(TranslateEnroWmt32k().text_pairs("train", str(tmp_path))) == \
+        list(zip(*ep)) + list(zip(*st))
+    _tar(tmp_path / "wmt18-dev.tgz", {
+        "dev/newsdev2017-enzh-src.en.sgm": sgm(["Hello ."], "src"),
+        "dev/newsdev2017-enzh-ref.zh.sgm": sgm(["你好。"], "ref")})
+    assert list(TranslateEnzhWmt8k().text_pairs("dev", str(tmp_path))) == [("Hello .", "你好。")]
+    assert (TranslateEnroWmt8k.vocab_size, TranslateEnzhWmt8k.vocab_size) == (8192, 8192)
+
+    with pytest.raises(DataError) as e:
+        TranslateEnroWmt8k(download=False).generate_data(str(tmp_path / "d"),
+                                                         str(tmp_path / "none"))
+    assert str(e.value).startswith("4 corpus file(s) missing")
+    assert ("http://opus.nlpl.eu/download.php?f=SETIMES/v2/moses/en-ro.txt.zip -> "
+            f"{tmp_path / 'none' / 'en-ro.txt.zip'}") in str(e.value)
+    assert f"wmt16/translation-task/test.tgz -> {tmp_path / 'none' / 'wmt16-test.tgz'}" \
+        in str(e.value)
+
+
+def test_a_zip_without_the_member_is_a_user_error(tmp_path):
+    import zipfile
+
+    from t2t_revival.data.remote_file import extract_member
+
+    with zipfile.ZipFile(tmp_path / "en-ro.txt.zip", "w") as z:
+        z.writestr("other", "x\n")
+    with pytest.raises(DataError, match="has no member SETIMES.en-ro.en"):
+        extract_member(str(tmp_path / "en-ro.txt.zip"), "SETIMES.en-ro.en", str(tmp_path))
+    (tmp_path / "bad.zip").write_bytes(b"PK\x03\x04" + bytes(100))
+    with pytest.raises(DataError, match="Cannot read the archive .*bad.zip"):
+        extract_member(str(tmp_path / "bad.zip"), "a", str(tmp_path / "out"))

@@ -2,6 +2,7 @@
 
 from __future__ import annotations
 
+import contextlib
 import dataclasses
 import http.client
 import os
@@ -9,8 +10,9 @@ import shutil
 import tarfile
 import urllib.error
 import urllib.request
+import zipfile
 import zlib
-from typing import Sequence
+from typing import IO, Sequence
 
 from absl import logging
 
@@ -87,8 +89,16 @@ def fetch_all(files: Sequence[RemoteFile], tmp_dir: str, download: bool = True) 
             f"{listing}. Received: tmp_dir={tmp_dir!r}")
 
 
+def _open_member(archive: str, member: str, stack: contextlib.ExitStack) -> IO[bytes]:
+    """`member` of a tar/tgz or zip archive, opened for reading (KeyError if absent)."""
+    if zipfile.is_zipfile(archive):
+        return stack.enter_context(stack.enter_context(zipfile.ZipFile(archive)).open(member))
+    tar = stack.enter_context(tarfile.open(archive, "r:*"))
+    return stack.enter_context(tar.extractfile(tar.getmember(member)))
+
+
 def extract_member(archive: str, member: str, out_dir: str) -> str:
-    """Extract one member of a tar/tgz archive to `out_dir` (once; temp then rename).
+    """Extract one member of a tar/tgz or zip archive to `out_dir` (once; temp then rename).
 
     Returns the extracted file's path. A member missing from the archive is a
     DataError naming both.
@@ -97,18 +107,17 @@ def extract_member(archive: str, member: str, out_dir: str) -> str:
     if os.path.isfile(target):
         return target
     try:
-        with atomic_output(target) as tmp, tarfile.open(archive, "r:*") as tar:
+        with atomic_output(target) as tmp, contextlib.ExitStack() as stack:
             try:
-                info = tar.getmember(member)
+                src = _open_member(archive, member, stack)
             except KeyError:
                 raise DataError(
                     f"The archive {archive} has no member {member}; it is damaged or "
                     f"not the expected release, download it again. Received: "
                     f"member={member!r}") from None
-            src = tar.extractfile(info)
-            with src, open(tmp, "wb") as f:
+            with open(tmp, "wb") as f:
                 shutil.copyfileobj(src, f, length=1 << 20)
-    except (tarfile.TarError, EOFError, OSError, zlib.error) as e:
+    except (tarfile.TarError, zipfile.BadZipFile, EOFError, OSError, zlib.error) as e:
         # (zlib.error: a damaged deflate stream in a .tgz, not an OSError)
         raise DataError(
             f"Cannot read the archive {archive} ({e}); it is damaged or incomplete, "
