@@ -43,6 +43,18 @@ def _functions(relative: str) -> dict[str, ast.FunctionDef]:
     return {node.name: node for node in tree.body if isinstance(node, ast.FunctionDef)}
 
 
+def t2t_flag_names(relative: str) -> list[str]:
+    """The flags a tensor2tensor file defines (`flags.DEFINE_x("name", ...)`,
+    `tf.flags.DEFINE_x`), in order."""
+    names = []
+    for node in ast.walk(ast.parse(t2t_file(relative).read_text())):
+        if isinstance(node, ast.Call) and isinstance(node.func, ast.Attribute) \
+                and node.func.attr.startswith("DEFINE_") and node.args \
+                and isinstance(node.args[0], ast.Constant):
+            names.append((node.lineno, node.col_offset, node.args[0].value))
+    return [name for *_, name in sorted(names)]
+
+
 def _literal(node: ast.AST) -> Any:
     try:
         return ast.literal_eval(node)

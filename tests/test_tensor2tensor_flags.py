@@ -16,6 +16,7 @@ from t2t_revival.cli import tensor2tensor_flags as t2t
 from t2t_revival.errors import UserError
 from t2t_revival.run_dir.best_record import BestRecord
 from t2t_revival.train.early_stopping import EarlyStopping
+from t2t_reference import t2t_file, t2t_flag_names
 
 # The flags of tensor2tensor 1.15.7's sources, in their order.
 UTILS_FLAGS_PY = [
@@ -63,6 +64,38 @@ PROGRAMS = {
 }
 _VALUES = {"bool": "true", "integer": "3", "float": "0.5", "string": "x"}
 _VALUE_OF = {"bleu_variant": "cased"}   # (an enum)
+
+
+# tensor2tensor's bin/ programs and library files whose flags each list holds.
+SOURCES = {"utils/flags.py": UTILS_FLAGS_PY, "bin/t2t_trainer.py": BIN_T2T_TRAINER_PY,
+           "bin/t2t_decoder.py": BIN_T2T_DECODER_PY, "serving/export.py": SERVING_EXPORT_PY,
+           "bin/t2t_datagen.py": BIN_T2T_DATAGEN_PY,
+           "utils/avg_checkpoints.py": UTILS_AVG_CHECKPOINTS_PY,
+           "bin/t2t_bleu.py": BIN_T2T_BLEU_PY}
+# Its bin/ programs not shipped here (t2t.NOT_SHIPPED says what to run instead).
+BIN_NOT_SHIPPED = {"bin/t2t_avg_all.py": "t2t-avg-all",
+                   "bin/t2t_translate_all.py": "t2t-translate-all", "bin/t2t_eval.py": "t2t-eval",
+                   "bin/t2t_attack.py": "t2t-attack", "bin/t2t_distill.py": "t2t-distill",
+                   "bin/t2t_prune.py": "t2t-prune", "bin/build_vocab.py": "build_vocab",
+                   "bin/make_tf_configs.py": "make_tf_configs"}
+
+
+def test_the_lists_hold_every_flag_of_tensor2tensors_sources():
+    """Each list above is what the tensor2tensor 1.15.7 package's file
+    defines (its `flags.DEFINE_*` calls, read with ast), in order; every
+    program of its bin/ is one of ours or a program not shipped, with what
+    to run instead."""
+    for relative, names in SOURCES.items():
+        assert t2t_flag_names(relative) == names, relative
+    programs = {p.name for p in t2t_file("bin/__init__.py").parent.glob("*.py")
+                if p.name != "__init__.py" and not p.name.endswith("_test.py")}
+    ours = {relative.split("/")[1] for relative in SOURCES if relative.startswith("bin/")}
+    assert programs == ours | {r.split("/")[1] for r in BIN_NOT_SHIPPED}
+    assert set(t2t.NOT_SHIPPED) == set(BIN_NOT_SHIPPED.values())
+    for program, instead in t2t.NOT_SHIPPED.items():
+        assert instead.split()[0] in ("t2t-avg-checkpoints", "t2t-decoder", "t2t-trainer",
+                                      "adversarial", "decode", "weight", "t2t-datagen",
+                                      "write"), program
 
 
 @pytest.mark.parametrize("program", PROGRAMS)

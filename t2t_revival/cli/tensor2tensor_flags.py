@@ -167,6 +167,29 @@ def _common() -> list[T2TFlag]:
     ]
 
 
+# tensor2tensor's other programs (its bin/), which are not shipped here, and
+# what to run instead; `--registry_help`'s neighbours in docs/tensor2tensor.md.
+NOT_SHIPPED = {
+    "t2t-avg-all": "t2t-avg-checkpoints --output_dir=RUN --num_last_checkpoints=N averages "
+                   "a run's last N checkpoints into RUN/averaged/; run it again when new "
+                   "ones appear",
+    "t2t-translate-all": "t2t-decoder --checkpoint_path=<each checkpoint> "
+                         "--decode_to_file=DIR/<name>-<step>, then t2t-bleu "
+                         "--translations_dir=DIR --event_dir=... scores them all",
+    "t2t-eval": "t2t-trainer evaluates the dev split every --local_eval_frequency "
+                "updates; t2t-decoder --decode_reference scores a checkpoint on a file",
+    "t2t-attack": "adversarial attacks on image classifiers are not part of this "
+                  "translation tool",
+    "t2t-distill": "decode the training source with the teacher (t2t-decoder), then train "
+                   "the student on those pairs as your own data (translate_plain_text)",
+    "t2t-prune": "weight pruning is not supported here; t2t-exporter --format=ctranslate2 "
+                 "with int8 quantization makes a smaller, faster model",
+    "build_vocab": "t2t-datagen trains the problem's vocabulary (SentencePiece); your own "
+                   "data's corpora.json sets its size",
+    "make_tf_configs": "write TF_CONFIG for each worker yourself: t2t-trainer reads it for "
+                       "MultiWorkerMirroredStrategy (docs/training.md)",
+}
+
 # The schedules tensor2tensor's trainer knew, and what runs here.
 SCHEDULES = {"continuous_train_and_eval": SAME, "train_and_evaluate": SAME, "train": SAME}
 
