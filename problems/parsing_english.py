@@ -67,6 +67,7 @@ class _ParsingProblem(Text2TextProblem):
     """Linearized-tree parsing over `.mrg` files; subclasses pick the files."""
 
     eval_metric = "evalb"
+    eval_metrics = ("evalb",)
     # Let BPE fuse brackets with labels: `(NP` and `)NP` become one piece each
     # instead of two, which cuts target lengths by about a third.
     vocab_split_by_unicode_script = False
@@ -110,9 +111,11 @@ class _ParsingProblem(Text2TextProblem):
 
     # ---- scoring -----------------------------------------------------------
     def score_predictions(self, predictions: Sequence[str], references: Sequence[str],
-                          sources: Sequence[str], language: str = "de") -> ScoredPredictions:
-        """EVALB F1 (`evalb`); `outputs["trees"]` holds the predicted trees,
-        bracketed. `language` is not used."""
+                          sources: Sequence[str], language: str = "de",
+                          metric: str = "") -> ScoredPredictions:
+        """EVALB F1 (`evalb`, the only `metric`); `outputs["trees"]` holds the
+        predicted trees, bracketed. `language` is not used."""
+        self.check_eval_metric(metric)
         score, trees = self.evalb(predictions, references, sources)
         return ScoredPredictions(
             metric="evalb", score=score.f1, text=score.summary(), details=score,

@@ -47,10 +47,12 @@ def resolve_train_config(*, problem: str, output_dir: str, data_dir: str,
         options: the other `TrainConfig` fields, typed.
 
     Raises:
-        UserError: an unknown problem, model or hparam set; a malformed or
-            out-of-range `hparams` or `eval_decode_hparams`.
+        UserError: an unknown problem, model or hparam set; an `eval_metric`
+            the problem cannot score with; a malformed or out-of-range
+            `hparams` or `eval_decode_hparams`.
     """
     located = problem_for(problem, data_dir, tmp_dir)
+    located.check_eval_metric(options.get("eval_metric", ""))   # a UserError naming the choices
     registry.models.get(model)   # an unknown name is a UserError here
     overrides = ",".join(p for p in (hparams, mixed_precision and
                                      f"mixed_precision={mixed_precision}") if p)

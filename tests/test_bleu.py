@@ -186,7 +186,11 @@ def test_cli_prints_both_labelled_figures(multi30k):
     out = t2t_bleu(f"--translation={hyp_path}", f"--reference={ref_path}")
     assert out.returncode == 0, out.stderr
     lines = out.stdout.splitlines()
-    assert len(lines) == 4  # and tensor2tensor's two, below
+    # tensor2tensor's two (below) on lines 3 and 4, then chrF2, chrF2++ and TER
+    # (test_chrf_and_ter_equal_the_sacrebleu_command_line_with_2_references).
+    assert len(lines) == 7
+    assert [line.split(":")[0] for line in lines[4:]] == [
+        "chrF2 (sacreBLEU)", "chrF2++ (sacreBLEU)", "TER (sacreBLEU, lower is better)"]
     assert lines[0].startswith(
         f"sacreBLEU (cased, 13a): {sacre_bleu(hypotheses, references).score:.2f} (")
     assert "nrefs:1|case:mixed|eff:no|tok:13a|smooth:exp" in lines[0]
@@ -200,6 +204,17 @@ def test_cli_prints_both_labelled_figures(multi30k):
     ("mismatch", "line counts differ. Received: translation lines=2, reference lines=3"),
     ("not_utf8", "the reference file is not UTF-8 text: byte 0xe4 at line 2"),
     ("no_reference_flag", "--reference=FILE is required"),
+    # A second reference (--reference repeated or comma-separated): named.
+    ("second_mismatch", "the translation {hyp} and the reference {ref2} must have one line "
+                        "per sentence, aligned; their line counts differ. Received: "
+                        "translation lines=2, reference lines=1"),
+    ("second_missing", "the reference file does not exist; pass the path of a text file, "
+                       "one sentence a line. Received: reference='{nope}'"),
+    ("second_not_utf8", "the reference file is not UTF-8 text: byte 0xe4 at line 2 cannot be "
+                        "decoded; convert it (e.g. iconv -t UTF-8). Received: "
+                        "reference='{ref2}'"),
+    ("two_references_t2t_mode", "--translations_dir gives tensor2tensor's BLEU, which takes "
+                                "one reference"),
     ("directory", "cannot read the translation file"),
     # A damaged deflate stream: zlib.error, which is not an OSError.
     ("corrupt_gz", "cannot read the reference file (zlib.error: Error -3 while decompressing"),
@@ -218,6 +233,17 @@ def test_cli_bad_input_is_one_line_exit_2(tmp_path, case, message):
         args = args[:1]
     elif case == "directory":
         args[0] = f"--translation={tmp_path}"
+    elif case.startswith("second_"):
+        ref.write_text("ein Hund\nzwei Katzen\n", encoding="utf-8")
+        ref2 = tmp_path / "ref2.txt"
+        ref2.write_bytes({"second_mismatch": b"ein Hund\n", "second_missing": b"",
+                          "second_not_utf8": b"ein Hund\nzwei K\xe4tzchen\n"}[case])
+        second = str(tmp_path / "nope.txt") if case == "second_missing" else str(ref2)
+        args += [f"--reference={second}"] if case == "second_mismatch" else []
+        args[1] += "" if case == "second_mismatch" else f",{second}"
+    elif case == "two_references_t2t_mode":
+        args = [f"--translations_dir={tmp_path}", f"--event_dir={tmp_path / 'events'}",
+                f"--reference={ref},{ref}"]
     elif case in ("corrupt_gz", "truncated_gz"):
         data = gzip.compress(b"ein Hund\nzwei Katzen\n" * 200)
         data = data[:10] + b"\xff" * 8 + data[18:] if case == "corrupt_gz" else data[:-30]
@@ -227,7 +253,8 @@ def test_cli_bad_input_is_one_line_exit_2(tmp_path, case, message):
     assert out.returncode == 2, (out.stdout, out.stderr)
     lines = [l for l in out.stderr.splitlines() if l.strip()]
     assert len(lines) == 1 and lines[0].startswith("t2t-bleu: error: "), out.stderr
-    assert message in lines[0], lines[0]
+    assert message.format(hyp=hyp, ref2=tmp_path / "ref2.txt",
+                          nope=tmp_path / "nope.txt") in lines[0], lines[0]
     assert "Traceback" not in out.stderr
 
 
@@ -312,11 +339,12 @@ def test_cli_prints_t2t_lines_as_t2t_bleu_did(newstest):
     out = t2t_bleu(f"--translation={translation}", f"--reference={reference}")
     assert out.returncode == 0, out.stderr
     lines = out.stdout.splitlines()
-    assert lines[2:] == ["BLEU_uncased = %6.2f" % t2t_figure(hypotheses, references, False).score,
-                         "BLEU_cased = %6.2f" % t2t_figure(hypotheses, references, True).score]
+    assert lines[2:4] == ["BLEU_uncased = %6.2f" % t2t_figure(hypotheses, references, False).score,
+                          "BLEU_cased = %6.2f" % t2t_figure(hypotheses, references, True).score]
     out = t2t_bleu(f"--translation={translation}", f"--reference={reference}",
                    "--bleu_variant=cased", "--json")
-    assert set(json.loads(out.stdout)) == {"sacrebleu", "tokenized_bleu", "BLEU_cased"}
+    assert set(json.loads(out.stdout)) == {"sacrebleu", "tokenized_bleu", "BLEU_cased",
+                                           "chrf", "chrf++", "ter"}
 
 
 def test_cli_translations_dir_writes_t2t_events(tmp_path, multi30k):
@@ -351,3 +379,114 @@ def test_cli_translations_dir_writes_t2t_events(tmp_path, multi30k):
     assert again.returncode == 0 and again.stdout.startswith("step 2000: "), again.stderr
     missing = t2t_bleu(f"--translations_dir={folder}", f"--reference={ref_path}")
     assert missing.returncode == 2 and "needs --event_dir" in missing.stderr
+
+
+# ---- chrF, chrF++, TER and several references (sacreBLEU's own CLI the oracle) ----
+
+def two_reference_files(systems):
+    """(translation, [reference 1, reference 2]) of the newstest2014 German
+    files of `newstest_systems`: the human reference scored as the
+    translation, against the two systems made from it (perturbed, recased)
+    as the references. All real newstest text; each system changes other
+    sentences, so either reference matches a sentence best, and a figure
+    that took only one reference would differ."""
+    reference, perturbed, recased = (next(r for _, r in systems if r.endswith(".de")),
+                                     *[p for p, _ in systems if p.endswith(".de")])
+    return reference, [perturbed, recased]
+
+
+def sacrebleu_cli(translation, references, *options):
+    """{metric name: its JSON} as the `sacrebleu` command line prints them."""
+    out = subprocess.run([SACREBLEU_CLI, *references, "-i", translation, "-w", "4", *options],
+                         capture_output=True, text=True, timeout=600)
+    assert out.returncode == 0, out.stderr
+    results = json.loads(out.stdout)
+    return {r["name"]: r for r in (results if isinstance(results, list) else [results])}
+
+
+def multi_bleu_perl_references(hypotheses, streams):
+    """multi-bleu.perl's counting with several references: each n-gram clipped
+    by its count in the reference that has most of it; the closest reference
+    length, the shorter on a tie (its $closest_length)."""
+    correct, total, hyp_len, ref_len = [0] * 5, [0] * 5, 0, 0
+    for hyp, refs in zip(hypotheses, zip(*streams)):
+        words, ref_words = hyp.split(), [r.split() for r in refs]
+        hyp_len += len(words)
+        ref_len += min((abs(len(r) - len(words)), len(r)) for r in ref_words)[1]
+        for n in range(1, 5):
+            ngrams = collections.Counter(tuple(words[i:i + n]) for i in range(len(words) - n + 1))
+            most = collections.Counter()
+            for r in ref_words:
+                most |= collections.Counter(tuple(r[i:i + n]) for i in range(len(r) - n + 1))
+            total[n] += sum(ngrams.values())
+            correct[n] += sum(min(c, most[g]) for g, c in ngrams.items())
+    bp = math.exp(1 - ref_len / hyp_len) if hyp_len < ref_len else 1.0
+    return 100 * bp * math.exp(sum(math.log(correct[n] / total[n]) for n in range(1, 5)) / 4)
+
+
+def assert_figures_equal_the_sacrebleu_cli(translation, references):
+    """t2t-bleu's sacreBLEU, chrF2, chrF2++ and TER with 2 references, the
+    flag repeated and comma-separated, equal `sacrebleu REF1 REF2 -i HYP -m
+    bleu chrf ter` (and `--chrf-word-order 2`), signatures included."""
+    from t2t_revival.metrics import chrf, ter
+
+    expected = sacrebleu_cli(translation, references, "-m", "bleu", "chrf", "ter")
+    expected.update(sacrebleu_cli(translation, references, "-m", "chrf",
+                                  "--chrf-word-order", "2"))
+    repeated = t2t_bleu(f"--translation={translation}",
+                        *[f"--reference={r}" for r in references], "--json")
+    assert repeated.returncode == 0, repeated.stderr
+    ours = json.loads(repeated.stdout)
+    for key, name in (("chrf", "chrF2"), ("chrf++", "chrF2++"), ("ter", "TER"),
+                      ("sacrebleu", "BLEU")):
+        assert round(ours[key]["score"], 4) == pytest.approx(expected[name]["score"],
+                                                             abs=1e-4), key
+        assert ours[key]["signature"] == expected[name]["signature"], key
+        assert "nrefs:2|" in ours[key]["signature"]
+    assert ours["chrf"]["name"] == "chrF2" and ours["ter"]["name"] == "TER"
+    assert 0 < ours["ter"]["score"] and 0 < ours["chrf++"]["score"] < ours["chrf"]["score"] < 100
+    # Both references count: each alone gives a worse figure than the two.
+    hypotheses = read_lines(translation, "t")
+    streams = [read_lines(r, "r") for r in references]
+    for stream in streams:
+        assert chrf(hypotheses, stream).score < ours["chrf"]["score"] - 0.1
+        assert ter(hypotheses, stream).score > ours["ter"]["score"] + 0.1
+    # The paper's tokenized BLEU takes them as multi-bleu.perl does.
+    hyp = [split_compounds(line) for line in moses_tokenize(hypotheses, "de")]
+    refs = [[split_compounds(line) for line in moses_tokenize(s, "de")] for s in streams]
+    assert ours["tokenized_bleu"]["score"] == pytest.approx(
+        multi_bleu_perl_references(hyp, refs), abs=1e-9)
+    # tensor2tensor's figure takes one reference: the first, and says so.
+    assert ours["BLEU_cased"]["score"] == t2t_figure(hypotheses, streams[0], True).score
+    assert ours["BLEU_cased"]["signature"].endswith("the first of 2 references only")
+    # Comma-separated, as text: the same figures on the lines t2t-bleu adds.
+    text = t2t_bleu(f"--translation={translation}", f"--reference={','.join(references)}")
+    assert text.returncode == 0, text.stderr
+    assert text.stdout.splitlines()[4:] == [
+        f"chrF2 (sacreBLEU): {ours['chrf']['score']:.2f} | {expected['chrF2']['signature']}",
+        f"chrF2++ (sacreBLEU): {ours['chrf++']['score']:.2f} | "
+        f"{expected['chrF2++']['signature']}",
+        f"TER (sacreBLEU, lower is better): {ours['ter']['score']:.2f} | "
+        f"{expected['TER']['signature']}"]
+
+
+def test_chrf_and_ter_equal_the_sacrebleu_command_line_with_2_references(newstest):
+    assert_figures_equal_the_sacrebleu_cli(*two_reference_files(newstest))
+
+
+@pytest.mark.slow
+def test_chrf_and_ter_equal_the_sacrebleu_command_line_on_whole_newstest(shared_data,
+                                                                         tmp_path):
+    assert_figures_equal_the_sacrebleu_cli(
+        *two_reference_files(newstest_systems(shared_data, tmp_path)))
+
+
+def test_one_reference_gives_the_same_chrf_as_the_sacrebleu_command_line(multi30k):
+    hyp_path, ref_path, hypotheses, references = multi30k
+    from t2t_revival.metrics import chrf_ter_scores
+
+    expected = sacrebleu_cli(hyp_path, [ref_path], "-m", "chrf", "ter")
+    ours = chrf_ter_scores(hypotheses, references)
+    assert round(ours["chrf"].score, 4) == pytest.approx(expected["chrF2"]["score"], abs=1e-4)
+    assert round(ours["ter"].score, 4) == pytest.approx(expected["TER"]["score"], abs=1e-4)
+    assert "nrefs:1|" in ours["chrf"].signature

@@ -97,8 +97,8 @@ def test_every_path_flag_reads_a_leading_tilde_as_home():
             assert parser.parse("~/runs/x") == f"{home}/runs/x", (module, name)
             assert parser.parse("runs/~x") == "runs/~x", (module, name)
             assert parser.parse("") == "" and parser.parse(None) is None, (module, name)
-            # A checkpoint list (t2t-decoder's ensemble) entry by entry; a
-            # single path as it is after its first character.
-            expected = f"{home}/a/ckpt-1,{home}/b" if (module, name) == \
-                ("decoder", "checkpoint_path") else f"{home}/a/ckpt-1,~/b"
+            # A list (t2t-decoder's ensemble, t2t-bleu's references) entry by
+            # entry; a single path as it is after its first character.
+            expected = f"{home}/a/ckpt-1,{home}/b" if (module, name) in \
+                (("decoder", "checkpoint_path"), ("bleu", "reference")) else f"{home}/a/ckpt-1,~/b"
             assert parser.parse("~/a/ckpt-1,~/b") == expected, (module, name)

@@ -13,7 +13,7 @@ import sys
 import numpy as np
 import pytest
 
-from conftest import ENV, ROOT
+from conftest import ENV, ROOT, run_cli
 from t2t_revival.data.scored_predictions import ScoredPredictions
 
 
@@ -121,7 +121,7 @@ def test_the_trainer_ranks_by_the_problem_s_own_metric(multi30k_data_dir, tmp_pa
     trainer = _trainer(tmp_path / "run", data_dir, eval_decode_sentences=5)
     seen = []
 
-    def score(predictions, references, sources, language="de"):
+    def score(predictions, references, sources, language="de", metric=""):
         seen.append((list(predictions), list(references), list(sources)))
         return ScoredPredictions(metric="evalb", score=[40.0, 35.0][len(seen) - 1],
                                  text="", json_text="{}")
@@ -141,6 +141,96 @@ def test_the_trainer_ranks_by_the_problem_s_own_metric(multi30k_data_dir, tmp_pa
     record, weight = _best_first_weight(tmp_path / "run")
     assert (record.metric, record.step, record.value, record.sentences) == ("f1", 1, 40.0, 5)
     assert weight == 1.0
+
+
+def test_eval_metric_chrf_ranks_best_and_early_stopping_by_chrf(multi30k_data_dir, tmp_path):
+    """--eval_metric=chrf: the dev translations are scored with sacreBLEU's
+    chrF2, which best/ and early stopping follow (higher is better), here
+    against the dev loss and BLEU. The decodes are given: at step 1 each
+    reference's words reversed (characters kept, word n-grams lost), at step 2
+    the first half of its words (word n-grams kept, characters lost)."""
+    import sacrebleu
+
+    from t2t_revival.run_dir.best_record import BestRecord
+
+    data_dir, _ = multi30k_data_dir
+    trainer = _trainer(tmp_path / "run", data_dir, eval_decode_sentences=5,
+                       eval_metric="chrf", eval_early_stopping_evals=1)
+    trainer.evaluator.start()
+    dev = trainer.evaluator.dev_metric
+    words = [reference.split() for reference in dev.references]
+    outputs = {1: [" ".join(w[::-1]) for w in words],
+               2: [" ".join(w[:len(w) // 2 + 1]) for w in words]}
+    chrf = {step: sacrebleu.corpus_chrf(out, [dev.references]).score
+            for step, out in outputs.items()}
+    bleu = {step: sacrebleu.corpus_bleu(out, [dev.references]).score
+            for step, out in outputs.items()}
+    assert chrf[1] > chrf[2] and bleu[2] > bleu[1] + 10   # the metrics disagree
+    for step, loss in ((1, 5.0), (2, 1.0)):   # and the dev loss prefers step 2
+        dev.decoder.translate = lambda sources, out=outputs[step]: list(out)
+        evaluation = _eval_at(trainer, step, loss)
+        assert (evaluation.metric, evaluation.figure("chrf")) == ("chrf", chrf[step])
+        assert evaluation.scalars()["chrf"] == chrf[step] and "bleu" not in evaluation.scalars()
+    record, weight = _best_first_weight(tmp_path / "run")
+    assert record == BestRecord(step=1, metric="chrf", value=chrf[1], higher_is_better=True,
+                                checkpoint="ckpt-1", sentences=5)
+    assert weight == 1.0
+    log = "\n".join(trainer.log_lines)
+    assert re.search(rf"eval at step 2: loss 1\.0000 .* chrf {chrf[2]:.2f} \(5 dev sentences",
+                     log), log
+    assert trainer.evaluator.stop_reason == (
+        f"dev chrf did not improve for 1 evaluation (--eval_early_stopping_evals=1); the "
+        f"best is dev chrf {chrf[1]:.2f} at step 1")
+
+
+def test_eval_metric_is_one_the_problem_can_score_with(tmp_path):
+    from t2t_revival.errors import UserError
+
+    with pytest.raises(UserError, match=r"problem translate_ende_multi30k scores its "
+                                        r"predictions with bleu or chrf; choose one of them "
+                                        r".* Received: eval_metric='ter'"):
+        _trainer(tmp_path / "run", tmp_path, eval_metric="ter")
+    from t2t_revival import registry
+
+    registry.load_all()
+    # A translation problem scores with chrF on request (its own eval_metric
+    # may be "chrf" too): the headline, reported beside the two BLEU figures.
+    import sacrebleu
+
+    from t2t_revival.data.problem import Problem
+
+    hyps, refs = ["Ein Hund läuft über die grüne Wiese."], ["Ein Hund rennt über die Wiese."]
+    scored = Problem().score_predictions(hyps, refs, ["A dog runs."], metric="chrf")
+    assert (scored.metric, scored.score_name) == ("chrf", "chrf")
+    assert scored.score == sacrebleu.corpus_chrf(hyps, [refs]).score
+    assert [line.split(":")[0] for line in scored.text.splitlines()] == [
+        "sacreBLEU (cased, 13a)", "tokenized BLEU (Moses tokenizer -l de + compound "
+        "splitting, multi-bleu; as the paper / t2t get_ende_bleu.sh)", "chrF2 (sacreBLEU)"]
+    assert set(json.loads(scored.json_text)) == {"sacrebleu", "tokenized_bleu", "chrf"}
+    assert Problem().score_predictions(hyps, refs, [""]).metric == "bleu"
+    parsing = registry.problems.get("parsing_english_ptb16k")()
+    assert parsing.check_eval_metric() == "evalb"
+    with pytest.raises(UserError, match="scores its predictions with evalb; "):
+        parsing.check_eval_metric("chrf")
+
+
+def test_the_trainer_cli_takes_eval_metric_chrf_and_best_json_records_it(tiny_data, tmp_path):
+    """t2t-trainer --eval_metric=chrf: the eval line, TensorBoard's eval/chrf
+    and best/best.json name chrF (a tiny run, 2 updates)."""
+    from tiny_runs import trainer_args
+
+    out_dir = tmp_path / "run"
+    run = run_cli("trainer", *trainer_args(
+        tiny_data, out_dir, 2, "--eval_metric=chrf", "--eval_decode_sentences=3",
+        "--eval_decode_hparams=extra_length=3"))
+    assert run.returncode == 0, run.stderr[-3000:]
+    printed = re.search(r"eval at step 2: .* chrf ([\d.]+) \(3 dev sentences", run.stdout)
+    assert printed, run.stdout[-3000:]
+    record = json.loads((out_dir / "best" / "best.json").read_text())
+    assert (record["metric"], record["step"], record["sentences"], record["higher_is_better"]) \
+        == ("chrf", 2, 3, True)
+    assert f"{record['value']:.2f}" == printed.group(1)
+    assert _events(out_dir / "eval")["chrf"] == [(2, pytest.approx(record["value"], abs=1e-4))]
 
 
 @pytest.mark.slow

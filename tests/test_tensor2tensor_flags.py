@@ -184,6 +184,8 @@ def _trainer_flags(*args):
     (["--eval_early_stopping_steps=500", "--local_eval_frequency=100",
       "--eval_early_stopping_metric=approx_bleu_score",
       "--noeval_early_stopping_metric_minimize"], 5, 0.1, "bleu"),
+    (["--eval_early_stopping_steps=500", "--local_eval_frequency=100", "--eval_metric=chrf",
+      "--eval_early_stopping_metric=chrf"], 5, 0.1, "chrf"),
 ])
 def test_tensor2tensor_early_stopping_steps_become_evaluations(args, evals, delta, follows):
     try:
@@ -203,6 +205,10 @@ def test_tensor2tensor_early_stopping_steps_become_evaluations(args, evals, delt
      "early stopping here follows the figure best/ keeps, dev bleu"),
     (["--eval_early_stopping_steps=1000", "--eval_decode_sentences=0",
       "--noeval_early_stopping_metric_minimize"], "disagrees with dev loss, which is minimized"),
+    (["--eval_early_stopping_steps=1000", "--eval_metric=chrf",
+      "--eval_early_stopping_metric=approx_bleu_score"],
+     "early stopping here follows the figure best/ keeps, dev chrf; use the dev loss "
+     "(--eval_decode_sentences=0) or the decoded metric (chrf)"),
     (["--eval_early_stopping_steps=1000", "--local_eval_frequency=0"],
      "set --local_eval_frequency=N too"),
     (["--eval_early_stopping_metric=loss"], "needs --eval_early_stopping_steps=N"),

@@ -30,6 +30,8 @@ def test_registry_help_lists_the_sets():
     (["--export_on_best"], "--export_on_best needs --export_saved_model or"),
     (["--eval_decode_hparams=beam=3"], "Unknown decode hparam 'beam'"),
     (["--eval_decode_sentences=-1"], "eval_decode_sentences"),
+    (["--eval_metric=ter"], "problem translate_ende_multi30k scores its predictions with "
+                            "bleu or chrf; choose one of them"),
 ])
 def test_bad_input_is_one_line_exit_2(args, message):
     out = _trainer(*args)

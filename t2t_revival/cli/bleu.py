@@ -1,10 +1,13 @@
-"""`t2t-bleu`: BLEU of a translation file against a reference file.
+"""`t2t-bleu`: BLEU, chrF and TER of a translation file against reference files.
 
-Prints four labelled figures: sacreBLEU (cased, 13a) with its signature, the
+Prints labelled figures: sacreBLEU (cased, 13a) with its signature, the
 paper's tokenized BLEU (Moses tokenizer + compound splitting + multi-bleu, as
 tensor2tensor's get_ende_bleu.sh computed the 28.4), and tensor2tensor's own
 `BLEU_uncased` and `BLEU_cased` lines (its bleu_hook, `metrics/t2t_bleu.py`),
-as its t2t-bleu printed them. With `--translations_dir` and `--event_dir`
+as its t2t-bleu printed them; then sacreBLEU's chrF2, chrF2++ and TER with
+their signatures (`metrics/chrf_ter.py`). `--reference` may name several
+files (repeated, or comma-separated): every figure but T2T's (which takes
+the first) uses them all. With `--translations_dir` and `--event_dir`
 instead of `--translation`, tensor2tensor's other mode: T2T's figures of every
 `<name>-<steps>` file of the folder as TensorBoard scalars
 (`metrics/bleu_events.py`).
@@ -15,15 +18,19 @@ from __future__ import annotations
 from absl import flags
 
 from t2t_revival.cli import entry_point, path_flags, tensor2tensor_flags
-from t2t_revival.metrics.bleu import (BleuInputError, bleu_files, check_language,
-                                      format_scores, read_lines)
+from t2t_revival.metrics.bleu import (BleuInputError, bleu_scores, check_language,
+                                      format_scores, read_lines, read_references)
+from t2t_revival.metrics.chrf_ter import chrf_ter_scores
 
 FLAGS = flags.FLAGS
 
 _VARIANTS = {"both": (False, True), "uncased": (False,), "cased": (True,)}
 
 path_flags.define_path("translation", None, "System output: detokenized text, one sentence a line.")
-path_flags.define_path("reference", None, "Reference translations, aligned line by line.")
+path_flags.define_paths("reference", "Reference translations, aligned line by line with "
+                                     "the translation; several references: repeat the flag or "
+                                     "separate the files with commas (tensor2tensor's "
+                                     "BLEU_uncased/BLEU_cased lines score the first).")
 flags.DEFINE_string("language", "de", "Target language for the Moses tokenizer (-l).")
 flags.DEFINE_bool("json", False, "Print one JSON object instead of text.")
 path_flags.define_path("translations_dir", None,
@@ -57,7 +64,12 @@ def _translations_dir() -> int:
     if not FLAGS.event_dir:
         raise BleuInputError("--translations_dir needs --event_dir=DIR (where the events go). "
                              "Received: event_dir=None")
-    references = read_lines(FLAGS.reference, "reference")
+    if len(path_flags.paths(FLAGS.reference)) > 1:
+        raise BleuInputError("--translations_dir gives tensor2tensor's BLEU, which takes one "
+                             "reference; give one --reference (score a translation against "
+                             "several with --translation). Received: "
+                             f"reference={path_flags.paths(FLAGS.reference)}")
+    references = read_lines(path_flags.paths(FLAGS.reference)[0], "reference")
 
     def score(path: str):
         hypotheses = read_lines(path, "translation")
@@ -91,9 +103,12 @@ def main(argv: list[str]) -> int:
         raise BleuInputError("--translation=FILE is required (or tensor2tensor's "
                              "--translations_dir=DIR). Received: translation=None")
     check_language(FLAGS.language)
-    scores = bleu_files(FLAGS.translation, FLAGS.reference, FLAGS.language,
-                        t2t_cases=_VARIANTS[FLAGS.bleu_variant])
-    print(format_scores(scores, FLAGS.json))
+    hypotheses = read_lines(FLAGS.translation, "translation")
+    references = read_references(path_flags.paths(FLAGS.reference), FLAGS.translation,
+                                 len(hypotheses))
+    scores = bleu_scores(hypotheses, references, FLAGS.language,
+                         t2t_cases=_VARIANTS[FLAGS.bleu_variant])
+    print(format_scores(scores, FLAGS.json, chrf_ter_scores(hypotheses, references)))
     return 0
 
 

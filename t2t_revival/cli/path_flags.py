@@ -54,6 +54,20 @@ def define_path(name: str, default: str | None, help: str,
                         module_name=sys.argv[0] if caller == "__main__" else caller)
 
 
+def define_paths(name: str, help: str) -> flags.FlagHolder:
+    """`define_path` for several files: the flag repeated, or its value
+    comma-separated, or both; `paths` gives the list in order."""
+    caller = sys._getframe(1).f_globals["__name__"]
+    return flags.DEFINE_multi(_PathParser(comma_separated=True), flags.ArgumentSerializer(),
+                              name, None, help,
+                              module_name=sys.argv[0] if caller == "__main__" else caller)
+
+
+def paths(values: list[str] | None) -> list[str]:
+    """The paths of a `define_paths` flag's values, in order (none: [])."""
+    return [path for value in values or [] for path in value.split(",")]
+
+
 USR_DIR_FLAG = "t2t_usr_dir"
 
 

@@ -375,14 +375,17 @@ def apply_trainer_schedule(values: flags.FlagValues = flags.FLAGS) -> list[str]:
         raise UserError("--eval_early_stopping_steps counts evaluations here: set "
                         "--local_eval_frequency=N too. Received: local_eval_frequency=0")
     decoding = bool(values["eval_decode_sentences"].value)
-    followed = "bleu" if decoding else "loss"   # what ranks best/ (bleu: the problem's metric)
+    # What ranks best/: the dev loss, or the decoded metric (--eval_metric, else
+    # the problem's: bleu).
+    decoded = values["eval_metric"].value or "bleu"
+    followed = decoded if decoding else "loss"
     metric = present.get("eval_early_stopping_metric", "loss")
     if _STOPPING_METRICS.get(metric, metric) != followed and \
             "eval_early_stopping_metric" in present:
         fix = ("--eval_decode_sentences=0, so that best/ and early stopping follow the dev "
                "loss" if metric == "loss" else
-               "the dev loss (--eval_decode_sentences=0) or the problem's decoded metric "
-               "(approx_bleu_score)")
+               "the dev loss (--eval_decode_sentences=0) or the decoded metric "
+               f"({'approx_bleu_score' if decoded == 'bleu' else decoded})")
         raise UserError(f"--eval_early_stopping_metric={metric} (tensor2tensor's): early "
                         f"stopping here follows the figure best/ keeps, dev {followed}; use "
                         f"{fix}. Received: eval_early_stopping_metric={metric!r}")

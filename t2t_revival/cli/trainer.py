@@ -59,9 +59,17 @@ flags.DEFINE_integer("local_eval_frequency", _DEFAULT["local_eval_frequency"],
 flags.DEFINE_integer("eval_decode_sentences", _DEFAULT["eval_decode_sentences"],
                      "At each evaluation, also decode the first N dev sentences with "
                      "t2t-decoder's beam search and settings and score them with the "
-                     "problem's metric (BLEU; F1 for parsing): printed on the eval line, "
-                     "eval/bleu in TensorBoard, and what best/ and early stopping follow "
-                     "(0 = no decoding: they follow the dev loss).", lower_bound=0)
+                     "problem's metric (BLEU; F1 for parsing; --eval_metric chooses another): "
+                     "printed on the eval line, eval/bleu in TensorBoard, and what best/ and "
+                     "early stopping follow (0 = no decoding: they follow the dev loss).",
+                     lower_bound=0)
+flags.DEFINE_string("eval_metric", _DEFAULT["eval_metric"],
+                    "What the --eval_decode_sentences decodes are scored with, and so what "
+                    "best/ and early stopping follow (higher is better): bleu (sacreBLEU, "
+                    "cased, 13a) or chrf (sacreBLEU's chrF2, character n-grams) for "
+                    "translation problems; '' = the problem's own (bleu; evalb, F1, for "
+                    "parsing). Printed on the eval line, eval/<bleu|chrf> in TensorBoard, "
+                    "the metric of best/best.json.")
 flags.DEFINE_string("eval_decode_hparams", "",
                     'Overrides of the decode settings for those decodes, as t2t-decoder\'s '
                     '--decode_hparams (e.g. "beam_size=1" for speed).')
@@ -184,7 +192,7 @@ def main(argv: list[str]) -> int:
         train_steps=FLAGS.train_steps, max_train_minutes=FLAGS.max_train_minutes,
         eval_steps=FLAGS.eval_steps, local_eval_frequency=FLAGS.local_eval_frequency,
         save_checkpoints_steps=FLAGS.save_checkpoints_steps,
-        eval_decode_sentences=FLAGS.eval_decode_sentences,
+        eval_decode_sentences=FLAGS.eval_decode_sentences, eval_metric=FLAGS.eval_metric,
         eval_early_stopping_evals=FLAGS.eval_early_stopping_evals,
         eval_early_stopping_delta=FLAGS.eval_early_stopping_delta,
         keep_checkpoint_max=FLAGS.keep_checkpoint_max,

@@ -52,9 +52,11 @@ class Problem:
       the plain-text source sentences and references of "dev" or "test", one
       sentence a line, written by generate_data (the decoder translates the
       first and scores the second with `score_predictions`).
-    - `eval_metric`: what predictions are scored with, "bleu" (the default)
-      or "evalb"; `score_predictions(predictions, references, sources)`
-      computes it (t2t-decoder --decode_reference reports it).
+    - `eval_metric`: what predictions are scored with, "bleu" (the default),
+      "chrf" or "evalb"; `score_predictions(predictions, references, sources)`
+      computes it (t2t-decoder --decode_reference reports it), or another of
+      `eval_metrics` given as `metric` (the trainer's --eval_metric;
+      `check_eval_metric` says which are taken).
 
     Subclasses set `vocab_size` and implement `generate_data`; see
     `Text2TextProblem` for translation-style problems.
@@ -74,8 +76,12 @@ class Problem:
     """TFRecord shards per split (at least the number of training workers)."""
     eval_metric: str = "bleu"
     """The metric of `score_predictions`: "bleu" (sacreBLEU and the paper's
-    tokenized BLEU; sacreBLEU is the headline) or "evalb" (labelled bracketing
-    F1 of parses)."""
+    tokenized BLEU; sacreBLEU is the headline), "chrf" (the same, and
+    sacreBLEU's chrF2, the headline) or "evalb" (labelled bracketing F1 of
+    parses)."""
+    eval_metrics: tuple[str, ...] = ("bleu", "chrf")
+    """The metrics `score_predictions` can compute (`eval_metric` among them):
+    what the trainer's --eval_metric may choose."""
 
     def __init__(self, download: bool = True, num_workers: int | None = None):
         self.download = download
@@ -133,21 +139,40 @@ class Problem:
         """HParams fields this problem sets: the vocabulary size."""
         return {"vocab_size": self.vocab_size}
 
-    def score_predictions(self, predictions: Sequence[str], references: Sequence[str],
-                          sources: Sequence[str], language: str = "de") -> ScoredPredictions:
-        """Score decoded `predictions` against `references` with `eval_metric`.
+    def check_eval_metric(self, metric: str = "") -> str:
+        """`metric` ("" = `eval_metric`) if this problem can score with it,
+        else a UserError listing `eval_metrics`."""
+        choices = list(dict.fromkeys((self.eval_metric, *self.eval_metrics)))
+        if (metric or self.eval_metric) not in choices:
+            raise UserError(f"problem {self.name} scores its predictions with "
+                            f"{' or '.join(choices)}; choose one of them (or leave "
+                            f"--eval_metric out for its own, {self.eval_metric}). "
+                            f"Received: eval_metric={metric!r}")
+        return metric or self.eval_metric
 
-        Here BLEU: sacreBLEU (cased, 13a) and the paper's tokenized BLEU, whose
-        Moses tokenizer takes `language`. Subclasses with another metric
-        override this (and may use `sources`).
+    def score_predictions(self, predictions: Sequence[str], references: Sequence[str],
+                          sources: Sequence[str], language: str = "de",
+                          metric: str = "") -> ScoredPredictions:
+        """Score decoded `predictions` against `references` with `metric`
+        ("" = `eval_metric`, see `check_eval_metric`).
+
+        Here sacreBLEU (cased, 13a) and the paper's tokenized BLEU, whose
+        Moses tokenizer takes `language`; sacreBLEU the headline figure, or
+        with "chrf" sacreBLEU's chrF2 (also reported). Subclasses with
+        another metric override this (and may use `sources`).
         """
         from t2t_revival.metrics.bleu import format_scores, sacre_bleu, tokenized_bleu
+        from t2t_revival.metrics.chrf_ter import CHRF, chrf
 
+        metric = self.check_eval_metric(metric)
         scores = [sacre_bleu(predictions, references),
                   tokenized_bleu(predictions, references, language)]
-        return ScoredPredictions(metric="bleu", score=scores[0].score,
-                                 text=format_scores(scores), details=scores,
-                                 json_text=format_scores(scores, as_json=True))
+        others = {CHRF: chrf(predictions, references)} if metric == CHRF else {}
+        headline = others[CHRF].score if others else scores[0].score
+        return ScoredPredictions(metric=metric, score=headline,
+                                 text=format_scores(scores, others=others),
+                                 details=[*scores, *others.values()],
+                                 json_text=format_scores(scores, True, others))
 
     # ---- input pipeline ------------------------------------------------
     def batch_shapes(self, hparams: Any, mode: str = "train") -> list[tuple[int, int]]:

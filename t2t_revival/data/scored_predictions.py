@@ -5,9 +5,10 @@ from __future__ import annotations
 import dataclasses
 from typing import Any
 
-SCORE_NAMES = {"bleu": "bleu", "evalb": "f1"}
+SCORE_NAMES = {"bleu": "bleu", "chrf": "chrf", "evalb": "f1"}
 """The name of each metric's headline figure (`ScoredPredictions.score`), as the
-trainer prints it and writes it to TensorBoard (`eval/bleu`, `eval/f1`)."""
+trainer prints it and writes it to TensorBoard (`eval/bleu`, `eval/chrf`,
+`eval/f1`)."""
 
 
 def score_name(metric: str) -> str:
@@ -20,12 +21,13 @@ class ScoredPredictions:
     """What `Problem.score_predictions` returns, whatever the metric.
 
     Attributes:
-        metric: the problem's `eval_metric` ("bleu" or "evalb").
-        score: the headline figure, higher is better: sacreBLEU, or EVALB F1.
+        metric: the `eval_metric` scored with ("bleu", "chrf" or "evalb").
+        score: the headline figure, higher is better: sacreBLEU, chrF2, or
+            EVALB F1.
         text: the report t2t-decoder prints.
         json_text: the same report as one JSON object (t2t-decoder --json).
         details: the metric's own result: [sacreBLEU, tokenized BLEU]
-            `BleuScore`s, or the `EvalbScore`.
+            `BleuScore`s (and chrF2's `MetricScore`), or the `EvalbScore`.
         outputs: files to write beside the predictions, by suffix: one
             line each (e.g. {"trees": the predicted trees, bracketed}).
     """
@@ -39,7 +41,7 @@ class ScoredPredictions:
 
     @property
     def score_name(self) -> str:
-        """What `score` is: "bleu" or "f1" (see `score_name`)."""
+        """What `score` is: "bleu", "chrf" or "f1" (see `score_name`)."""
         return score_name(self.metric)
 
     def format(self, as_json: bool = False) -> str:

@@ -15,11 +15,11 @@ class BestRecord(JsonRecord):
 
     Attributes:
         step: the training step of the checkpoint.
-        metric: what ranks the checkpoints: "bleu", "f1" (the problem's
+        metric: what ranks the checkpoints: "bleu", "chrf", "f1" (the dev
             metric on the first `sentences` dev sentences) or "loss" (dev
             loss, when the trainer does not decode).
         value: the checkpoint's figure.
-        higher_is_better: True for bleu and f1, False for loss.
+        higher_is_better: True for bleu, chrf and f1, False for loss.
         checkpoint: the checkpoint's prefix inside best/ (e.g. "ckpt-3000").
         sentences: how many dev sentences were decoded for `value` (0 for loss).
     """

@@ -6,7 +6,8 @@ sentences of the dev split's plain-text source file
 with `Decoder`'s beam search and the decode settings of the run's hparams
 (those t2t-decoder uses by default), and scores them against the dev
 references with `Problem.score_predictions`: sacreBLEU for translation, EVALB
-F1 for parsing (`Problem.eval_metric` says which; the trainer does not guess).
+F1 for parsing (`Problem.eval_metric` says which; the trainer does not guess),
+or the metric --eval_metric chose among the problem's `eval_metrics` (chrF).
 """
 
 from __future__ import annotations
@@ -34,10 +35,12 @@ class DevMetricEvaluator:
         num_sentences: how many dev sentences, from the first (> 0).
         decode_hparams: the decode settings (--eval_decode_hparams resolved;
             t2t-decoder's defaults unless set).
+        eval_metric: what to score with, one of the problem's `eval_metrics`
+            ("" = its `eval_metric`).
     """
 
     def __init__(self, problem: Problem, data_dir: str, trained: TrainedModel,
-                 num_sentences: int, decode_hparams: DecodeHParams):
+                 num_sentences: int, decode_hparams: DecodeHParams, eval_metric: str = ""):
         source_file, target_file = problem.source_target_files("dev", data_dir)
         sources = read_text_lines(source_file, "dev source")[:num_sentences]
         references = read_text_lines(target_file, "dev target")[:num_sentences]
@@ -55,7 +58,9 @@ class DevMetricEvaluator:
         self.sources = [sources[i] for i in keep]
         self.references = [references[i] for i in keep]
         self.problem = problem
-        self.metric = score_name(problem.eval_metric)
+        self.eval_metric = problem.check_eval_metric(eval_metric)
+        self.metric = score_name(self.eval_metric)
+        """The headline figure's name: "bleu", "chrf" or "f1"."""
         self.decoder = Decoder(trained, decode_hparams)
         self.seconds = 0.0
         """How long the last `evaluate` took."""
@@ -72,6 +77,7 @@ class DevMetricEvaluator:
             raise OutOfMemoryError(
                 "decoding the dev sentences", e.reason, self.decoder.out_of_memory_advice(
                     "--eval_decode_hparams'", then=", and rerun with them to resume")) from None
-        scored = self.problem.score_predictions(predictions, self.references, self.sources)
+        scored = self.problem.score_predictions(predictions, self.references, self.sources,
+                                                metric=self.eval_metric)
         self.seconds = time.time() - start
         return scored

@@ -15,7 +15,7 @@ class Evaluation:
         loss: the dev loss per target token (cross-entropy, no smoothing).
         accuracy: the share of dev target tokens predicted right (teacher forced).
         perplexity: exp(loss).
-        metric: the problem's metric on the decoded dev sentences ("bleu",
+        metric: the dev metric on the decoded dev sentences ("bleu", "chrf",
             "f1"), "" when the trainer does not decode.
         score: that metric's figure (NaN without one).
     """

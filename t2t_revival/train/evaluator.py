@@ -118,7 +118,7 @@ class Evaluator:
                                          hparams=config.hparams_overrides))
                 self.dev_metric = DevMetricEvaluator(
                     self.problem, config.data_dir, trained, config.eval_decode_sentences,
-                    config.dev_decoding)
+                    config.dev_decoding, config.eval_metric)
                 if self.dev_metric.skipped:
                     self.log(f"Dev decoding leaves out {self.dev_metric.skipped} of the first "
                              f"{config.eval_decode_sentences} dev sentences: longer than "

@@ -53,6 +53,10 @@ class TrainConfig:
     decoder's beam search and score them with the problem's metric (BLEU or
     EVALB F1); 0 = no decoding (best/ and early stopping then follow the dev
     loss)."""
+    eval_metric: str = ""
+    """What those decodes are scored with, one of the problem's `eval_metrics`
+    ("bleu", "chrf"); "" = the problem's own `eval_metric`. best/ and early
+    stopping follow it (higher is better)."""
     eval_decode_hparams: DecodeHParams | None = None
     """The settings of those decodes (--eval_decode_hparams resolved); None =
     t2t-decoder's defaults for `hparams`."""
