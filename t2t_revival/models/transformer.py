@@ -165,9 +165,9 @@ class Transformer(keras.Model):
 
     # ---- the three stages -------------------------------------------------
     def _embed(self, embedding, position, ids, start_index=0, positions=None,
-               training=False):
+               training=False, source=False):
         x = embedding(ids)  # (B, T, D)
-        if embedding is self.source_embedding and self.target_space_embedding is not None:
+        if source and self.target_space_embedding is not None:
             x = x + self.target_space_embedding(  # T2T's row of the target space: (1, D)
                 ops.full((1,), self.hparams.target_space_id, "int32"))
         # (T, D), or (B, T, D) for per-segment `positions` [B, T]
@@ -205,7 +205,7 @@ class Transformer(keras.Model):
         else:
             mask = segment_mask(segmentation, segmentation)  # (B, 1, S, S)
         x = self._embed(self.source_embedding, self.encoder_position, inputs,
-                        positions=position, training=training)
+                        positions=position, training=training, source=True)
         for layer in self.encoder_layers:
             x = layer(x, attention_mask=mask, training=training)
         if self.encoder_final_norm is not None:
