@@ -91,10 +91,12 @@ class T2TRunDir:
         naming the prefix when a shard is missing, truncated or corrupt."""
         import tensorflow as tf
 
+        from t2t_revival.run_dir.checkpoint_folder import CORRUPT_RESTORE_ERRORS
+
         try:
             reader = tf.train.load_checkpoint(prefix)
             return {name: reader.get_tensor(name) for name in reader.get_variable_to_shape_map()}
-        except (tf.errors.OpError, ValueError) as e:
+        except (*CORRUPT_RESTORE_ERRORS, tf.errors.OpError, ValueError) as e:
             why = " ".join(str(getattr(e, "message", e)).split())[:200]
             raise UserError(f"the tensor2tensor checkpoint {prefix} cannot be read ({why}); "
                             f"a .data-* or .index file is missing or truncated: copy it again "
