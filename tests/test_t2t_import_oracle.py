@@ -76,6 +76,12 @@ def compared(shared_data, tmp_path_factory):
     return model, trained, inputs, targets, t2t
 
 
+def _t2t_ids(decoded, inputs):
+    """T2T's `infer` outputs, each cut to its input's limit and at its first EOS."""
+    return [_until_eos(row[:int((inputs[i] != 0).sum()) + DECODE_LENGTH])
+            for i, row in enumerate(decoded)]
+
+
 def _our_search(trained, inputs, beam_size):
     from t2t_revival.decode.decoder import Decoder
     from t2t_revival.decode_hparams import DecodeHParams
@@ -106,8 +112,7 @@ def test_teacher_forced_logits_equal_tensor2tensors(compared):
 def test_greedy_decoding_equals_tensor2tensors(compared):
     _, trained, inputs, _, t2t = compared
     ours = _our_search(trained, inputs, beam_size=1)
-    theirs = [_until_eos(row[:int((inputs[i] != 0).sum()) + DECODE_LENGTH])
-              for i, row in enumerate(t2t["greedy"])]
+    theirs = _t2t_ids(t2t["greedy"], inputs)
     print(f"greedy: {sum(a == b for a, b in zip(ours, theirs))} of {PAIRS} the same as T2T's "
           f"({sum(1 in t for t in theirs)} end with EOS, the others run to the length limit)")
     assert ours == theirs
@@ -117,8 +122,7 @@ def test_greedy_decoding_equals_tensor2tensors(compared):
 def test_beam_search_equals_tensor2tensors(compared):
     _, trained, inputs, _, t2t = compared
     ours = _our_search(trained, inputs, beam_size=4)
-    theirs = [_until_eos(row[:int((inputs[i] != 0).sum()) + DECODE_LENGTH])
-              for i, row in enumerate(t2t["beam"])]
+    theirs = _t2t_ids(t2t["beam"], inputs)
     same = [a == b for a, b in zip(ours, theirs)]
     for i, (a, b) in enumerate(zip(ours, theirs)):
         if a != b:
