@@ -169,3 +169,39 @@ def test_all_checkpoints_are_imported_with_their_steps(t2t_copy, shared_data, tm
     assert not np.allclose(one.get_tensor(key), 2.0)
     np.testing.assert_array_equal(seven.get_tensor(key), np.full((16,), 2.0, np.float32))
     assert tf.train.latest_checkpoint(str(run)).endswith("ckpt-7")
+
+
+def test_t2t_timing_signal_is_tensor2tensors_get_timing_signal_1d():
+    from t2t_revival.layers.sinusoidal_position_encoding import SinusoidalPositionEncoding
+
+    length, channels = 7, 16
+    # common_attention.get_timing_signal_1d, written out in numpy.
+    timescales = channels // 2
+    increment = np.log(1e4) / max(timescales - 1, 1)
+    inv = np.exp(np.arange(timescales) * -increment)
+    scaled = (np.arange(length) + 3)[:, None] * inv[None, :]
+    expected = np.concatenate([np.sin(scaled), np.cos(scaled)], axis=1)
+    layer = SinusoidalPositionEncoding(layout="t2t")
+    got = np.asarray(layer(np.zeros((1, length, channels), np.float32), start_index=3))
+    np.testing.assert_allclose(got, expected, atol=1e-5)
+    paper = np.asarray(SinusoidalPositionEncoding()(np.zeros((1, length, channels), np.float32),
+                                                    start_index=3))
+    assert np.abs(paper - expected).max() > 0.1   # the paper's interleaved layout differs
+
+
+def test_zero_pad_embedding_and_target_space_change_what_the_encoder_sees():
+    from t2t_revival.hparams import HParams
+    from t2t_revival.models.build_model import build_model
+
+    hp = HParams(num_hidden_layers=1, d_model=8, d_ff=8, num_heads=2, vocab_size=12,
+                 norm_type="pre", position_encoding="t2t_sinusoid", zero_pad_embedding=True,
+                 target_space_embedding=True, dropout=0.0)
+    model = build_model(hp)
+    embedded = np.asarray(model.target_embedding(np.array([[0, 5]])))
+    np.testing.assert_array_equal(embedded[0, 0], np.zeros(8))   # PAD: the zero vector
+    np.testing.assert_allclose(embedded[0, 1], np.asarray(model.target_embedding.embeddings)[5]
+                               * 8 ** 0.5, rtol=1e-6)
+    other = build_model(hp.replace(target_space_id=4))
+    other.set_weights(model.get_weights())
+    ids = np.array([[3, 4, 1]])
+    assert np.abs(np.asarray(model.encode(ids)[0]) - np.asarray(other.encode(ids)[0])).max() > 1e-3
