@@ -26,7 +26,8 @@ from t2t_revival.typed_settings import check_settings, from_json_value, parse_ty
 # Choices for enumerated string fields.
 _CHOICES = {
     "norm_type": ("post", "pre"),
-    "position_encoding": ("sinusoid", "learned"),
+    "position_encoding": ("sinusoid", "learned", "t2t_sinusoid"),
+    "multiply_embedding_mode": ("sqrt_depth", "none"),
     "mixed_precision": ("float32", "mixed_bfloat16", "mixed_float16"),
     "ffn_activation": ("relu",),
 }
@@ -78,11 +79,28 @@ class HParams(JsonRecord):
     """Epsilon of every LayerNormalization."""
     position_encoding: str = "sinusoid"
     """'sinusoid': the fixed sin/cos encodings of 3.5; 'learned': learned
-    positional embeddings (Table 3 row E)."""
+    positional embeddings (Table 3 row E); 't2t_sinusoid': tensor2tensor's
+    timing signal (all sines, then all cosines, timescales 1 .. 10000 spread
+    over d_model/2 - 1 steps), which T2T checkpoints were trained with."""
     shared_embedding: bool = True
     """One weight matrix for the source embedding, the target embedding and the
     pre-softmax projection, scaled by sqrt(d_model) on the way in (3.4).
     Needs a shared source/target vocabulary."""
+    multiply_embedding_mode: str = "sqrt_depth"
+    """'sqrt_depth': embeddings are multiplied by sqrt(d_model) on the way in
+    (3.4); 'none': taken as they are (tensor2tensor's hparam of that name)."""
+    zero_pad_embedding: bool = False
+    """The PAD id's embedding is zero on the way in, whatever its row holds (so
+    the decoder's start symbol is the zero vector): tensor2tensor's symbol
+    modality does this; t2t-import sets it."""
+    target_space_embedding: bool = False
+    """A table of 32 rows of d_model, one per tensor2tensor target space (a
+    T2T checkpoint's `target_space_embedding`); row `target_space_id` is added
+    to every encoder input."""
+    target_space_id: int = 0
+    """The row of the target space embedding the encoder adds (T2T 1.15's
+    text problems: 0, GENERIC; early translate_ende_* problems: DE_TOK);
+    without target_space_embedding it is not read."""
     vocab_size: int = 0
     """Size of the shared subword vocabulary; 0 until the problem sets it (the
     paper: about 37000 BPE tokens for En-De, 32000 word-pieces for En-Fr)."""
@@ -263,9 +281,9 @@ def _check_combinations(hp: HParams) -> None:
             "max_length tokens, so batch_size must be at least max_length; raise "
             "batch_size or lower max_length. "
             f"Received: batch_size={hp.batch_size}, max_length={hp.max_length}")
-    if hp.position_encoding == "sinusoid" and hp.d_model % 2:
+    if hp.position_encoding != "learned" and hp.d_model % 2:
         raise HParamsError(
-            "d_model must be even with position_encoding=sinusoid (sin/cos pairs, "
+            f"d_model must be even with position_encoding={hp.position_encoding} (sin/cos pairs, "
             "section 3.5); use an even d_model or position_encoding=learned. "
             f"Received: d_model={hp.d_model}")
 

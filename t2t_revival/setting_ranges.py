@@ -70,6 +70,7 @@ RANGES: dict[str, Range] = {
     "relu_dropout": Range(**_PROBABILITY),
     "label_smoothing": Range(**_PROBABILITY),
     "layer_norm_epsilon": Range(**_POSITIVE),
+    "target_space_id": Range(0, 31, why="a row of tensor2tensor's 32 target spaces"),
     # Training (HParams, section 5).
     "gradient_accumulation_steps": Range(**_POSITIVE_INT, why="micro-batches per update"),
     "learning_rate": Range(**_POSITIVE, why="the multiplier of the schedule"),

@@ -80,8 +80,8 @@ NO_EQUIVALENT: dict[str, str] = {
     "initializer": "the initializers are fixed (Glorot uniform, embeddings normal d_model^-0.5)",
     "initializer_gain": "the initializers are fixed",
     "symbol_modality_num_shards": "the embedding is one matrix",
-    "use_target_space_embedding": "there is no target-space embedding (one target "
-                                  "language per problem)",
+    "use_target_space_embedding": "set target_space_embedding (and target_space_id), "
+                                  "as t2t-import does",
     "self_attention_type": "attention is dot-product attention",
     "max_relative_position": "positions are absolute (position_encoding)",
     "sampling_method": "sampling is a decoding setting: --decode_hparams sampling=true",
@@ -89,8 +89,6 @@ NO_EQUIVALENT: dict[str, str] = {
                      "sampling=true,temperature=T",
     "sampling_keep_top_k": "sampling is a decoding setting: --decode_hparams "
                            "sampling=true,top_k=K",
-    "multiply_embedding_mode": "embeddings are always scaled by sqrt(d_model) (T2T's "
-                               "'sqrt_depth')",
     "min_length": "training pairs are dropped only above max_length",
     "eval_drop_long_sequences": "long dev pairs are always kept",
     "weight_noise": "there is no weight noise",

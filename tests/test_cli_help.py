@@ -25,6 +25,8 @@ CLIS = {
     "bleu": ("`t2t-bleu`", ["--translation", "--reference"]),
     "query": ("`t2t-query`", ["--server", "--model_name"]),
     "parse_eval": ("`t2t-parse-eval`", ["--gold", "--predicted"]),
+    "t2t_import": ("`t2t-import`", ["--t2t_dir", "--vocab_file", "--output_dir",
+                                    "--checkpoint", "--target_space_id"]),
 }
 
 

@@ -95,6 +95,12 @@ def _check_supported(model, hparams) -> None:
             isinstance(model.encoder_position, SinusoidalPositionEncoding)
             and model.encoder_position.max_wavelength == 10000.0):
         problems.append("a sinusoid other than the paper's (max_wavelength 10000)")
+    # tensor2tensor's variants (t2t-import) are not mapped to CTranslate2's spec yet.
+    problems += [f"{name}={getattr(hparams, name)!r}" for name, plain in (
+        ("position_encoding", hparams.position_encoding != "t2t_sinusoid"),
+        ("multiply_embedding_mode", hparams.multiply_embedding_mode == "sqrt_depth"),
+        ("zero_pad_embedding", not hparams.zero_pad_embedding),
+        ("target_space_embedding", not hparams.target_space_embedding)) if not plain]
     if problems:
         raise UserError(f"this model cannot be expressed as a CTranslate2 Transformer: "
                         f"{'; '.join(problems)}. Export it with --format=saved_model "

@@ -11,9 +11,13 @@ class SinusoidalPositionEncoding(keras.layers.Layer):
     """`PE(pos, 2i) = sin(pos / 10000^(2i/d))`, `PE(pos, 2i+1) = cos(...)` (3.5).
 
     Sines and cosines are interleaved as in the paper's formula. No weights.
+    `layout="t2t"` is tensor2tensor's `get_timing_signal_1d` instead: all d/2
+    sines, then all d/2 cosines, of timescales `10000^(i / (d/2 - 1))`,
+    i = 0 .. d/2-1 (T2T checkpoints were trained with it).
 
     Args:
         max_wavelength: the 10000 of the formula.
+        layout: "paper" or "t2t".
 
     Call arguments:
         inputs: `[batch, length, d_model]` (only its shape is read).
@@ -29,9 +33,13 @@ class SinusoidalPositionEncoding(keras.layers.Layer):
         add to `inputs`.
     """
 
-    def __init__(self, max_wavelength=10000.0, **kwargs):
+    def __init__(self, max_wavelength=10000.0, layout="paper", **kwargs):
         super().__init__(**kwargs)
+        if layout not in ("paper", "t2t"):
+            raise ValueError(f"SinusoidalPositionEncoding layout must be 'paper' or 't2t'. "
+                             f"Received: layout={layout!r}")
         self.max_wavelength = max_wavelength
+        self.layout = layout
 
     def call(self, inputs, start_index=0, positions=None):
         length, d_model = ops.shape(inputs)[1], inputs.shape[-1]
@@ -42,6 +50,12 @@ class SinusoidalPositionEncoding(keras.layers.Layer):
         if positions is None:
             positions = ops.arange(length, dtype="int32") + start_index  # (T,)
         position = ops.cast(positions, "float32")  # (T,) or (B, T)
+        if self.layout == "t2t":  # 1 / 10000^(i / (d/2 - 1))
+            step = math.log(self.max_wavelength) / max(d_model // 2 - 1, 1)
+            inv_freq = ops.exp(ops.arange(d_model // 2, dtype="float32") * -step)
+            angle = position[..., None] * inv_freq  # (T, D/2) or (B, T, D/2)
+            return ops.cast(ops.concatenate([ops.sin(angle), ops.cos(angle)], axis=-1),
+                            self.compute_dtype)  # (T, D) or (B, T, D)
         # 1 / 10000^(2i/d) for i = 0 .. d/2-1
         inv_freq = ops.exp(ops.arange(0, d_model, 2, dtype="float32")
                            * (-math.log(self.max_wavelength) / d_model))
@@ -56,5 +70,5 @@ class SinusoidalPositionEncoding(keras.layers.Layer):
 
     def get_config(self):
         config = super().get_config()
-        config.update({"max_wavelength": self.max_wavelength})
+        config.update({"max_wavelength": self.max_wavelength, "layout": self.layout})
         return config

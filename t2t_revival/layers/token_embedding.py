@@ -16,6 +16,11 @@ class TokenEmbedding(keras.layers.Layer):
     Args:
         vocab_size: rows of the matrix.
         d_model: columns.
+        scale: multiply by sqrt(d_model) on the way in (False: tensor2tensor's
+            multiply_embedding_mode "none").
+        zero_pad: the embedding of `pad_id` is zero on the way in (tensor2tensor's
+            symbol modality); `project` still uses its row.
+        pad_id: the id `zero_pad` zeroes.
 
     Call arguments:
         ids: int `[batch, length]`.
@@ -24,10 +29,13 @@ class TokenEmbedding(keras.layers.Layer):
         `[batch, length, d_model]` in the compute dtype: `E[ids] * sqrt(d_model)`.
     """
 
-    def __init__(self, vocab_size, d_model, **kwargs):
+    def __init__(self, vocab_size, d_model, scale=True, zero_pad=False, pad_id=0, **kwargs):
         super().__init__(**kwargs)
         self.vocab_size = vocab_size
         self.d_model = d_model
+        self.scale = scale
+        self.zero_pad = zero_pad
+        self.pad_id = pad_id
 
     def build(self, input_shape=None):
         self.embeddings = self.add_weight(
@@ -37,7 +45,11 @@ class TokenEmbedding(keras.layers.Layer):
 
     def call(self, ids):
         x = ops.take(ops.cast(self.embeddings, self.compute_dtype), ids, axis=0)
-        return x * ops.cast(self.d_model ** 0.5, self.compute_dtype)  # (B, T, D)
+        if self.scale:
+            x = x * ops.cast(self.d_model ** 0.5, self.compute_dtype)  # (B, T, D)
+        if self.zero_pad:
+            x = x * ops.cast(ops.not_equal(ids, self.pad_id), self.compute_dtype)[..., None]
+        return x  # (B, T, D)
 
     def project(self, x):
         """Logits `x E^T`: `[batch, length, d_model]` -> float32 `[batch, length, vocab_size]`."""
@@ -50,5 +62,6 @@ class TokenEmbedding(keras.layers.Layer):
 
     def get_config(self):
         config = super().get_config()
-        config.update({"vocab_size": self.vocab_size, "d_model": self.d_model})
+        config.update({"vocab_size": self.vocab_size, "d_model": self.d_model,
+                       "scale": self.scale, "zero_pad": self.zero_pad, "pad_id": self.pad_id})
         return config

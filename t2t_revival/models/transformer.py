@@ -31,7 +31,9 @@ class Transformer(keras.Model):
     an output projection of their own); sinusoidal or learned positions (3.5,
     Table 3 row E); residual dropout on every sub-layer output and on the sums
     of embeddings and positions (5.4); post-LN as the paper or pre-LN with a
-    final LayerNorm (`norm_type`).
+    final LayerNorm (`norm_type`). The variants of tensor2tensor checkpoints
+    (t2t-import): `multiply_embedding_mode`, `zero_pad_embedding`,
+    `target_space_embedding` and the `t2t_sinusoid` positions.
 
     Token ids: PAD = 0, EOS = 1. `encoder_padding` is float32 `[batch, S]`
     with 1.0 at PAD positions of the source and 0.0 elsewhere
@@ -96,19 +98,8 @@ class Transformer(keras.Model):
         self.hparams = hparams
         hp, policy = hparams, self.dtype_policy
 
-        if hp.shared_embedding:
-            self.shared_embedding = TokenEmbedding(
-                hp.vocab_size, hp.d_model, name="shared_embedding", dtype=policy)
-            self.source_embedding = self.target_embedding = self.shared_embedding
-            self.output_projection = None
-        else:
-            self.source_embedding = TokenEmbedding(
-                hp.vocab_size, hp.d_model, name="source_embedding", dtype=policy)
-            self.target_embedding = TokenEmbedding(
-                hp.vocab_size, hp.d_model, name="target_embedding", dtype=policy)
-            self.output_projection = keras.layers.Dense(
-                hp.vocab_size, use_bias=False, name="output_projection", dtype=policy)
-
+        (self.shared_embedding, self.source_embedding, self.target_embedding,
+         self.output_projection, self.target_space_embedding) = _embeddings(hp, policy)
         if hp.position_encoding == "learned":
             self.encoder_position = PositionEmbedding(
                 hp.max_length, name="encoder_position", dtype=policy)
@@ -116,6 +107,7 @@ class Transformer(keras.Model):
                 hp.max_length, name="decoder_position", dtype=policy)
         else:
             self.encoder_position = self.decoder_position = SinusoidalPositionEncoding(
+                layout="t2t" if hp.position_encoding == "t2t_sinusoid" else "paper",
                 name="position_encoding", dtype=policy)
 
         layer_args = dict(
@@ -173,8 +165,11 @@ class Transformer(keras.Model):
 
     # ---- the three stages -------------------------------------------------
     def _embed(self, embedding, position, ids, start_index=0, positions=None,
-               training=False):
+               training=False, source=False):
         x = embedding(ids)  # (B, T, D)
+        if source and self.target_space_embedding is not None:
+            x = x + self.target_space_embedding(  # T2T's row of the target space: (1, D)
+                ops.full((1,), self.hparams.target_space_id, "int32"))
         # (T, D), or (B, T, D) for per-segment `positions` [B, T]
         x = x + position(x, start_index=start_index, positions=positions)
         return self.embedding_dropout(x, training=training)
@@ -210,7 +205,7 @@ class Transformer(keras.Model):
         else:
             mask = segment_mask(segmentation, segmentation)  # (B, 1, S, S)
         x = self._embed(self.source_embedding, self.encoder_position, inputs,
-                        positions=position, training=training)
+                        positions=position, training=training, source=True)
         for layer in self.encoder_layers:
             x = layer(x, attention_mask=mask, training=training)
         if self.encoder_final_norm is not None:
@@ -343,3 +338,21 @@ class Transformer(keras.Model):
         if self.decoder_final_norm is not None:
             x = self.decoder_final_norm(x)
         return self._logits(x)[:, 0], new_cache  # (B, V)
+
+
+def _embeddings(hp: HParams, policy):
+    """(shared, source, target, output projection, target space) embedding
+    layers of `hp`: shared is None unless `hp.shared_embedding` (then source
+    and target are it and the projection None); target space None unless
+    `hp.target_space_embedding` (32 rows: tensor2tensor's target spaces)."""
+    args = dict(scale=hp.multiply_embedding_mode == "sqrt_depth",
+                zero_pad=hp.zero_pad_embedding, pad_id=PAD_ID, dtype=policy)
+    space = keras.layers.Embedding(32, hp.d_model, name="target_space_embedding",
+                                   dtype=policy) if hp.target_space_embedding else None
+    if hp.shared_embedding:
+        shared = TokenEmbedding(hp.vocab_size, hp.d_model, name="shared_embedding", **args)
+        return shared, shared, shared, None, space
+    return (None, TokenEmbedding(hp.vocab_size, hp.d_model, name="source_embedding", **args),
+            TokenEmbedding(hp.vocab_size, hp.d_model, name="target_embedding", **args),
+            keras.layers.Dense(hp.vocab_size, use_bias=False, name="output_projection",
+                               dtype=policy), space)

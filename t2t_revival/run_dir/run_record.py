@@ -9,7 +9,7 @@ from t2t_revival.json_record import JsonRecord
 from t2t_revival.run_dir.file_names import VOCAB_FILE
 
 
-_OPTIONAL = ("usr_dir", "warm_start_from")
+_OPTIONAL = ("usr_dir", "warm_start_from", "imported_from")
 """Keys written only when not empty."""
 
 
@@ -33,6 +33,8 @@ class RunRecord(JsonRecord):
             the decoder, exporter and averager of the directory import it too.
         warm_start_from: the checkpoint the run's weights started from
             (`--warm_start_from`, resolved to a checkpoint prefix; "" for none).
+        imported_from: the tensor2tensor checkpoint prefixes a `t2t-import`ed
+            run's weights come from, comma-separated ("" for a run of ours).
     """
 
     REPAIR: ClassVar[str] = ("delete it and rerun t2t-trainer in that directory with the "
@@ -47,6 +49,7 @@ class RunRecord(JsonRecord):
     vocab_source: str = ""
     usr_dir: str = ""
     warm_start_from: str = ""
+    imported_from: str = ""
 
     def to_dict(self) -> dict[str, Any]:
         """The record's keys; the optional keys only when set, so a plain run's

@@ -1,0 +1,43 @@
+"""`t2t-import`: turn a tensor2tensor training directory into one of ours.
+
+    t2t-import --t2t_dir=T2T_OUTPUT_DIR --vocab_file=vocab.X.subwords --output_dir=RUN
+
+Then every tool works on RUN (t2t-decoder, t2t-exporter, t2t-avg-checkpoints,
+t2t-trainer --warm_start_from).
+"""
+
+from __future__ import annotations
+
+from absl import flags
+
+from t2t_revival.cli import entry_point
+
+FLAGS = flags.FLAGS
+flags.DEFINE_string("t2t_dir", None, "The tensor2tensor run's output_dir (its checkpoint, "
+                    "model.ckpt-N.*, hparams.json, flags.txt).", required=True)
+flags.DEFINE_string("vocab_file", None, "The run's SubwordTextEncoder vocabulary "
+                    "(vocab.<problem>.<size>.subwords in its data_dir).", required=True)
+flags.DEFINE_string("output_dir", None, "The training directory to write (must not exist, "
+                    "or be empty).", required=True)
+flags.DEFINE_string("checkpoint", None, "Which T2T checkpoint: model.ckpt-N (or a path "
+                    "prefix), 'all' (to average them later), default the latest.")
+flags.DEFINE_integer("target_space_id", 0, "The target space row the encoder adds (T2T 1.15's "
+                     "text problems: 0, GENERIC; early translate_ende_* problems: DE_TOK).",
+                     lower_bound=0, upper_bound=31)
+
+
+def main(argv: list[str]) -> int:
+    from t2t_revival.t2t_import.importer import import_t2t_run
+
+    import_t2t_run(FLAGS.t2t_dir, FLAGS.vocab_file, FLAGS.output_dir, FLAGS.checkpoint,
+                   FLAGS.target_space_id)
+    print(f"Next: t2t-decoder --output_dir={FLAGS.output_dir} --decode_from_file=FILE")
+    return 0
+
+
+def run() -> None:
+    entry_point.run(main, prog="t2t-import")
+
+
+if __name__ == "__main__":
+    run()

@@ -1,0 +1,99 @@
+"""Our `HParams` for a tensor2tensor checkpoint, and what of T2T's is refused."""
+
+from __future__ import annotations
+
+import re
+from typing import Any
+
+from t2t_revival.errors import UserError
+from t2t_revival.hparams import HParams
+
+MODALITY = re.compile(r"^transformer/symbol_modality_(\d+)_(\d+)/"
+                      r"(shared|input_emb|target_emb|softmax)/weights_(\d+)$")
+"""A shard of T2T's symbol modality: vocabulary size, width, role, shard index."""
+
+# {T2T hparam: the values we support}; another value is refused naming it.
+_SUPPORTED: dict[str, tuple[Any, ...]] = {
+    "ffn_layer": ("dense_relu_dense",),
+    "self_attention_type": ("dot_product",),
+    "max_relative_position": (0,),
+    "norm_type": ("layer",),
+    "pos": ("timing",),
+    "multiply_embedding_mode": ("sqrt_depth", "none"),
+    "proximity_bias": (False,),
+    "symbol_modality_skip_top": (False,),
+    "input_modalities": ("default",),
+    "target_modality": ("default",),
+    "prepend_mode": ("none",),
+    "causal_decoder_self_attention": (True,),
+    "unidirectional_encoder": (False,),
+    "add_relative_to_values": (False,),
+    "heads_share_relative_embedding": (False,),
+    "attention_variables_3d": (False,),
+    "hard_attention_k": (0,),
+}
+_SEQUENCES = {("n", "da"): "pre", ("none", "dan"): "post", ("", "dan"): "post"}
+
+
+def _refuse(name: str, value: Any, why: str) -> UserError:
+    return UserError(f"the tensor2tensor run uses {name}={value!r}, which this Transformer "
+                     f"does not have ({why}); it cannot be imported. Received: {name}={value!r}")
+
+
+def modality(shapes: dict[str, tuple[int, ...]]) -> tuple[int, int, set[str]]:
+    """(vocabulary size, width, roles) of the checkpoint's symbol modality, from
+    its variables `symbol_modality_V_H/<role>/weights_i`."""
+    found = {(int(m.group(1)), int(m.group(2))) for m in map(MODALITY.match, shapes) if m}
+    if len(found) != 1:
+        raise UserError(f"the tensor2tensor checkpoint has {len(found)} symbol modalities "
+                        f"({sorted(found)}); one shared source/target vocabulary is needed. "
+                        f"Received: modalities={sorted(found)}")
+    (vocab_size, width), = found
+    return vocab_size, width, {m.group(3) for m in map(MODALITY.match, shapes) if m}
+
+
+def hparams_from_t2t(t2t: dict[str, Any], shapes: dict[str, tuple[int, ...]],
+                     target_space_id: int) -> HParams:
+    """Our resolved HParams for T2T's hparams.json `t2t` and the checkpoint's
+    variable `shapes`: tensor2tensor's variants of the Transformer (pre or
+    post norm, its timing signal, `multiply_embedding_mode`, the zeroed PAD
+    embedding, the target space embedding when the checkpoint has one).
+
+    A T2T hparam we do not support (relative attention, MoE or another
+    `ffn_layer`, separate encoder/decoder depths, ...) is a UserError naming it.
+    """
+    for name, allowed in _SUPPORTED.items():
+        if name in t2t and t2t[name] not in allowed:
+            raise _refuse(name, t2t[name], f"supported: {', '.join(map(repr, allowed))}")
+    sequences = (t2t.get("layer_preprocess_sequence", "none"),
+                 t2t.get("layer_postprocess_sequence", "dan"))
+    if sequences not in _SEQUENCES:
+        raise _refuse("layer_preprocess_sequence/layer_postprocess_sequence", sequences,
+                      "supported: 'n'/'da' (pre-norm) and 'none'/'dan' (post-norm)")
+    layers = t2t["num_hidden_layers"]
+    for name in ("num_encoder_layers", "num_decoder_layers"):
+        if t2t.get(name) not in (None, 0, layers):
+            raise _refuse(name, t2t[name], f"both stacks have num_hidden_layers={layers}")
+    vocab_size, width, roles = modality(shapes)
+    heads = t2t["num_heads"]
+    return HParams(
+        num_hidden_layers=layers, d_model=t2t["hidden_size"], d_ff=t2t["filter_size"],
+        num_heads=heads, d_k=(t2t.get("attention_key_channels") or 0) // heads,
+        d_v=(t2t.get("attention_value_channels") or 0) // heads,
+        dropout=t2t.get("layer_prepostprocess_dropout", 0.1),
+        attention_dropout=t2t.get("attention_dropout", 0.1),
+        relu_dropout=t2t.get("relu_dropout", 0.1),
+        norm_type=_SEQUENCES[sequences], layer_norm_epsilon=t2t.get("norm_epsilon", 1e-6),
+        position_encoding="t2t_sinusoid",
+        multiply_embedding_mode=t2t.get("multiply_embedding_mode", "sqrt_depth"),
+        zero_pad_embedding=True,
+        target_space_embedding="transformer/body/target_space_embedding/kernel" in shapes,
+        target_space_id=target_space_id,
+        shared_embedding=roles == {"shared"}, vocab_size=vocab_size,
+        max_length=t2t.get("max_length") or 256,
+        label_smoothing=t2t.get("label_smoothing", 0.1),
+        adam_beta1=t2t.get("optimizer_adam_beta1", 0.9),
+        adam_beta2=t2t.get("optimizer_adam_beta2", 0.98),
+        adam_epsilon=t2t.get("optimizer_adam_epsilon", 1e-9),
+        learning_rate_warmup_steps=t2t.get("learning_rate_warmup_steps", 4000),
+    )

@@ -1,0 +1,118 @@
+"""`import_t2t_run`: a tensor2tensor run -> one of our training directories."""
+
+from __future__ import annotations
+
+import os
+import shutil
+import tempfile
+from typing import Callable
+
+from t2t_revival.errors import UserError
+from t2t_revival.run_dir.file_names import T2T_VOCAB_FILE, checkpoint_step
+from t2t_revival.run_dir.run_record import RunRecord
+from t2t_revival.t2t_import.hparams_from_t2t import hparams_from_t2t, modality
+from t2t_revival.t2t_import.t2t_run_dir import T2TRunDir
+from t2t_revival.t2t_import.weight_map import our_weights
+
+
+def vocabulary_lines(vocab_file: str) -> int:
+    """Entries of a SubwordTextEncoder vocabulary file: its lines (T2T's
+    vocab_size; parsing them is the vocabulary reader's job)."""
+    try:
+        with open(vocab_file, "rb") as f:
+            return sum(1 for line in f if line.strip())
+    except OSError as e:
+        raise UserError(f"cannot read the vocabulary {vocab_file} ({e.strerror}); pass the "
+                        f"vocab.*.subwords file of the T2T run's data_dir. "
+                        f"Received: vocab_file={vocab_file!r}") from None
+
+
+def _check_output_dir(output_dir: str) -> None:
+    if os.path.exists(output_dir) and (not os.path.isdir(output_dir) or os.listdir(output_dir)):
+        raise UserError(f"{output_dir} already exists and is not empty (it may hold a run); "
+                        f"t2t-import writes a new run directory: pass another --output_dir, "
+                        f"or remove that one. Received: output_dir={output_dir!r}")
+
+
+def _assign(model, weights: dict, prefix: str) -> None:
+    """Set every variable of `model` from `weights` (our paths); a UserError
+    naming the variable when T2T's shape differs from the one its
+    hparams.json gives, or when a weight of ours has no T2T variable."""
+    from t2t_revival.run_dir.checkpoint_variables import model_variables
+
+    variables = model_variables(model)
+    for name, variable in variables.items():
+        if name not in weights:
+            raise UserError(f"the tensor2tensor checkpoint {prefix} has no variable for our "
+                            f"{name} {list(variable.shape)}; it was not written by the "
+                            f"Transformer its hparams.json describes. Received: "
+                            f"checkpoint={prefix!r}")
+        if tuple(weights[name].shape) != tuple(variable.shape):
+            raise UserError(f"hparams.json and the checkpoint {prefix} disagree: {name} is "
+                            f"{list(weights[name].shape)} in the checkpoint, "
+                            f"{list(variable.shape)} by hparams.json; pass the hparams.json "
+                            f"of the run that wrote it. Received: variable={name!r}")
+        variable.assign(weights[name])
+
+
+def import_t2t_run(t2t_dir: str, vocab_file: str, output_dir: str,
+                   checkpoint: str | None = None, target_space_id: int = 0,
+                   log: Callable[[str], None] = print) -> list[str]:
+    """Write `output_dir`, a training directory of ours, from the tensor2tensor
+    run `t2t_dir` and its SubwordTextEncoder vocabulary `vocab_file`; return
+    its checkpoint prefixes.
+
+    It holds our checkpoints `ckpt-<T2T step>` of the T2T checkpoint(s)
+    `checkpoint` means (`T2TRunDir.resolve`: the latest, "all", or one),
+    hparams.json (`hparams_from_t2t`), the vocabulary as `T2T_VOCAB_FILE` and
+    run.json saying where it came from. It is built in a temporary folder
+    beside `output_dir` and renamed into place: it appears whole or not at all.
+    Every user error (not a T2T run, a missing or truncated shard, hparams.json
+    and the checkpoint disagreeing, a vocabulary of another size, an
+    unsupported hparam or variable, an `output_dir` that exists) is a
+    UserError before anything is left behind.
+    """
+    from t2t_revival.models.build_model import build_model
+    from t2t_revival.run_dir.checkpoint_folder import CheckpointFolder
+    from t2t_revival.run_dir.checkpoint_variables import make_checkpoint
+    from t2t_revival.run_dir.training_directory import TrainingDirectory
+
+    output_dir = os.path.abspath(output_dir)
+    _check_output_dir(output_dir)
+    run = T2TRunDir(t2t_dir)
+    prefixes = run.resolve(checkpoint)
+    first = run.read_variables(prefixes[0])
+    hparams = hparams_from_t2t(run.hparams, {k: v.shape for k, v in first.items()},
+                               target_space_id)
+    vocab_size = modality({k: v.shape for k, v in first.items()})[0]
+    lines = vocabulary_lines(vocab_file)
+    if lines != vocab_size:
+        raise UserError(f"the vocabulary {vocab_file} has {lines} entries but the checkpoint's "
+                        f"modality has {vocab_size}; pass the vocabulary the run was trained "
+                        f"with. Received: vocab_file={vocab_file!r}")
+    model = build_model(hparams)
+    parent = os.path.dirname(output_dir)
+    os.makedirs(parent, exist_ok=True)
+    temp = tempfile.mkdtemp(prefix=f".{os.path.basename(output_dir)}.importing-", dir=parent)
+    try:
+        folder = CheckpointFolder(temp)
+        saved = []
+        for prefix in prefixes:
+            variables = first if prefix == prefixes[0] else run.read_variables(prefix)
+            _assign(model, our_weights(variables, hparams.shared_embedding), prefix)
+            saved.append(folder.save(make_checkpoint(model), checkpoint_step(prefix) or 0))
+        record = RunRecord(problem="", hparams_set="", vocab_file=T2T_VOCAB_FILE,
+                           vocab_source=os.path.abspath(vocab_file),
+                           imported_from=", ".join(os.path.abspath(p) for p in prefixes))
+        TrainingDirectory(temp).write_run_files(hparams, record, vocab_file)
+        os.chmod(temp, 0o755)
+        if os.path.isdir(output_dir):
+            os.rmdir(output_dir)   # empty (_check_output_dir)
+        os.rename(temp, output_dir)
+    except BaseException:
+        shutil.rmtree(temp, ignore_errors=True)
+        raise
+    log(f"imported {len(prefixes)} tensor2tensor checkpoint(s) of {run.path} into "
+        f"{output_dir} with target_space_id={target_space_id} (--target_space_id; T2T 1.15 "
+        f"text problems use 0); T2T's Adam slots (training/...) are not imported (not needed)")
+    return [os.path.join(output_dir, os.path.basename(p)) for p in saved]

@@ -1,0 +1,142 @@
+"""tensor2tensor 1.15.7's own Transformer on a T2T checkpoint: the test-only
+oracle of the importer (t2t-import), run in a SUBPROCESS of the tests.
+
+    python tests/t2t_oracle.py CHECKPOINT_PREFIX HPARAMS_SET IN.npz OUT.npz
+
+IN.npz holds int32 `inputs` [batch, S] and `targets` [batch, T] (PAD = 0,
+right-padded), int `target_space_id`, int `decode_length` and int
+`beam_size` (0: logits only). OUT.npz gets float32 `logits` [batch, T, vocab]
+(eval mode: no dropout), and with beam_size > 0 `greedy` and `beam`
+[batch, L] int32 (T2T's `model.infer(beam_size=1)` and `model.infer(
+beam_size=beam_size, alpha=0.6)` on each input alone, 0-padded).
+
+T2T's code runs on TF 2.21 in graph mode (tf.compat.v1) with tf_keras
+(TF_USE_LEGACY_KERAS=1), once the modules it imports but does not use here
+are stubbed: the packages of `STUBS`, `tf.estimator` (only its ModeKeys are
+read) and `tensor2tensor.models/__init__` (which imports every model). That is
+why it runs in a process of its own: none of this setup reaches the tests.
+"""
+
+import importlib.abc
+import importlib.machinery
+import os
+import pathlib
+import sys
+import types
+
+os.environ["TF_USE_LEGACY_KERAS"] = "1"
+os.environ.setdefault("TF_CPP_MIN_LOG_LEVEL", "3")
+T2T_PACKAGE = pathlib.Path(os.environ.get("T2T_REFERENCE") or pathlib.Path(
+    __file__).resolve().parents[1] / ".venv" / "tensor2tensor-1.15.7")
+sys.path.insert(0, str(T2T_PACKAGE))
+
+STUBS = ("tensorflow_addons", "tf_slim", "tensorflow_probability", "gin",
+         "mesh_tensorflow", "tensorflow_gan", "tensorflow_estimator", "gym", "cv2",
+         "scipy", "sympy", "dopamine", "kfac", "bz2file", "gevent")
+
+
+class _Anything(types.ModuleType):
+    """A stub module: every attribute is another stub, callable."""
+
+    def __getattr__(self, name):
+        if name.startswith("__"):
+            raise AttributeError(name)
+        module = _Anything(f"{self.__name__}.{name}")
+        module.__path__ = []
+        setattr(self, name, module)
+        return module
+
+    def __call__(self, *args, **kwargs):
+        return _Anything(f"{self.__name__}()")
+
+
+class _StubFinder(importlib.abc.MetaPathFinder, importlib.abc.Loader):
+    def find_spec(self, name, path, target=None):
+        if name.split(".")[0] in STUBS:
+            return importlib.machinery.ModuleSpec(name, self, is_package=True)
+        return None
+
+    def create_module(self, spec):
+        module = _Anything(spec.name)
+        module.__path__ = []
+        return module
+
+    def exec_module(self, module):
+        pass
+
+
+def _import_t2t():
+    sys.meta_path.insert(0, _StubFinder())
+    import tensorflow
+    import tensorflow.compat.v1 as tf
+    tf.disable_v2_behavior()
+    estimator = types.SimpleNamespace(ModeKeys=types.SimpleNamespace(
+        TRAIN="train", EVAL="eval", PREDICT="infer"))
+    tf.estimator = tensorflow.estimator = estimator
+    import tensor2tensor
+    models = types.ModuleType("tensor2tensor.models")
+    models.__path__ = [os.path.join(os.path.dirname(tensor2tensor.__file__), "models")]
+    sys.modules["tensor2tensor.models"] = models
+    from tensor2tensor.data_generators import problem_hparams
+    from tensor2tensor.models import transformer
+    return tf, transformer, problem_hparams
+
+
+def main(checkpoint, hparams_set, in_path, out_path):
+    import numpy as np
+    tf, transformer, problem_hparams = _import_t2t()
+    data = np.load(in_path)
+    inputs, targets = data["inputs"], data["targets"]
+    space, beam_size = int(data["target_space_id"]), int(data["beam_size"])
+    reader = tf.train.load_checkpoint(checkpoint)
+    shapes = reader.get_variable_to_shape_map()
+    vocab_size = sum(shape[0] for name, shape in shapes.items()
+                     if "symbol_modality_" in name and "/training/" not in name
+                     and "/softmax/" not in name and "/target_emb/" not in name
+                     and "Adam" not in name and "/input_emb/" not in name)
+
+    hparams = getattr(transformer, hparams_set)()
+    hparams.problem_hparams = problem_hparams.test_problem_hparams(
+        vocab_size, vocab_size, hparams)
+    for key in ("layer_prepostprocess_dropout", "attention_dropout", "relu_dropout"):
+        hparams.set_hparam(key, 0.0)
+    out = {}
+    with tf.Graph().as_default():
+        def features(x, y=None):
+            f = {"inputs": x[:, :, None, None],
+                 "target_space_id": tf.constant(space, tf.int32)}
+            if y is not None:
+                f["targets"] = y[:, :, None, None]
+            return f
+        x_all = tf.constant(inputs, tf.int32)
+        y_all = tf.constant(targets, tf.int32)
+        with tf.variable_scope(tf.get_variable_scope(), reuse=tf.AUTO_REUSE):
+            model = transformer.Transformer(hparams, tf.estimator.ModeKeys.EVAL)
+            logits, _ = model(features(x_all, y_all))
+            one = tf.placeholder(tf.int32, [1, None])
+            decoded = {}
+            if beam_size:
+                infer = transformer.Transformer(hparams, tf.estimator.ModeKeys.PREDICT)
+                decode_length = int(data["decode_length"])
+                decoded["greedy"] = infer.infer(features(one), decode_length=decode_length,
+                                                beam_size=1)["outputs"]
+                decoded["beam"] = infer.infer(features(one), decode_length=decode_length,
+                                              beam_size=beam_size, alpha=0.6)["outputs"]
+        saver = tf.train.Saver([v for v in tf.global_variables()
+                                if v.op.name in shapes])
+        with tf.Session() as session:
+            saver.restore(session, checkpoint)
+            out["logits"] = session.run(logits)[:, :, 0, 0, :]
+            for key, tensor in decoded.items():
+                rows = []
+                for row in inputs:
+                    length = int((row != 0).sum())
+                    ids = session.run(tensor, {one: row[None, :length]})
+                    rows.append(np.asarray(ids).reshape(-1))
+                width = max(len(r) for r in rows)
+                out[key] = np.stack([np.pad(r, (0, width - len(r))) for r in rows])
+    np.savez(out_path, **out)
+
+
+if __name__ == "__main__":
+    main(*sys.argv[1:])

@@ -1,0 +1,207 @@
+"""t2t-import (issue 59): a tensor2tensor run becomes a run directory of ours.
+
+The real T2T checkpoint is ../shared/data/t2t_legacy/transformer_test_ckpt
+(written by tensor2tensor's release). Its bad variants (a missing or
+truncated shard, a changed hparams.json, an extra variable) are made from a
+copy in tmp_path. The slow tests compare the imported model with
+tensor2tensor's own Transformer (tests/t2t_oracle.py, run in a subprocess).
+"""
+
+import json
+import os
+import shutil
+
+import numpy as np
+import pytest
+
+from conftest import one_line_error, run_cli
+
+T2T_RUN = "t2t_legacy/transformer_test_ckpt"
+VOCAB_8K = "t2t_legacy/vocab.translate_ende_wmt8k.8192.subwords"
+VOCAB_32K = "t2t_legacy/vocab.translate_ende_wmt32k.32768.subwords"
+
+
+@pytest.fixture
+def t2t_copy(shared_data, tmp_path):
+    """A writable copy of the T2T run."""
+    path = tmp_path / "t2t"
+    shutil.copytree(shared_data / T2T_RUN, path)
+    for name in os.listdir(path):
+        os.chmod(path / name, 0o644)
+    return path
+
+
+def _import(t2t_dir, vocab, output_dir, *more):
+    return run_cli("t2t_import", f"--t2t_dir={t2t_dir}", f"--vocab_file={vocab}",
+                   f"--output_dir={output_dir}", *more)
+
+
+def _refused(out, output_dir, *needles):
+    """One line, exit 2, and nothing written: no output_dir, no temporary beside it."""
+    line = one_line_error(out, "t2t-import", *needles)
+    assert not os.path.exists(output_dir)
+    assert not [n for n in os.listdir(os.path.dirname(output_dir)) if ".importing-" in n]
+    return line
+
+
+def _rewrite_checkpoint(prefix, change):
+    """Write the T2T checkpoint `prefix` again with `change(variables)` applied."""
+    import tensorflow as tf
+
+    reader = tf.train.load_checkpoint(str(prefix))
+    variables = {k: reader.get_tensor(k) for k in reader.get_variable_to_shape_map()}
+    change(variables)
+    for path in prefix.parent.glob(prefix.name + ".*"):
+        path.unlink()
+    names = sorted(variables)
+    tf.raw_ops.SaveV2(prefix=str(prefix), tensor_names=names,
+                      shape_and_slices=[""] * len(names),
+                      tensors=[tf.constant(variables[k]) for k in names])
+
+
+def test_a_directory_that_is_not_a_t2t_run_is_refused(shared_data, tmp_path):
+    (tmp_path / "notes.txt").write_text("hello\n")
+    out = _import(tmp_path, shared_data / VOCAB_8K, tmp_path / "run")
+    _refused(out, str(tmp_path / "run"), "is not a tensor2tensor run", "hparams.json")
+
+
+@pytest.mark.parametrize("damage", ["missing", "truncated"])
+def test_a_missing_or_truncated_shard_is_refused(t2t_copy, shared_data, tmp_path, damage):
+    shard = t2t_copy / "model.ckpt-1.data-00001-of-00002"
+    if damage == "missing":
+        shard.unlink()
+    else:
+        shard.write_bytes(shard.read_bytes()[: shard.stat().st_size // 2])
+    out = _import(t2t_copy, shared_data / VOCAB_8K, tmp_path / "run")
+    _refused(out, str(tmp_path / "run"), "model.ckpt-1 cannot be read", "missing or truncated")
+
+
+@pytest.mark.parametrize("key, value, variable, shapes", [
+    ("hidden_size", 32, "shared_embedding.embeddings", "[8190, 16] in the checkpoint, "
+                                                       "[8190, 32] by hparams.json"),
+    ("filter_size", 4, "encoder_layer_0.ffn.inner.kernel", "[16, 8] in the checkpoint, "
+                                                           "[16, 4] by hparams.json"),
+])
+def test_hparams_and_checkpoint_that_disagree_are_refused(t2t_copy, shared_data, tmp_path,
+                                                          key, value, variable, shapes):
+    hparams = json.loads((t2t_copy / "hparams.json").read_text())
+    hparams[key] = value
+    (t2t_copy / "hparams.json").write_text(json.dumps(hparams))
+    out = _import(t2t_copy, shared_data / VOCAB_8K, tmp_path / "run")
+    _refused(out, str(tmp_path / "run"), "disagree", variable, shapes)
+
+
+def test_a_vocabulary_of_another_size_is_refused(shared_data, tmp_path):
+    out = _import(shared_data / T2T_RUN, shared_data / VOCAB_32K, tmp_path / "run")
+    _refused(out, str(tmp_path / "run"), "33708 entries", "modality has 8190")
+
+
+def test_an_output_dir_that_holds_a_run_is_refused(shared_data, tmp_path):
+    run = tmp_path / "run"
+    run.mkdir()
+    (run / "hparams.json").write_text("{}")
+    out = _import(shared_data / T2T_RUN, shared_data / VOCAB_8K, run)
+    one_line_error(out, "t2t-import", "already exists and is not empty")
+    assert os.listdir(run) == ["hparams.json"]
+    assert (run / "hparams.json").read_text() == "{}"
+
+
+@pytest.mark.parametrize("key, value", [("ffn_layer", "local_moe_tpu"),
+                                        ("self_attention_type", "dot_product_relative"),
+                                        ("max_relative_position", 20),
+                                        ("layer_postprocess_sequence", "dna")])
+def test_an_unsupported_t2t_hparam_is_refused_naming_it(t2t_copy, shared_data, tmp_path,
+                                                         key, value):
+    hparams = json.loads((t2t_copy / "hparams.json").read_text())
+    hparams[key] = value
+    (t2t_copy / "hparams.json").write_text(json.dumps(hparams))
+    out = _import(t2t_copy, shared_data / VOCAB_8K, tmp_path / "run")
+    _refused(out, str(tmp_path / "run"), key, repr(value), "cannot be imported")
+
+
+def test_a_variable_left_over_is_refused_naming_it(t2t_copy, shared_data, tmp_path):
+    name = "transformer/body/encoder/layer_0/ffn/experts/kernel"
+    _rewrite_checkpoint(t2t_copy / "model.ckpt-1",
+                        lambda v: v.update({name: np.zeros((16, 4), np.float32)}))
+    out = _import(t2t_copy, shared_data / VOCAB_8K, tmp_path / "run")
+    _refused(out, str(tmp_path / "run"), name, "[16, 4]", "no variable is dropped")
+
+
+def test_the_import_writes_a_whole_run_directory(shared_data, tmp_path):
+    from t2t_revival.hparams import HParams
+    from t2t_revival.run_dir.run_record import RunRecord
+
+    run = tmp_path / "run"
+    out = _import(shared_data / T2T_RUN, shared_data / VOCAB_8K, run, "--target_space_id=3")
+    assert out.returncode == 0, out.stderr[-3000:]
+    assert "target_space_id=3" in out.stdout
+    assert "Adam slots (training/...) are not imported" in out.stdout
+    assert sorted(os.listdir(run)) == ["checkpoint", "ckpt-1.data-00000-of-00001",
+                                       "ckpt-1.index", "hparams.json", "run.json",
+                                       "vocab.subwords"]
+    hparams = HParams.load(str(run / "hparams.json"))
+    assert (hparams.d_model, hparams.d_ff, hparams.num_heads, hparams.vocab_size) == \
+        (16, 8, 2, 8190)
+    assert (hparams.norm_type, hparams.position_encoding, hparams.shared_embedding,
+            hparams.target_space_embedding, hparams.target_space_id,
+            hparams.zero_pad_embedding) == ("pre", "t2t_sinusoid", True, True, 3, True)
+    record = RunRecord.load(str(run / "run.json"))
+    assert record.imported_from == str((shared_data / T2T_RUN / "model.ckpt-1").resolve()) \
+        or record.imported_from.endswith("transformer_test_ckpt/model.ckpt-1")
+    assert (run / "vocab.subwords").read_bytes() == (shared_data / VOCAB_8K).read_bytes()
+
+
+def test_all_checkpoints_are_imported_with_their_steps(t2t_copy, shared_data, tmp_path):
+    import tensorflow as tf
+
+    for name in os.listdir(t2t_copy):
+        if name.startswith("model.ckpt-1."):
+            shutil.copy(t2t_copy / name, t2t_copy / name.replace("ckpt-1", "ckpt-7"))
+    scale = "transformer/body/encoder/layer_prepostprocess/layer_norm/layer_norm_scale"
+    _rewrite_checkpoint(t2t_copy / "model.ckpt-7",
+                        lambda v: v.update({scale: np.full((16,), 2.0, np.float32)}))
+    run = tmp_path / "run"
+    out = _import(t2t_copy, shared_data / VOCAB_8K, run, "--checkpoint=all")
+    assert out.returncode == 0, out.stderr[-3000:]
+    one = tf.train.load_checkpoint(str(run / "ckpt-1"))
+    seven = tf.train.load_checkpoint(str(run / "ckpt-7"))
+    key = next(k for k in one.get_variable_to_shape_map() if "encoder_final_norm" in k and "gamma" in k)
+    assert not np.allclose(one.get_tensor(key), 2.0)
+    np.testing.assert_array_equal(seven.get_tensor(key), np.full((16,), 2.0, np.float32))
+    assert tf.train.latest_checkpoint(str(run)).endswith("ckpt-7")
+
+
+def test_t2t_timing_signal_is_tensor2tensors_get_timing_signal_1d():
+    from t2t_revival.layers.sinusoidal_position_encoding import SinusoidalPositionEncoding
+
+    length, channels = 7, 16
+    # common_attention.get_timing_signal_1d, written out in numpy.
+    timescales = channels // 2
+    increment = np.log(1e4) / max(timescales - 1, 1)
+    inv = np.exp(np.arange(timescales) * -increment)
+    scaled = (np.arange(length) + 3)[:, None] * inv[None, :]
+    expected = np.concatenate([np.sin(scaled), np.cos(scaled)], axis=1)
+    layer = SinusoidalPositionEncoding(layout="t2t")
+    got = np.asarray(layer(np.zeros((1, length, channels), np.float32), start_index=3))
+    np.testing.assert_allclose(got, expected, atol=1e-5)
+    paper = np.asarray(SinusoidalPositionEncoding()(np.zeros((1, length, channels), np.float32),
+                                                    start_index=3))
+    assert np.abs(paper - expected).max() > 0.1   # the paper's interleaved layout differs
+
+
+def test_zero_pad_embedding_and_target_space_change_what_the_encoder_sees():
+    from t2t_revival.hparams import HParams
+    from t2t_revival.models.build_model import build_model
+
+    hp = HParams(num_hidden_layers=1, d_model=8, d_ff=8, num_heads=2, vocab_size=12,
+                 norm_type="pre", position_encoding="t2t_sinusoid", zero_pad_embedding=True,
+                 target_space_embedding=True, dropout=0.0)
+    model = build_model(hp)
+    embedded = np.asarray(model.target_embedding(np.array([[0, 5]])))
+    np.testing.assert_array_equal(embedded[0, 0], np.zeros(8))   # PAD: the zero vector
+    np.testing.assert_allclose(embedded[0, 1], np.asarray(model.target_embedding.embeddings)[5]
+                               * 8 ** 0.5, rtol=1e-6)
+    other = build_model(hp.replace(target_space_id=4))
+    other.set_weights(model.get_weights())
+    ids = np.array([[3, 4, 1]])
+    assert np.abs(np.asarray(model.encode(ids)[0]) - np.asarray(other.encode(ids)[0])).max() > 1e-3
