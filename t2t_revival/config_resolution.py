@@ -14,11 +14,14 @@ tensor2tensor's precedence: defaults < --hparams_set < problem < --hparams
 
 from __future__ import annotations
 
+import os
 from typing import Any
 
 from t2t_revival import registry
 from t2t_revival.decode_hparams import DecodeHParams, parse_decode_hparams
-from t2t_revival.hparams import resolve
+from t2t_revival.errors import UserError
+from t2t_revival.hparams import HParams, resolve
+from t2t_revival.run_dir.file_names import HPARAMS_FILE
 from t2t_revival.train.train_config import DEFAULT_TMP_DIR, TrainConfig
 
 
@@ -32,8 +35,24 @@ def problem_for(name: str, data_dir: str, tmp_dir: str = ""):
     return problem
 
 
+def warm_start_hparams(source: str) -> HParams:
+    """The hparams.json of the run `source` names: a training directory, or
+    a checkpoint prefix in it, its `averaged/` or its `best/` (what
+    --warm_start_from takes). A UserError when there is none."""
+    source = os.path.abspath(os.path.expanduser(source))
+    folders = (source, os.path.dirname(source), os.path.dirname(os.path.dirname(source)))
+    for folder in folders:
+        path = os.path.join(folder, HPARAMS_FILE)
+        if os.path.isfile(path):
+            return HParams.load(path)
+    raise UserError(f"--warm_start_from {source} has no {HPARAMS_FILE} beside it to take the "
+                    f"model's hparams from; give --hparams_set (and --hparams) of the model "
+                    f"it holds. Received: warm_start_from={source!r}")
+
+
 def resolve_train_config(*, problem: str, output_dir: str, data_dir: str,
                          hparams_set: str = "transformer_base", hparams: str = "",
+                         hparams_from: str = "",
                          mixed_precision: str = "", eval_decode_hparams: str = "",
                          model: str = "transformer", tmp_dir: str = "",
                          **options: Any) -> TrainConfig:
@@ -41,6 +60,9 @@ def resolve_train_config(*, problem: str, output_dir: str, data_dir: str,
 
     Args:
         problem, output_dir, data_dir, hparams_set, model, tmp_dir: the flags.
+        hparams_from: a run (directory or checkpoint prefix) whose
+            hparams.json takes the hparam set's place (fine-tuning it);
+            `hparams_set` is then recorded as "".
         hparams: the `--hparams` overrides text.
         mixed_precision: `--mixed_precision` ("" keeps the set's).
         eval_decode_hparams: the `--eval_decode_hparams` overrides text.
@@ -56,7 +78,10 @@ def resolve_train_config(*, problem: str, output_dir: str, data_dir: str,
     registry.models.get(model)   # an unknown name is a UserError here
     overrides = ",".join(p for p in (hparams, mixed_precision and
                                      f"mixed_precision={mixed_precision}") if p)
-    resolved = resolve(hparams_set, overrides, located)
+    base = warm_start_hparams(hparams_from) if hparams_from else None
+    if base is not None:
+        hparams_set = ""
+    resolved = resolve(hparams_set, overrides, located, base=base)
     decode = DecodeHParams.from_hparams(resolved, parse_decode_hparams(eval_decode_hparams)) \
         if eval_decode_hparams else None
     return TrainConfig(problem=problem, output_dir=output_dir, data_dir=data_dir,

@@ -365,7 +365,8 @@ def parse_overrides(overrides: str) -> dict[str, Any]:
 # ---------------------------------------------------------------------------
 
 
-def resolve(hparams_set: str, overrides: str = "", problem: Any = None) -> HParams:
+def resolve(hparams_set: str, overrides: str = "", problem: Any = None,
+            base: HParams | None = None) -> HParams:
     """The one resolved config for a run.
 
     Args:
@@ -373,11 +374,13 @@ def resolve(hparams_set: str, overrides: str = "", problem: Any = None) -> HPara
         overrides: the `--hparams "k=v,..."` string; applied last.
         problem: an optional Problem; its `hparams_overrides(hparams)` dict
             (vocab_size, decode defaults, ...) is applied before `overrides`.
+        base: hparams that take the set's place (a run's own hparams.json,
+            when fine-tuning it); `hparams_set` is then not read.
     """
     from t2t_revival.registry import hparams_sets
 
     parsed = parse_overrides(overrides)  # fail fast on a malformed string
-    hp = hparams_sets.get(hparams_set)()
+    hp = base if base is not None else hparams_sets.get(hparams_set)()
     if problem is not None:
         hp = hp.replace(**problem.hparams_overrides(hp))
     hp = hp.replace(**parsed)

@@ -422,7 +422,7 @@ def check_run_flags(output_dir: str, values: flags.FlagValues = flags.FLAGS) -> 
     for name in names:
         given_value = values[name].value
         if name == "hparams":
-            agrees = _same_hparams(values, record)
+            agrees = _same_hparams(values, record, output_dir)
         elif name == "data_dir":
             agrees = not record.data_dir or \
                 os.path.realpath(given_value) == os.path.realpath(record.data_dir)
@@ -439,14 +439,18 @@ def check_run_flags(output_dir: str, values: flags.FlagValues = flags.FLAGS) -> 
 RUN_FLAGS = ("problem", "model", "hparams_set", "hparams", "data_dir")
 
 
-def _same_hparams(values: flags.FlagValues, record) -> bool:
+def _same_hparams(values: flags.FlagValues, record, output_dir: str) -> bool:
     """Whether --hparams (on --hparams_set or the run's set) resolves to what
-    the run's set and overrides resolve to."""
+    the run's set and overrides resolve to. A run without a set (imported by
+    t2t-import, or fine-tuned from its hparams.json) is its hparams.json."""
     from t2t_revival import registry
-    from t2t_revival.hparams import resolve
+    from t2t_revival.hparams import HParams, resolve
+    from t2t_revival.run_dir.file_names import HPARAMS_FILE
 
     registry.load_all()
+    own = None if record.hparams_set else HParams.load(os.path.join(output_dir, HPARAMS_FILE))
     hparams_set = values["hparams_set"].value if values["hparams_set"].present \
         else record.hparams_set
-    return resolve(hparams_set, values["hparams"].value) == \
-        resolve(record.hparams_set, record.hparams)
+    return resolve(hparams_set, values["hparams"].value,
+                   base=None if values["hparams_set"].present else own) == \
+        (own if own is not None else resolve(record.hparams_set, record.hparams))

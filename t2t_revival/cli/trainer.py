@@ -30,7 +30,10 @@ flags.DEFINE_bool("registry_help", False,
                   "fields (their types, defaults and meaning), then exit.")
 flags.DEFINE_string("problem", "translate_ende_multi30k", "Registered problem name.")
 flags.DEFINE_string("model", _DEFAULT["model"], "Registered model name.")
-flags.DEFINE_string("hparams_set", _DEFAULT["hparams_set"], "Registered hparam set name.")
+flags.DEFINE_string("hparams_set", _DEFAULT["hparams_set"],
+                    "Registered hparam set name. With --warm_start_from and no --hparams_set, "
+                    "the hparams.json of the run warm-started from (e.g. a run t2t-import "
+                    "wrote) instead.")
 flags.DEFINE_string("hparams", "",
                     'Overrides of the hparam set, e.g. "num_hidden_layers=2,dropout=0.3,'
                     'bucket_boundaries=[8,16,32]". batch_size is tokens per replica.')
@@ -186,6 +189,8 @@ def main(argv: list[str]) -> int:
     # The flags, resolved once into the typed config the trainer takes.
     config = resolve_train_config(
         problem=FLAGS.problem, model=FLAGS.model, hparams_set=FLAGS.hparams_set,
+        # Fine-tuning without --hparams_set: the model of the run warm-started from.
+        hparams_from=(FLAGS.warm_start_from or "") if not FLAGS["hparams_set"].present else "",
         hparams=FLAGS.hparams, mixed_precision=FLAGS.mixed_precision,
         eval_decode_hparams=FLAGS.eval_decode_hparams, data_dir=data_dir,
         tmp_dir=FLAGS.tmp_dir, output_dir=output_dir,

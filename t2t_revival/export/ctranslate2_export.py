@@ -24,11 +24,17 @@ How our architecture maps onto the spec, exactly:
   `linear[0]`, the cross-attention query and fused `k|v` kernels into
   `linear[0]` / `linear[1]`; per-head size `key_size` (queries scaled by
   key_size^-0.5 in both);
-- token embeddings scaled by sqrt(d_model), one matrix shared by source,
-  target and the output projection (or three, with shared_embedding=False);
+- token embeddings scaled by sqrt(d_model) (or not: multiply_embedding_mode
+  "none"), one matrix shared by source, target and the output projection (or
+  three, with shared_embedding=False); tensor2tensor's variants (t2t-import)
+  folded into the tables: `zero_pad_embedding` zeroes the PAD row of the
+  source and target tables (not of the projection), and the
+  `target_space_embedding` row is added to every source row (divided by
+  sqrt(d_model) when the embeddings are scaled);
 - positions as an explicit table: the paper's interleaved sin/cos (which is
-  not CTranslate2's built-in concatenated layout) for `max_length +
-  extra_length` positions, or the learned `[max_length, d_model]` table;
+  not CTranslate2's built-in concatenated layout) or tensor2tensor's
+  (`t2t_sinusoid`) for `max_length + extra_length` positions, or the learned
+  `[max_length, d_model]` table;
 - tokens: the SentencePiece pieces in id order, so CTranslate2 ids equal
   ours. The decoder starts from PAD (`decoder_start_token="<pad>"`), and
   `add_source_eos` appends EOS to the source, as our encoder input has it.
@@ -73,11 +79,12 @@ def _numpy(variable) -> np.ndarray:
 
 
 def _sinusoid_table(layer, num_positions: int, d_model: int) -> np.ndarray:
-    """The table `[num_positions, d_model]` of the model's sinusoid `layer` (3.5),
-    computed by that layer in float32."""
+    """The table `[num_positions, d_model]` of the model's sinusoid `layer` (3.5,
+    or tensor2tensor's layout), computed by that layer's kind in float32."""
     from t2t_revival.layers.sinusoidal_position_encoding import SinusoidalPositionEncoding
 
-    float32 = SinusoidalPositionEncoding(max_wavelength=layer.max_wavelength, dtype="float32")
+    float32 = SinusoidalPositionEncoding(max_wavelength=layer.max_wavelength,
+                                         layout=layer.layout, dtype="float32")
     return _numpy(float32(np.zeros((1, num_positions, d_model), np.float32)))
 
 
@@ -91,16 +98,11 @@ def _check_supported(model, hparams) -> None:
                         f"({hparams.value_size}): CTranslate2 has one head size")
     if hparams.ffn_activation != "relu":
         problems.append(f"ffn_activation={hparams.ffn_activation!r}")
-    if hparams.position_encoding == "sinusoid" and not (
+    if hparams.position_encoding in ("sinusoid", "t2t_sinusoid") and not (
             isinstance(model.encoder_position, SinusoidalPositionEncoding)
             and model.encoder_position.max_wavelength == 10000.0):
-        problems.append("a sinusoid other than the paper's (max_wavelength 10000)")
-    # tensor2tensor's variants (t2t-import) are not mapped to CTranslate2's spec yet.
-    problems += [f"{name}={getattr(hparams, name)!r}" for name, plain in (
-        ("position_encoding", hparams.position_encoding != "t2t_sinusoid"),
-        ("multiply_embedding_mode", hparams.multiply_embedding_mode == "sqrt_depth"),
-        ("zero_pad_embedding", not hparams.zero_pad_embedding),
-        ("target_space_embedding", not hparams.target_space_embedding)) if not plain]
+        problems.append("a sinusoid other than the paper's or tensor2tensor's "
+                        "(max_wavelength 10000)")
     if problems:
         raise UserError(f"this model cannot be expressed as a CTranslate2 Transformer: "
                         f"{'; '.join(problems)}. Export it with --format=saved_model "
@@ -142,6 +144,18 @@ def _build_spec(model, hparams, pieces: list[str], num_positions: int):
 
     source_emb = _numpy(model.source_embedding.embeddings)      # (V, D)
     target_emb = _numpy(model.target_embedding.embeddings)
+    softmax_emb = target_emb                                    # the shared projection
+    scaled = hp.multiply_embedding_mode == "sqrt_depth"
+    # tensor2tensor's variants (t2t-import), folded into the embedding tables:
+    # the PAD row zeroed on the way in (not in the projection), and the target
+    # space's row added to every source token (before the sqrt(d) scaling,
+    # hence divided by it).
+    if hp.zero_pad_embedding:
+        source_emb, target_emb = source_emb.copy(), target_emb.copy()
+        source_emb[PAD_ID] = target_emb[PAD_ID] = 0.0
+    if model.target_space_embedding is not None:
+        space = _numpy(model.target_space_embedding.embeddings)[hp.target_space_id]
+        source_emb = source_emb + space / (np.sqrt(hp.d_model) if scaled else 1.0)
     if hp.position_encoding == "learned":
         encoder_positions = _numpy(model.encoder_position.position_embeddings)
         decoder_positions = _numpy(model.decoder_position.position_embeddings)
@@ -150,14 +164,14 @@ def _build_spec(model, hparams, pieces: list[str], num_positions: int):
             model.encoder_position, num_positions, hp.d_model)
 
     encoder.embeddings[0].weight = source_emb
-    encoder.embeddings[0].multiply_by_sqrt_depth = True
+    encoder.embeddings[0].multiply_by_sqrt_depth = scaled
     encoder.position_encodings.encodings = encoder_positions
     for target, layer in zip(encoder.layer, model.encoder_layers):
         self_attention(target, layer)
         ffn(target.ffn, layer)
 
     decoder.embeddings.weight = target_emb
-    decoder.embeddings.multiply_by_sqrt_depth = True
+    decoder.embeddings.multiply_by_sqrt_depth = scaled
     decoder.position_encodings.encodings = decoder_positions
     for target, layer in zip(decoder.layer, model.decoder_layers):
         self_attention(target, layer)
@@ -172,7 +186,7 @@ def _build_spec(model, hparams, pieces: list[str], num_positions: int):
         norm(decoder.layer_norm, model.decoder_final_norm)
 
     if model.output_projection is None:
-        decoder.projection.weight = target_emb                  # (V, D): logits x E^T
+        decoder.projection.weight = softmax_emb                 # (V, D): logits x E^T
     else:
         linear(decoder.projection, model.output_projection, bias=False)
 
