@@ -389,6 +389,34 @@ def test_no_intact_checkpoint_but_an_intact_best_says_so(run_copy, tiny_data):
     assert _files(run_copy) == before
 
 
+def test_export_on_best_does_not_export_a_version_again_at_the_end(run_copy, tiny_data):
+    """Issue 60 item 8: the end of a run said "Exported ... export/5" a second
+    time for the version --export_on_best had just written; a rerun said it
+    exported a version an earlier run wrote (which may hold another
+    checkpoint of that step, an average). Each version is exported once, and
+    the end says which it kept."""
+    args = trainer_args(tiny_data, run_copy, 5, "--export_ctranslate2", "--export_on_best")
+    result = run_cli("trainer", *args)
+    assert result.returncode == 0, result.stderr[-3000:]
+    best, version = run_copy / "best" / "ckpt-5", run_copy / "export" / "ctranslate2" / "5"
+    assert f"New best: dev loss" in result.stdout and "at step 5" in result.stdout
+    exported = f"Exported the CTranslate2 model to {version} (from {best})."
+    assert result.stdout.count("Exported the") == 1 and exported in result.stdout, \
+        result.stdout[-2000:]
+    assert result.stdout.rstrip().endswith(
+        f"The CTranslate2 model of {best} is {version}, exported when it was found "
+        f"(--export_on_best)."), result.stdout[-2000:]
+    before = digests(version)
+    again = run_cli("trainer", *args)   # the same command: the run is done
+    assert again.returncode == 0, again.stderr[-3000:]
+    assert "Exported the" not in again.stdout, again.stdout[-2000:]
+    assert again.stdout.rstrip().endswith(
+        f"Kept the CTranslate2 model {version}, exported before this run (t2t-exporter "
+        f"--output_dir={run_copy} --checkpoint_path={best} --format=ctranslate2 exports "
+        f"it again)."), again.stdout[-2000:]
+    assert digests(version) == before
+
+
 def test_a_second_trainer_is_refused_while_the_first_lives(run_copy, tiny_data):
     from t2t_revival.run_dir.run_lock import RunLock
 
