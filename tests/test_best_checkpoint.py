@@ -69,6 +69,47 @@ def test_an_interrupted_best_update_is_cleaned_when_the_trainer_starts(tmp_path)
     assert assert_best_readable(best) == 300 and not half.exists()
 
 
+def test_the_better_checkpoint_of_an_interrupted_update_reaches_best(tmp_path, monkeypatch):
+    """Issue 60 item 8: a kill while best/ took a better checkpoint left best/
+    at the older one for good (the resumed run does not evaluate that step
+    again; the next evaluation only had to beat the older figure). The
+    trainer's start finishes the copy from the training checkpoint, and says
+    so; when that checkpoint is gone too, the leftover is removed."""
+    import shutil
+
+    run = tmp_path / "run"
+    best = TrainingDirectory(run).best
+    best.update(write_checkpoint(run, 300), best_record(300))
+    new = write_checkpoint(run, 400)
+    _fail_on_call(monkeypatch, shutil, "copyfile", 1)   # the kill: mid-copy
+    with pytest.raises(KeyboardInterrupt):
+        best.update(new, best_record(400))
+    monkeypatch.undo()
+    assert (run / ".best.incomplete").is_dir()
+    lines = []
+    assert TrainingDirectory(run).clean_leftovers(lines.append) == []
+    assert lines == ["Finished the best/ update a kill interrupted: best/ holds dev bleu "
+                     "400.00 at step 400."]
+    assert assert_best_readable(best) == 400
+    assert not [n for n in os.listdir(run) if n.startswith(".")]
+    # A worse figure does not replace it; a better one does.
+    assert not best_record(500, 399).supersedes(best.record())
+    assert best_record(500, 401).supersedes(best.record())
+    # The same kill, then keep_checkpoint_max rotates ckpt-500 away before the
+    # next start: nothing to copy, so best/ stays at 400 and the leftover goes.
+    _fail_on_call(monkeypatch, shutil, "copyfile", 1)
+    with pytest.raises(KeyboardInterrupt):
+        best.update(write_checkpoint(run, 500), best_record(500))
+    monkeypatch.undo()
+    for name in os.listdir(run):
+        if name.startswith("ckpt-500."):
+            os.unlink(run / name)
+    lines = []
+    assert TrainingDirectory(run).clean_leftovers(lines.append) == [str(run / ".best.incomplete")]
+    assert lines == ["Removed 1 leftover(s) of an interrupted run: .best.incomplete."]
+    assert assert_best_readable(best) == 400
+
+
 def test_the_best_folder_is_a_checkpoint_path_for_the_decoder_and_exporters(tmp_path):
     best = BestCheckpoint(str(tmp_path))
     best.update(write_checkpoint(tmp_path, 7), best_record(7))
@@ -98,14 +139,16 @@ def _fail_on_call(monkeypatch, owner, name, call):
 # Each step of an update where it can be interrupted: (what fails, which call,
 # whether the system swaps folders in one step).
 FAILURES = {
+    "writing the pending record": ("atomic", "write_atomically", 1, True),
     "copying the data": ("shutil", "copyfile", 2, True),
-    "writing the checkpoint index": ("atomic", "write_atomically", 1, True),
-    "writing best.json": ("atomic", "write_atomically", 2, True),
+    "writing the checkpoint index": ("atomic", "write_atomically", 2, True),
+    "renaming the record best.json": ("os", "replace", 3, True),
     "swapping": ("atomic", "exchange_paths", 1, True),
     "removing the old folder": ("shutil", "rmtree", 2, True),
-    # (os.replace calls 1 and 2 are the atomic writes of the index and best.json.)
-    "moving the old folder aside (no renameat2)": ("os", "replace", 3, False),
-    "moving the new folder in (no renameat2)": ("os", "replace", 4, False),
+    # (os.replace calls 1 and 2 are the atomic writes of the pending record and
+    # the index, 3 the record's rename to best.json.)
+    "moving the old folder aside (no renameat2)": ("os", "replace", 4, False),
+    "moving the new folder in (no renameat2)": ("os", "replace", 5, False),
     "removing the old folder (no renameat2)": ("shutil", "rmtree", 3, False),
 }
 
@@ -134,7 +177,9 @@ def test_a_kill_at_each_step_of_an_update_leaves_a_readable_best(tmp_path, monke
     if exchange:   # best/ is never missing nor partial, even before recover()
         assert assert_best_readable(best) in (1, 2)
     best.recover()   # the trainer's next start
-    assert assert_best_readable(best) in (1, 2)
+    # Issue 60 item 8: the better checkpoint the update was copying is not
+    # lost (it used to be, in all but the last steps): recover finishes it.
+    assert assert_best_readable(best) == (1 if where == "writing the pending record" else 2)
     assert sorted(os.listdir(tmp_path)) == sorted(
         ["best", "ckpt-1.index", "ckpt-1.data-00000-of-00001",
          "ckpt-2.index", "ckpt-2.data-00000-of-00001"])

@@ -398,9 +398,11 @@ def test_a_run_whose_dev_bleu_stalls_stops_early_and_says_so(multi30k_data_dir, 
     assert os.path.exists(out_dir / "ckpt-6.index")   # saved before exiting
     assert json.loads((out_dir / "best" / "best.json").read_text())["step"] == 2
     # --export_on_best exported the best when it was found; the end of the run
-    # exports the best (already there), not the last checkpoint.
+    # keeps that export of the best (not the last checkpoint), not exporting it again.
     exported = f"Exported the SavedModel to {out_dir}/export/2 (from {out_dir}/best/ckpt-2)."
-    assert run.stdout.count(exported) == 2, run.stdout[-2000:]
+    assert run.stdout.count(exported) == 1, run.stdout[-2000:]
+    assert (f"The SavedModel of {out_dir}/best/ckpt-2 is {out_dir}/export/2, exported when "
+            f"it was found (--export_on_best).") in run.stdout, run.stdout[-2000:]
     assert os.listdir(out_dir / "export") == ["2"]
     assert (out_dir / "export" / "2" / "saved_model.pb").is_file()
 

@@ -15,6 +15,7 @@ import glob
 import os
 import pathlib
 import random
+import re
 import shutil
 import signal
 import subprocess
@@ -387,6 +388,72 @@ def test_no_intact_checkpoint_but_an_intact_best_says_so(run_copy, tiny_data):
                    f"{run_copy / 'best'} holds an intact one, {run_copy / 'best' / 'ckpt-3'}",
                    f"--warm_start_from={run_copy / 'best' / 'ckpt-3'}")
     assert _files(run_copy) == before
+
+
+def test_a_resumed_run_finishes_an_interrupted_best_update(run_copy, tiny_data, monkeypatch):
+    """Issue 60 item 8: a kill while best/ took the better ckpt-3 (over an
+    older ckpt-2) left .best.incomplete until the first evaluation, and
+    ckpt-3 never reached best/. The resumed run's start finishes the copy and
+    says so; its evaluation then has to beat ckpt-3's figure to replace it."""
+    import json
+    import shutil as shutil_module
+
+    from t2t_revival.run_dir.best_record import BestRecord
+    from t2t_revival.run_dir.training_directory import TrainingDirectory
+
+    best = TrainingDirectory(run_copy).best
+    record3 = best.record()
+    assert record3.step == 3 and record3.metric == "loss"
+    best.update(str(run_copy / "ckpt-2"), BestRecord(
+        step=2, metric="loss", value=record3.value + 1.0, higher_is_better=False,
+        checkpoint="ckpt-2"))
+    copyfile = shutil_module.copyfile
+
+    def killed(*args, **kwargs):
+        raise KeyboardInterrupt("the kill, mid-copy")
+    monkeypatch.setattr(shutil_module, "copyfile", killed)
+    with pytest.raises(KeyboardInterrupt):
+        best.update(str(run_copy / "ckpt-3"), record3)
+    monkeypatch.setattr(shutil_module, "copyfile", copyfile)
+    assert (run_copy / ".best.incomplete").is_dir() and best.record().step == 2
+    result = run_cli("trainer", *trainer_args(tiny_data, run_copy, 5))
+    assert result.returncode == 0, result.stderr[-3000:]
+    output = result.stdout + result.stderr
+    assert f"Finished the best/ update a kill interrupted: best/ holds " \
+           f"{record3.describe()}." in output, output[-3000:]
+    assert f"best/ holds {record3.describe()}." in output
+    assert not (run_copy / ".best.incomplete").exists()
+    final = json.loads((run_copy / "best" / "best.json").read_text())
+    loss5 = float(re.search(r"eval at step 5: loss ([\d.]+)", result.stdout).group(1))
+    assert final["step"] == (5 if loss5 < round(record3.value, 4) else 3), (final, loss5)
+
+
+def test_export_on_best_does_not_export_a_version_again_at_the_end(run_copy, tiny_data):
+    """Issue 60 item 8: the end of a run said "Exported ... export/5" a second
+    time for the version --export_on_best had just written; a rerun said it
+    exported a version an earlier run wrote (which may hold another
+    checkpoint of that step, an average). Each version is exported once, and
+    the end says which it kept."""
+    args = trainer_args(tiny_data, run_copy, 5, "--export_ctranslate2", "--export_on_best")
+    result = run_cli("trainer", *args)
+    assert result.returncode == 0, result.stderr[-3000:]
+    best, version = run_copy / "best" / "ckpt-5", run_copy / "export" / "ctranslate2" / "5"
+    assert f"New best: dev loss" in result.stdout and "at step 5" in result.stdout
+    exported = f"Exported the CTranslate2 model to {version} (from {best})."
+    assert result.stdout.count("Exported the") == 1 and exported in result.stdout, \
+        result.stdout[-2000:]
+    assert result.stdout.rstrip().endswith(
+        f"The CTranslate2 model of {best} is {version}, exported when it was found "
+        f"(--export_on_best)."), result.stdout[-2000:]
+    before = digests(version)
+    again = run_cli("trainer", *args)   # the same command: the run is done
+    assert again.returncode == 0, again.stderr[-3000:]
+    assert "Exported the" not in again.stdout, again.stdout[-2000:]
+    assert again.stdout.rstrip().endswith(
+        f"Kept the CTranslate2 model {version}, exported before this run (t2t-exporter "
+        f"--output_dir={run_copy} --checkpoint_path={best} --format=ctranslate2 exports "
+        f"it again)."), again.stdout[-2000:]
+    assert digests(version) == before
 
 
 def test_a_second_trainer_is_refused_while_the_first_lives(run_copy, tiny_data):

@@ -12,6 +12,7 @@ import pytest
 from conftest import ENV, ROOT, one_line_error
 from t2t_revival.data.corpora_spec import CorporaSpec
 from t2t_revival.data.data_error import DataError
+from tiny_runs import write_own_corpora
 
 
 def _lines(path, start, count):
@@ -190,34 +191,6 @@ def test_datagen_cli_errors_are_one_line(corpora, tmp_path):
     one_line_error(out, "t2t-datagen", "train[0].weight must be a positive number")
 
 
-def _tiny_corpora(d, train_lines=(200, 200), dev_lines=(20, 20), blank_train=False):
-    """corpora.json over tiny corpora of `tiny_runs`' 15-word language
-    (vocab_size 300): one training corpus, dev and test, the line counts
-    of each side as given; with `blank_train` a second training corpus
-    whose source lines are all blank."""
-    import random
-
-    from tiny_runs import WORDS
-
-    rng = random.Random(0)
-
-    def sentences(n):
-        return [" ".join(rng.choice(WORDS) for _ in range(rng.randint(3, 8))) for _ in range(n)]
-
-    d.mkdir(exist_ok=True)
-    for name, (n_src, n_tgt) in (("train", train_lines), ("dev", dev_lines), ("test", (10, 10))):
-        _write(d / f"{name}.en", sentences(n_src))
-        _write(d / f"{name}.de", sentences(n_tgt))
-    _write(d / "blank.en", [""] * 50)
-    _write(d / "blank.de", sentences(50))
-    train = [{"source": "train.en", "target": "train.de"}]
-    spec = {"vocab_size": 300,
-            "train": train + [{"source": "blank.en", "target": "blank.de"}] * blank_train,
-            "dev": {"source": "dev.en", "target": "dev.de"},
-            "test": {"source": "test.en", "target": "test.de"}}
-    (d / "corpora.json").write_text(json.dumps(spec))
-
-
 @pytest.mark.parametrize("fault,needle", [
     (dict(train_lines=(300, 200)), "has 300 lines and"),
     (dict(dev_lines=(30, 20)), "has 30 lines and"),
@@ -236,12 +209,12 @@ def test_a_failed_own_data_datagen_leaves_the_folder_as_it_was_and_the_fix_runs(
     data.mkdir()
     (data / "notes.txt").write_text("the user's own file\n")
     before = digests(data)
-    _tiny_corpora(corpora, **fault)
+    write_own_corpora(corpora, **fault)
     args = ("--problem=translate_plain_text", f"--tmp_dir={corpora}", f"--data_dir={data}",
             "--num_workers=1")
     one_line_error(run_cli("datagen", *args), "t2t-datagen", needle)
     assert digests(data) == before
-    _tiny_corpora(corpora)
+    write_own_corpora(corpora)
     out = run_cli("datagen", *args)
     assert out.returncode == 0, out.stderr[-3000:]
     assert (data / "translate_plain_text.corpora.json").is_file()

@@ -5,6 +5,7 @@ evaluation take seconds, and the CLIs run as subprocesses."""
 
 import gzip
 import hashlib
+import json
 import os
 import random
 import subprocess
@@ -36,6 +37,35 @@ def write_corpus(raw_dir, pairs=(("train", 200), ("val", 40), ("test_2016_flickr
             with gzip.open(os.path.join(raw_dir, f"{stem}.{lang}.gz"), "wt",
                            encoding="utf-8") as f:
                 f.writelines(line + "\n" for line in lines)
+
+
+def write_own_corpora(d, train_lines=(200, 200), dev_lines=(20, 20), blank_train=False):
+    """corpora.json (translate_plain_text) over tiny corpora of the 15-word
+    language in folder `d` (vocab_size 300): one training corpus, dev and
+    test, the line counts of each side as given; with `blank_train` a second
+    training corpus whose source lines are all blank (seeded)."""
+    rng = random.Random(0)
+
+    def sentences(n):
+        return [" ".join(rng.choice(WORDS) for _ in range(rng.randint(3, 8))) for _ in range(n)]
+
+    def write(path, lines):
+        with open(path, "w", encoding="utf-8") as f:
+            f.writelines(line + "\n" for line in lines)
+
+    os.makedirs(d, exist_ok=True)
+    for name, (n_src, n_tgt) in (("train", train_lines), ("dev", dev_lines), ("test", (10, 10))):
+        write(os.path.join(d, f"{name}.en"), sentences(n_src))
+        write(os.path.join(d, f"{name}.de"), sentences(n_tgt))
+    write(os.path.join(d, "blank.en"), [""] * 50)
+    write(os.path.join(d, "blank.de"), sentences(50))
+    train = [{"source": "train.en", "target": "train.de"}]
+    spec = {"vocab_size": 300,
+            "train": train + [{"source": "blank.en", "target": "blank.de"}] * blank_train,
+            "dev": {"source": "dev.en", "target": "dev.de"},
+            "test": {"source": "test.en", "target": "test.de"}}
+    with open(os.path.join(d, "corpora.json"), "w", encoding="utf-8") as f:
+        f.write(json.dumps(spec))
 
 
 def cli_subprocess(module, *args, stdin=None, timeout=240):

@@ -212,8 +212,10 @@ def main(argv: list[str]) -> int:
     formats = [name for name, on in (("saved_model", FLAGS.export_saved_model),
                                       ("ctranslate2", FLAGS.export_ctranslate2)) if on]
 
+    exported: dict[str, str] = {}   # version folder -> the checkpoint this run exported there
+
     def export_new_best(checkpoint_path, record):
-        _export(output_dir, checkpoint_path, formats)
+        _export(output_dir, checkpoint_path, formats, exported)
 
     result = train(config, log=_progress,
                    on_new_best=export_new_best if FLAGS.export_on_best else None)
@@ -223,14 +225,20 @@ def main(argv: list[str]) -> int:
 
         directory = TrainingDirectory(output_dir)   # the best, else the latest
         checkpoint = directory.best.checkpoint_path() or directory.checkpoints.find()
-        _export(output_dir, checkpoint, formats, skip_existing=True)
+        _export(output_dir, checkpoint, formats, exported, at_end=True)
     return 0
 
 
 def _export(output_dir: str, checkpoint_path: str, formats: list[str],
-            skip_existing: bool = False) -> list[str]:
+            exported: dict[str, str], at_end: bool = False) -> list[str]:
     """Export `checkpoint_path` in each of `formats` as the version of its step
-    (each version folder written atomically by the exporter); print where."""
+    (each version folder written atomically by the exporter); print where.
+
+    `exported` maps each version folder this run wrote to its checkpoint (it
+    is updated). At the end of the run (`at_end`) a version that exists is not
+    exported again: this run's --export_on_best wrote it from the same
+    checkpoint, or an earlier export did, which is kept and said so (it may be
+    of another checkpoint with the same step, such as an average)."""
     from t2t_revival.export.version_directory import checkpoint_version
     from t2t_revival.run_dir.training_directory import TrainingDirectory
 
@@ -241,18 +249,27 @@ def _export(output_dir: str, checkpoint_path: str, formats: list[str],
         base = directory.export_dir if name == "saved_model" else \
             directory.ctranslate2_export_dir
         what = "SavedModel" if name == "saved_model" else "CTranslate2 model"
-        if skip_existing and os.path.isdir(os.path.join(base, str(version))):
-            path = os.path.join(base, str(version))   # --export_on_best wrote it
-        elif name == "saved_model":
-            from t2t_revival.export.saved_model_export import export_saved_model
-
-            with tensorflow_noise.quiet_native_stderr():   # tensorflow-text logs INFO
-                path = export_saved_model(output_dir, checkpoint_path, version=version)
+        path = os.path.join(base, str(version))
+        if at_end and exported.get(path) == checkpoint_path:
+            print(f"The {what} of {checkpoint_path} is {path}, exported when it was "
+                  f"found (--export_on_best).", flush=True)
+        elif at_end and os.path.isdir(path):
+            print(f"Kept the {what} {path}, exported before this run (t2t-exporter "
+                  f"--output_dir={output_dir} --checkpoint_path={checkpoint_path}"
+                  f"{' --format=ctranslate2' if name == 'ctranslate2' else ''} "
+                  f"exports it again).", flush=True)
         else:
-            from t2t_revival.export.ctranslate2_export import export_ctranslate2
+            if name == "saved_model":
+                from t2t_revival.export.saved_model_export import export_saved_model
 
-            path = export_ctranslate2(output_dir, checkpoint_path, version=version)
-        print(f"Exported the {what} to {path} (from {checkpoint_path}).", flush=True)
+                with tensorflow_noise.quiet_native_stderr():   # tensorflow-text logs INFO
+                    path = export_saved_model(output_dir, checkpoint_path, version=version)
+            else:
+                from t2t_revival.export.ctranslate2_export import export_ctranslate2
+
+                path = export_ctranslate2(output_dir, checkpoint_path, version=version)
+            exported[path] = checkpoint_path
+            print(f"Exported the {what} to {path} (from {checkpoint_path}).", flush=True)
         paths.append(path)
     return paths
 

@@ -60,7 +60,9 @@ def filter_logits(logits, temperature: float = 1.0, top_k: int = 0, top_p: float
         raise ValueError(f"top_p must be in (0, 1]. Received: top_p={top_p}")
     if top_k < 0:
         raise ValueError(f"top_k must be >= 0. Received: top_k={top_k}")
-    logits = ops.cast(logits, "float32") / temperature                     # [N, V]
+    logits = ops.cast(logits, "float32")                                   # [N, V]
+    if temperature != 1.0:   # x / 1.0 is x: no pass over [N, V] for nothing
+        logits = logits / temperature
     vocab_size = logits.shape[-1]
     if 0 < top_k < vocab_size:
         kth = ops.top_k(logits, top_k)[0][:, -1:]                           # [N, 1]

@@ -9,11 +9,14 @@
                                               --checkpoint_path
       best.json                               `BestRecord`: step, metric, value
 
-A new best is built complete in `output_dir/.best.incomplete/` (best.json
-written last), then swapped in by `atomic_file.replace_directory`: the old
-best/ stays until the new one is complete, and a kill at any moment leaves a
-readable best/ (or, where the system cannot swap folders in one step, a
-complete folder that `recover` puts back on the next start).
+A new best is built complete in `output_dir/.best.incomplete/` (its record
+written first as best.json.pending, renamed best.json last), then swapped in
+by `atomic_file.replace_directory`: the old best/ stays until the new one is
+complete, and a kill at any moment leaves a readable best/ (or, where the
+system cannot swap folders in one step, a complete folder that `recover`
+puts back on the next start). The better checkpoint of an update a kill
+interrupted is not lost: `recover` swaps in its complete folder, or copies
+it again from the training checkpoint it names.
 
 No TensorFlow here: the `checkpoint` index is a two-line text file.
 """
@@ -23,12 +26,14 @@ from __future__ import annotations
 import glob
 import os
 import shutil
+from typing import Callable
 
 from t2t_revival.atomic_file import (FILE_MODE, disk_failure, disk_failure_fix,
                                      old_directory_name, replace_directory, write_atomically)
 from t2t_revival.errors import UserError
 from t2t_revival.run_dir.best_record import BestRecord
-from t2t_revival.run_dir.file_names import BEST_DIR, BEST_FILE, CHECKPOINT_INDEX
+from t2t_revival.run_dir.file_names import (BEST_DIR, BEST_FILE, BEST_PENDING_FILE,
+                                            CHECKPOINT_INDEX)
 
 
 class BestCheckpoint:
@@ -61,24 +66,54 @@ class BestCheckpoint:
         return os.path.join(self.path, record.checkpoint) if record else None
 
     # ------------------------------------------------------------- writing
-    def recover(self) -> list[str]:
-        """Clean what an interrupted `update` left; put best/ back if it is
-        missing. Returns the leftover folders removed.
+    def recover(self, log: Callable[[str], None] | None = None) -> list[str]:
+        """Finish or clean what an interrupted `update` left; put best/ back if
+        it is missing. Returns the leftover folders removed.
 
         Called when the trainer starts (on the chief: `clean_leftovers`) and
-        before the first evaluation. A complete new folder (its best.json is
-        written last) wins over the old one.
+        before the first evaluation. A complete new folder (best.json is
+        written last) wins over the old one when its record supersedes
+        best/'s; a folder cut short whose record (best.json.pending) does is
+        copied again from the training checkpoint it names, when that is still
+        there. `log` (optional) hears which update was finished.
         """
         if not os.path.isdir(self.path):
             for candidate in (self.incomplete, self.old):
                 if os.path.isfile(os.path.join(candidate, BEST_FILE)):
                     os.replace(candidate, self.path)
                     break
+        finished = self._finish_interrupted_update()
+        if finished is not None and log is not None:
+            log(f"Finished the best/ update a kill interrupted: best/ holds "
+                f"{finished.describe()}.")
         removed = [leftover for leftover in (self.incomplete, self.old)
                    if os.path.lexists(leftover)]
         for leftover in removed:
             shutil.rmtree(leftover, ignore_errors=True)
         return removed
+
+    def _finish_interrupted_update(self) -> BestRecord | None:
+        """Swap in .best.incomplete if complete, or redo its copy from the
+        training checkpoint its pending record names, when that record
+        supersedes best/'s (not the old folder an interrupted swap left there).
+        Returns the record now in best/, or None when nothing was finished."""
+        current = self.record() if os.path.isdir(self.path) else None
+        for name, complete in ((BEST_FILE, True), (BEST_PENDING_FILE, False)):
+            try:
+                record = BestRecord.load(os.path.join(self.incomplete, name))
+            except (OSError, UserError):
+                continue
+            if not record.supersedes(current):
+                return None
+            if complete:
+                replace_directory(self.incomplete, self.path)
+                return record
+            source = os.path.join(self.output_dir, record.checkpoint)
+            if not os.path.isfile(source + ".index"):
+                return None   # rotated away since: nothing left to copy
+            self.update(source, record)
+            return record
+        return None
 
     def update(self, checkpoint_prefix: str, record: BestRecord) -> str:
         """Make a copy of the checkpoint `checkpoint_prefix` the new best/; return
@@ -98,6 +133,9 @@ class BestCheckpoint:
         try:
             os.makedirs(self.incomplete)
             os.chmod(self.incomplete, 0o755)
+            # First: what is being copied, so `recover` can finish a copy a kill cut short.
+            pending = os.path.join(self.incomplete, BEST_PENDING_FILE)
+            write_atomically(pending, record.to_json())
             for source in files:
                 target = os.path.join(self.incomplete, os.path.basename(source))
                 shutil.copyfile(source, target)
@@ -106,7 +144,7 @@ class BestCheckpoint:
                              f'model_checkpoint_path: "{name}"\n'
                              f'all_model_checkpoint_paths: "{name}"\n')
             # Last: its presence marks the folder complete (see `recover`).
-            write_atomically(os.path.join(self.incomplete, BEST_FILE), record.to_json())
+            os.replace(pending, os.path.join(self.incomplete, BEST_FILE))
         except (OSError, UserError) as e:
             shutil.rmtree(self.incomplete, ignore_errors=True)
             reason = disk_failure(e)

@@ -47,6 +47,15 @@ class BestRecord(JsonRecord):
         return (self.metric, self.sentences, self.higher_is_better) == \
             (other.metric, other.sentences, other.higher_is_better)
 
+    def supersedes(self, current: "BestRecord | None") -> bool:
+        """Whether this record replaces `current` in best/: it improves on its
+        figure, or (figures that cannot be compared) it is of a later step."""
+        if current is None:
+            return True
+        if not current.ranks_like(self):
+            return self.step > current.step
+        return current.is_better(self.value)
+
     def describe(self) -> str:
         """`dev bleu 12.34 at step 3000` (loss with 4 decimals)."""
         figure = f"{self.value:.4f}" if self.metric == "loss" else f"{self.value:.2f}"

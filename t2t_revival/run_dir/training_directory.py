@@ -160,7 +160,7 @@ class TrainingDirectory:
                 with contextlib.suppress(OSError):
                     os.remove(path)
         if not averaged:   # a best/ update a kill interrupted (`BestCheckpoint.recover`)
-            removed += self.best.recover()
+            removed += self.best.recover(log)
         if removed:
             log(f"Removed {len(removed)} leftover(s) of an interrupted run: "
                 f"{', '.join(os.path.relpath(p, self.path) for p in removed)}.")
