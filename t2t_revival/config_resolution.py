@@ -51,7 +51,7 @@ def resolve_train_config(*, problem: str, output_dir: str, data_dir: str,
             out-of-range `hparams` or `eval_decode_hparams`.
     """
     located = problem_for(problem, data_dir, tmp_dir)
-    registry.models.get(model)   # an unknown name is a UserError here
+    registry.models.check(model)   # an unknown name is a UserError here, before Keras loads
     overrides = ",".join(p for p in (hparams, mixed_precision and
                                      f"mixed_precision={mixed_precision}") if p)
     resolved = resolve(hparams_set, overrides, located)

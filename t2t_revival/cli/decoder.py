@@ -89,7 +89,7 @@ def _read_inputs(path: str, delimiter: str) -> list[str]:
     """The inputs of --decode_from_file: its lines, or, with another
     `delimiter`, its text split on it, each stripped, a last empty one
     dropped (tensor2tensor's _get_sorted_inputs)."""
-    from t2t_revival.decode.decoder import read_text_lines
+    from t2t_revival.text_lines import read_text_lines
 
     lines = read_text_lines(path, "decode_from_file")
     if delimiter == "\n":
@@ -214,8 +214,10 @@ def main(argv: list[str]) -> int:
     path_flags.import_usr_dir(FLAGS.output_dir)
     if FLAGS.decode_to_file:
         path_flags.check_output_file("decode_to_file", FLAGS.decode_to_file)
-    from t2t_revival.decode.decoder import Decoder, ProgressBar, read_text_lines
+    # Every check of the flags, names and files comes before the imports of
+    # TensorFlow and Keras (seconds): a mistake is reported at once.
     from t2t_revival.errors import UserError
+    from t2t_revival.text_lines import read_text_lines
 
     if FLAGS.score_file and (FLAGS.decode_from_file or FLAGS.decode_interactive
                              or FLAGS.decode_reference):
@@ -259,8 +261,8 @@ def main(argv: list[str]) -> int:
         raise UserError(f"--decode_reference has {len(references)} lines but "
                         f"--decode_from_file has {len(sources)}; they must align. "
                         f"Received: decode_reference={FLAGS.decode_reference!r}")
+    from t2t_revival.decode.decoder import Decoder, ProgressBar
     from t2t_revival.decode.search_memory import check_decode_fits
-    from t2t_revival.decode_hparams import DecodeHParams
     check_decode_fits(hparams, DecodeHParams.from_hparams(hparams, overrides),
                       max(len(sources), 1))   # before the model loads
     decoder = Decoder.load(FLAGS.output_dir, _checkpoint_paths(), overrides)

@@ -75,8 +75,12 @@ def main(argv: list[str]) -> int:
         raise UserError("--xla applies to --format=saved_model only (CTranslate2 "
                         f"has its own kernels). Received: format={FLAGS.format!r}")
     from t2t_revival.decode_hparams import parse_decode_hparams
+    from t2t_revival.run_dir.training_directory import TrainingDirectory
 
     overrides = parse_decode_hparams(FLAGS.decode_hparams)   # once, before any model loads
+    # The run's files before the imports of TensorFlow (seconds): a missing
+    # run directory or hparams.json is reported at once.
+    TrainingDirectory(FLAGS.output_dir).read_hparams()
     if FLAGS.format == "ctranslate2":
         from t2t_revival.export.ctranslate2_export import export_ctranslate2
 
