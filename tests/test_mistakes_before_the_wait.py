@@ -43,7 +43,7 @@ def _run_cli(module, *argv):
      "No hparams file at"),
     ("decoder", "t2t-decoder", ["--output_dir={empty}", "--decode_from_file={lines}"],
      "No hparams file at"),
-    ("exporter", "t2t-exporter", ["--output_dir={missing}"], "No hparams file at"),
+    ("exporter", "t2t-exporter", ["--output_dir={missing}"], "does not exist"),
     ("exporter", "t2t-exporter", ["--output_dir={empty}"], "No hparams file at"),
     ("exporter", "t2t-exporter", ["--output_dir={empty}", "--format=ctranslate2"],
      "No hparams file at"),

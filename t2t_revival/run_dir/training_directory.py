@@ -223,6 +223,13 @@ class TrainingDirectory:
         return path
 
 
+def require_directory(output_dir: str) -> None:
+    """A UserError when the training directory `output_dir` does not exist."""
+    if not os.path.isdir(output_dir):
+        raise UserError(f"the training directory {output_dir} does not exist; pass the "
+                        f"--output_dir of t2t-trainer. Received: output_dir={output_dir!r}")
+
+
 def _checkpoints(n: int) -> str:
     """"1 checkpoint", "3 checkpoints"."""
     return f"{n} checkpoint{'' if n == 1 else 's'}"
