@@ -75,7 +75,7 @@ def resolve_train_config(*, problem: str, output_dir: str, data_dir: str,
     """
     located = problem_for(problem, data_dir, tmp_dir)
     located.check_eval_metric(options.get("eval_metric", ""))   # a UserError naming the choices
-    registry.models.get(model)   # an unknown name is a UserError here
+    registry.models.check(model)   # an unknown name is a UserError here, before Keras loads
     overrides = ",".join(p for p in (hparams, mixed_precision and
                                      f"mixed_precision={mixed_precision}") if p)
     base = warm_start_hparams(hparams_from) if hparams_from else None

@@ -151,17 +151,12 @@ class Registry:
             pass
         return obj
 
-    def get(self, name: str) -> Any:
-        """The object registered under `name`; an unknown name is a RegistryError."""
+    def check(self, name: str) -> None:
+        """Raise the RegistryError of `get` for an unknown `name`, importing
+        nothing: a lazy entry's module (a model's Keras, seconds) is left for
+        `get`, so a mistyped name is reported before the wait."""
         if name in self._entries:
-            entry = self._entries[name]
-            if isinstance(entry, LazyEntry):
-                importlib.import_module(entry.module)   # its decorator replaces the entry
-                entry = self._entries[name]
-                if isinstance(entry, LazyEntry):
-                    raise RuntimeError(f"importing {entry.module} did not register "
-                                       f"{self.kind} '{name}' (expected {entry.target})")
-            return entry
+            return
         known = ", ".join(sorted(self._entries)) or "(none)"
         near = closest(name, self._entries, cutoff=0.0)
         hint = f" Closest match: '{near}'." if near else ""
@@ -169,6 +164,18 @@ class Registry:
             f"Unknown {self.kind} '{name}'.{hint} Registered {self.kind}s: {known}. "
             f"Received: {self.kind}={name!r}"
         )
+
+    def get(self, name: str) -> Any:
+        """The object registered under `name`; an unknown name is a RegistryError."""
+        self.check(name)
+        entry = self._entries[name]
+        if isinstance(entry, LazyEntry):
+            importlib.import_module(entry.module)   # its decorator replaces the entry
+            entry = self._entries[name]
+            if isinstance(entry, LazyEntry):
+                raise RuntimeError(f"importing {entry.module} did not register "
+                                   f"{self.kind} '{name}' (expected {entry.target})")
+        return entry
 
     def names(self) -> list[str]:
         return sorted(self._entries)

@@ -203,9 +203,17 @@ def test_the_decoder_cli_reports_the_cut_lines(random_run, tmp_path):
                           f"--output_dir={out_dir}", f"--decode_from_file={source}",
                           f"--decode_to_file={tmp_path / 'out.de'}",
                           f"--decode_hparams={FAST}"],
-                         capture_output=True, text=True, env=ENV, timeout=600)
+                         capture_output=True, text=True, env=dict(ENV, T2T_PHASE_TIMES="1"),
+                         timeout=600)
     assert out.returncode == 0, out.stderr[-2000:]
     assert "1 of 3 input lines were longer than 32 tokens" in out.stderr, out.stderr[-2000:]
+    # T2T_PHASE_TIMES=1: where the start-up went, phase by phase, in order (issue 61).
+    phases = [line.split() for line in out.stderr.splitlines()
+              if line.startswith("t2t-phase: ")]
+    assert [p[1] for p in phases] == ["checked", "imported", "built", "restored",
+                                      "first_batch"], out.stderr[-2000:]
+    stamps = [float(p[2]) for p in phases]
+    assert stamps == sorted(stamps)
     assert len((tmp_path / "out.de").read_text(encoding="utf-8").splitlines()) == 3
     refused = subprocess.run([sys.executable, "-m", "t2t_revival.cli.decoder",
                               f"--output_dir={out_dir}", f"--decode_from_file={source}",

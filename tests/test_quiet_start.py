@@ -112,6 +112,15 @@ def test_a_tiny_training_run_prints_no_tensorflow_startup_lines(shared_data, tmp
                 "--eval_decode_sentences=0"])
     assert out.returncode == 0, out.stderr[-3000:]
     assert "step 2/2" in out.stdout and "eval at step 2:" in out.stdout, out.stdout
+    # A sign of life while the first update and the first evaluation trace
+    # (compile, with XLA), with the time it took (issue 61).
+    lines = out.stdout.splitlines()
+    assert lines.index("tracing the training step...") \
+        < next(i for i, l in enumerate(lines) if l.startswith("step ")), out.stdout
+    assert any(re.fullmatch(r"traced the training step in \d+\.\d s \(its first update "
+                            r"included\)", l) for l in lines), out.stdout
+    assert lines.index("tracing the dev loss...") \
+        < next(i for i, l in enumerate(lines) if l.startswith("eval at step 2:")), out.stdout
     assert not NOISE.search(out.stdout + out.stderr), out.stderr[-3000:]
     # No absl line at all: TensorFlow's own INFO lines (the checkpoint saver's)
     # are hidden, and ours (datagen's) come as plain lines.

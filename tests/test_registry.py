@@ -87,6 +87,20 @@ def test_unknown_name_lists_registered_and_closest():
     assert "Received: hparam set='transformer_bsae'" in msg
 
 
+def test_check_refuses_an_unknown_name_as_get_does_and_imports_nothing():
+    reg = Registry("model")
+    reg.register_lazy("transformer", "t2t_revival_no_such_module:Transformer")
+    reg.check("transformer")   # known: its module (which does not exist) is not imported
+    with pytest.raises(RegistryError) as checked:
+        reg.check("transformr")
+    with pytest.raises(RegistryError) as got:
+        reg.get("transformr")
+    assert str(checked.value) == str(got.value)
+    assert "Closest match: 'transformer'" in str(checked.value)
+    with pytest.raises(ModuleNotFoundError):   # `get` does import it
+        reg.get("transformer")
+
+
 def test_help_text_lists_every_registered_set_with_description():
     text = registry.help_text()
     for name in ISSUE_HPARAMS_SETS:

@@ -89,7 +89,7 @@ def _read_inputs(path: str, delimiter: str) -> list[str]:
     """The inputs of --decode_from_file: its lines, or, with another
     `delimiter`, its text split on it, each stripped, a last empty one
     dropped (tensor2tensor's _get_sorted_inputs)."""
-    from t2t_revival.decode.decoder import read_text_lines
+    from t2t_revival.text_lines import read_text_lines
 
     lines = read_text_lines(path, "decode_from_file")
     if delimiter == "\n":
@@ -189,6 +189,7 @@ def _translate_file(decoder, sources: list[str], out_path: str,
     rerun continues from it."""
     from t2t_revival.decode.decode_journal import DecodeJournal
     from t2t_revival.decode.decoder import ProgressBar
+    from t2t_revival.phase_times import phase
 
     journal = DecodeJournal(out_path, sources, {"checkpoint": decoder.checkpoint_path,
                                                 "decode_hparams": str(decoder.decode_hparams)})
@@ -196,12 +197,18 @@ def _translate_file(decoder, sources: list[str], out_path: str,
         print(f"Continuing from {journal.path}: {len(journal.done)} of {len(sources)} lines "
               f"decoded before", file=sys.stderr)
     remaining = [i for i in range(len(sources)) if i not in journal.done]
+    first_batch = [True]
+
+    def on_batch(chunk, outputs):
+        journal.add([remaining[i] for i in chunk], outputs)
+        if first_batch:
+            first_batch.clear()
+            phase("first_batch")   # its program's compilation included
+
     if remaining:
         bar = ProgressBar()
         decoder.translate([sources[i] for i in remaining], progress=bar,
-                          compiling=bar.compiling,
-                          on_batch=lambda chunk, outputs: journal.add(
-                              [remaining[i] for i in chunk], outputs))
+                          compiling=bar.compiling, on_batch=on_batch)
     translations = [journal.done.get(i, "") for i in range(len(sources))]
     journal.finish(translations, delimiter)
     return translations
@@ -214,8 +221,10 @@ def main(argv: list[str]) -> int:
     path_flags.import_usr_dir(FLAGS.output_dir)
     if FLAGS.decode_to_file:
         path_flags.check_output_file("decode_to_file", FLAGS.decode_to_file)
-    from t2t_revival.decode.decoder import Decoder, ProgressBar, read_text_lines
+    # Every check of the flags, names and files comes before the imports of
+    # TensorFlow and Keras (seconds): a mistake is reported at once.
     from t2t_revival.errors import UserError
+    from t2t_revival.text_lines import read_text_lines
 
     if FLAGS.score_file and (FLAGS.decode_from_file or FLAGS.decode_interactive
                              or FLAGS.decode_reference):
@@ -259,8 +268,11 @@ def main(argv: list[str]) -> int:
         raise UserError(f"--decode_reference has {len(references)} lines but "
                         f"--decode_from_file has {len(sources)}; they must align. "
                         f"Received: decode_reference={FLAGS.decode_reference!r}")
+    from t2t_revival.phase_times import phase
+    phase("checked")
+    from t2t_revival.decode.decoder import Decoder, ProgressBar
     from t2t_revival.decode.search_memory import check_decode_fits
-    from t2t_revival.decode_hparams import DecodeHParams
+    phase("imported")
     check_decode_fits(hparams, DecodeHParams.from_hparams(hparams, overrides),
                       max(len(sources), 1))   # before the model loads
     decoder = Decoder.load(FLAGS.output_dir, _checkpoint_paths(), overrides)

@@ -75,8 +75,21 @@ def main(argv: list[str]) -> int:
         raise UserError("--xla applies to --format=saved_model only (CTranslate2 "
                         f"has its own kernels). Received: format={FLAGS.format!r}")
     from t2t_revival.decode_hparams import parse_decode_hparams
+    from t2t_revival.run_dir.training_directory import TrainingDirectory, require_directory
 
     overrides = parse_decode_hparams(FLAGS.decode_hparams)   # once, before any model loads
+    if FLAGS.format == "ctranslate2":
+        from t2t_revival.export.ctranslate2_export import check_quantization
+
+        check_quantization(FLAGS.quantization or "float32")
+    elif FLAGS.quantization is not None:
+        raise UserError("--quantization applies to --format=ctranslate2 only. "
+                        f"Received: quantization={FLAGS.quantization!r}, "
+                        f"format={FLAGS.format!r}")
+    # The run's files before the imports of TensorFlow (seconds): a missing
+    # run directory or hparams.json is reported at once.
+    require_directory(FLAGS.output_dir)
+    TrainingDirectory(FLAGS.output_dir).read_hparams()
     if FLAGS.format == "ctranslate2":
         from t2t_revival.export.ctranslate2_export import export_ctranslate2
 
@@ -85,10 +98,6 @@ def main(argv: list[str]) -> int:
                                   quantization=FLAGS.quantization or "float32")
         print(f"Exported the CTranslate2 model to {path}")
         return 0
-    if FLAGS.quantization is not None:
-        raise UserError("--quantization applies to --format=ctranslate2 only. "
-                        f"Received: quantization={FLAGS.quantization!r}, "
-                        f"format={FLAGS.format!r}")
     from t2t_revival.export.saved_model_export import export_saved_model
 
     with tensorflow_noise.quiet_native_stderr():   # tensorflow-text's SentencePiece logs INFO

@@ -10,6 +10,7 @@ from __future__ import annotations
 
 import dataclasses
 import os
+import sys
 
 from absl import flags
 
@@ -207,7 +208,10 @@ def main(argv: list[str]) -> int:
         worker_gpu=FLAGS.worker_gpu, usr_dir=usr_dir or "",
         warm_start_from=FLAGS.warm_start_from or "",
         skip_corrupt_records=FLAGS.skip_corrupt_records)
+    from t2t_revival.phase_times import phase
+    phase("checked")
     from t2t_revival.train.trainer import train
+    phase("imported")
 
     formats = [name for name, on in (("saved_model", FLAGS.export_saved_model),
                                       ("ctranslate2", FLAGS.export_ctranslate2)) if on]

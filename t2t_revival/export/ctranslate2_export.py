@@ -260,6 +260,13 @@ n-best list with the GNMT penalty, as t2t-decoder ranks (see t2t_export.json).
 """
 
 
+def check_quantization(quantization: str) -> None:
+    """A UserError when CTranslate2 does not store weights as `quantization`."""
+    if quantization not in QUANTIZATIONS:
+        raise UserError(f"unknown quantization; use one of {', '.join(QUANTIZATIONS)}. "
+                        f"Received: quantization={quantization!r}")
+
+
 def export_ctranslate2(output_dir: str, checkpoint_path: str | None = None,
                        decode_overrides: DecodeOverrides | None = None,
                        export_dir: str | None = None,
@@ -283,11 +290,9 @@ def export_ctranslate2(output_dir: str, checkpoint_path: str | None = None,
     Returns:
         The version directory.
     """
-    if quantization not in QUANTIZATIONS:
-        raise UserError(f"unknown quantization; use one of {', '.join(QUANTIZATIONS)}. "
-                        f"Received: quantization={quantization!r}")
-    from t2t_revival.export.export_source import (CTRANSLATE2_FIXES, load_export_source,
-                                                  require_directory)
+    check_quantization(quantization)
+    from t2t_revival.export.export_source import CTRANSLATE2_FIXES, load_export_source
+    from t2t_revival.run_dir.training_directory import require_directory
 
     require_directory(output_dir)
     ctranslate2 = _import_ctranslate2()

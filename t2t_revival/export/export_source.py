@@ -3,25 +3,17 @@ the beam settings fixed in the export."""
 
 from __future__ import annotations
 
-import os
 from typing import Sequence
 
 from t2t_revival.decode_hparams import DecodeHParams, DecodeOverrides
 from t2t_revival.errors import UserError
 from t2t_revival.models.trained_model import TrainedModel
-from t2t_revival.run_dir.training_directory import TrainingDirectory
+from t2t_revival.run_dir.training_directory import TrainingDirectory, require_directory
 
 
 # The decode settings each export fixes (t2t-exporter --decode_hparams).
 SAVED_MODEL_FIXES = ("beam_size", "alpha", "extra_length", "early_stop")
 CTRANSLATE2_FIXES = ("beam_size", "alpha", "extra_length", "batch_size")
-
-
-def require_directory(output_dir: str) -> None:
-    """A UserError when the training directory `output_dir` does not exist."""
-    if not os.path.isdir(output_dir):
-        raise UserError(f"the training directory {output_dir} does not exist; pass the "
-                        f"--output_dir of t2t-trainer. Received: output_dir={output_dir!r}")
 
 
 def load_export_source(output_dir: str, checkpoint_path: str | None,

@@ -10,6 +10,7 @@ from t2t_revival.data.subword_vocabulary import SubwordVocabulary
 from t2t_revival.errors import UserError
 from t2t_revival.hparams import HParams
 from t2t_revival.models.build_model import build_model
+from t2t_revival.phase_times import phase
 from t2t_revival.run_dir.checkpoint_folder import (CheckpointFolder, Log, restore_model_weights,
                                                    stderr_log)
 from t2t_revival.run_dir.run_record import RunRecord
@@ -57,6 +58,7 @@ class TrainedModel:
         if named:
             directory.checkpoints.check_named(checkpoint_path)
         model = build_model(hparams, record.model)
+        phase("built")
         if named:
             restore_model_weights(model, checkpoint_path)
         else:
@@ -69,5 +71,6 @@ class TrainedModel:
                                 f"--checkpoint_path. Received: output_dir={directory.path!r}"
                                 + (f", checkpoint_path={folder.path!r}"
                                    if folder is not directory.checkpoints else ""))
+        phase("restored")
         return cls(hparams=hparams, run_record=record, vocab=vocab,
                    checkpoint_path=checkpoint_path, model=model)

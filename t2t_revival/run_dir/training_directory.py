@@ -4,19 +4,22 @@ from __future__ import annotations
 
 import contextlib
 import os
+import functools
 import shutil
-from typing import Any, Callable
+from typing import TYPE_CHECKING, Any, Callable
 
 from t2t_revival.atomic_file import copy_atomically
 from t2t_revival.data.subword_vocabulary import SubwordVocabulary
 from t2t_revival.errors import UserError
 from t2t_revival.hparams import HParams
 from t2t_revival.run_dir.best_checkpoint import BestCheckpoint
-from t2t_revival.run_dir.checkpoint_folder import CheckpointFolder, Log, stderr_log
 from t2t_revival.run_dir.file_names import (AVERAGED_DIR, CTRANSLATE2_EXPORT_DIR, EXPORT_DIR,
                                             HPARAMS_FILE, RUN_FILE, VOCAB_FILE, checkpoint_step)
 from t2t_revival.run_dir.run_lock import RunLock
 from t2t_revival.run_dir.run_record import RunRecord
+
+if TYPE_CHECKING:   # TensorFlow's; imported on first use (see `checkpoints`)
+    from t2t_revival.run_dir.checkpoint_folder import CheckpointFolder, Log
 
 _AVERAGES_KEPT = 3
 # Averaging smooths the noise of the last updates; checkpoints spread over more
@@ -42,10 +45,24 @@ class TrainingDirectory:
 
     def __init__(self, path: str | os.PathLike, keep: int | None = None):
         self.path = str(path)
-        self.checkpoints = CheckpointFolder(self.path, keep)
+        self._keep = keep
+
+    # The checkpoint folders import TensorFlow (seconds), so they are made on
+    # first use: reading the run files (a decoder checking hparams.json before
+    # the model loads) imports none of it.
+    @functools.cached_property
+    def checkpoints(self) -> CheckpointFolder:
         """The training checkpoints `ckpt-<step>` (`CheckpointFolder`)."""
-        self.averaged = CheckpointFolder(os.path.join(self.path, AVERAGED_DIR), _AVERAGES_KEPT)
+        from t2t_revival.run_dir.checkpoint_folder import CheckpointFolder
+
+        return CheckpointFolder(self.path, self._keep)
+
+    @functools.cached_property
+    def averaged(self) -> CheckpointFolder:
         """t2t-avg-checkpoints' output, `averaged/ckpt-<step>`."""
+        from t2t_revival.run_dir.checkpoint_folder import CheckpointFolder
+
+        return CheckpointFolder(self.averaged_dir, _AVERAGES_KEPT)
 
     @staticmethod
     def holding(checkpoint: str, default: str) -> str:
@@ -84,7 +101,7 @@ class TrainingDirectory:
 
     @property
     def averaged_dir(self) -> str:
-        return self.averaged.path
+        return os.path.join(self.path, AVERAGED_DIR)
 
     @property
     def export_dir(self) -> str:
@@ -140,7 +157,7 @@ class TrainingDirectory:
         return SubwordVocabulary(path)
 
     # ------------------------------------------------------------ maintenance
-    def clean_leftovers(self, log: Log = stderr_log, averaged: bool = False) -> list[str]:
+    def clean_leftovers(self, log: Log | None = None, averaged: bool = False) -> list[str]:
         """Remove what killed saves and writes left behind; return the paths.
 
         Only our own patterns, only inside this directory: by default (the
@@ -151,6 +168,8 @@ class TrainingDirectory:
         export's leftovers are removed by the next export:
         `write_version_directory`.)
         """
+        if log is None:
+            from t2t_revival.run_dir.checkpoint_folder import stderr_log as log
         removed = self.averaged.leftovers() if averaged else \
             self.checkpoints.leftovers(run_files=True)
         for path in removed:
@@ -202,6 +221,13 @@ class TrainingDirectory:
             path = self.averaged.average(model, paths, log)
         log(f"Averaged {_checkpoints(len(paths))} into {path}")
         return path
+
+
+def require_directory(output_dir: str) -> None:
+    """A UserError when the training directory `output_dir` does not exist."""
+    if not os.path.isdir(output_dir):
+        raise UserError(f"the training directory {output_dir} does not exist; pass the "
+                        f"--output_dir of t2t-trainer. Received: output_dir={output_dir!r}")
 
 
 def _checkpoints(n: int) -> str:

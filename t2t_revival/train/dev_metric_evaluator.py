@@ -13,6 +13,7 @@ or the metric --eval_metric chose among the problem's `eval_metrics` (chrF).
 from __future__ import annotations
 
 import time
+from typing import Callable
 
 from t2t_revival.data.problem import Problem
 from t2t_revival.data.scored_predictions import ScoredPredictions, score_name
@@ -68,11 +69,12 @@ class DevMetricEvaluator:
     def __len__(self) -> int:
         return len(self.sources)
 
-    def evaluate(self) -> ScoredPredictions:
-        """Decode the dev sentences with the current weights and score them."""
+    def evaluate(self, compiling: Callable[[int], None] | None = None) -> ScoredPredictions:
+        """Decode the dev sentences with the current weights and score them;
+        `compiling` as `Decoder.translate`'s (called before XLA compiles)."""
         start = time.time()
         try:
-            predictions = self.decoder.translate(self.sources)
+            predictions = self.decoder.translate(self.sources, compiling=compiling)
         except OutOfMemoryError as e:   # said with the trainer's flag
             raise OutOfMemoryError(
                 "decoding the dev sentences", e.reason, self.decoder.out_of_memory_advice(

@@ -2,6 +2,7 @@
 
 from __future__ import annotations
 
+import contextlib
 import dataclasses
 import math
 import os
@@ -15,6 +16,7 @@ from t2t_revival.run_dir.best_record import BestRecord
 from t2t_revival.run_dir.file_names import CHECKPOINT_PREFIX
 from t2t_revival.run_dir.run_record import RunRecord
 from t2t_revival.run_dir.training_directory import TrainingDirectory
+from t2t_revival.train.compile_notice import compile_notice
 from t2t_revival.train.dev_metric_evaluator import DevMetricEvaluator
 from t2t_revival.train.early_stopping import EarlyStopping
 from t2t_revival.train.evaluation import Evaluation
@@ -71,6 +73,7 @@ class Evaluator:
         self.early_stopping: EarlyStopping | None = None
         self._writer = None
         self._last: Evaluation | None = None
+        self._compiled = False   # whether an evaluation ran (and compiled the dev loss)
 
     # ------------------------------------------------------------ dev loss
     def _loss_sums(self, batch):
@@ -155,10 +158,16 @@ class Evaluator:
         if self._last is not None and self._last.step == step:
             return self._last   # stopped early right after evaluating
         self.start()
+        # The first evaluation compiles the dev loss and the dev decoding's
+        # search (minutes on a CPU); it says so, as t2t-decoder does.
+        loss_notice = contextlib.nullcontext() if self._compiled else \
+            compile_notice(self.log, "the dev loss", self.config.xla, "its first evaluation")
+        self._compiled = True
         with self.faults.out_of_memory_named(f"the dev loss at step {step}"):
-            evaluation = self.dev_loss(step)
+            with loss_notice:
+                evaluation = self.dev_loss(step)
             if self.dev_metric is not None:   # the chief decodes; the other workers wait
-                scored = self.dev_metric.evaluate()
+                scored = self.dev_metric.evaluate(compiling=self._compiling_dev_search)
                 evaluation = dataclasses.replace(evaluation, metric=scored.score_name,
                                                  score=scored.score)
         line = (f"eval at step {step}: loss {evaluation.loss:.4f}  "
@@ -174,6 +183,12 @@ class Evaluator:
         self._keep_best(evaluation)
         self._last = evaluation
         return evaluation
+
+    def _compiling_dev_search(self, programs: int) -> None:
+        """`Decoder.translate`'s `compiling` callback for the dev decoding."""
+        self.log(f"compiling the dev decoding's search for XLA: {programs} program"
+                 f"{'s' if programs > 1 else ''} (once; the next evaluations reuse them; "
+                 f"the eval line gives the time)...")
 
     def writer(self):
         """TensorBoard's `output_dir/eval` writer on the chief, a no-op elsewhere."""

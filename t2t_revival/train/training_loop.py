@@ -2,12 +2,14 @@
 
 from __future__ import annotations
 
+import contextlib
 import os
 import time
 from typing import Callable
 
 import tensorflow as tf
 
+from t2t_revival.train.compile_notice import compile_notice
 from t2t_revival.train.evaluator import Evaluator
 from t2t_revival.train.run_checkpoints import RunCheckpoints
 from t2t_revival.train.time_budget import TimeBudget
@@ -77,9 +79,15 @@ class TrainingLoop:
         step = self.step
         writer = self._summary_writer()
         stats = TrainingStats(step, budget.end_step, writer, clock=self.clock)
+        compiled: set[bool] = set()   # which calls ran: one update, several (a program each)
         while step < budget.end_step:
             updates = updates_in_next_call(step, budget.end_step, config)
-            with self.faults.data_errors_named(), \
+            first_call = contextlib.nullcontext() if (updates > 1) in compiled else \
+                compile_notice(self.log, "the training step" if updates == 1 else
+                               "the training step of several updates a call", config.xla,
+                               "its first update" if updates == 1 else "its first updates")
+            compiled.add(updates > 1)
+            with first_call, self.faults.data_errors_named(), \
                     self.faults.out_of_memory_named(f"the update after step {step}"):
                 if updates == 1:
                     loss, tokens, grad_norm = self.update_step.run(iterator)
