@@ -4,8 +4,8 @@ The in-graph twin of `T2TSubwordVocabulary` (same ids, same text), so a
 SavedModel of a run with a T2T vocabulary takes and returns strings. Only
 TensorFlow and tensorflow-text ops (which TF Serving links in):
 
-    tokenize:   regex_split into alphanumeric / other runs (RE2's \\p{L}\\p{N})
-                -> drop inner single spaces -> escape each character (a
+    tokenize:   split into characters, group them into alphanumeric / other
+                runs (RE2's \\p{L}\\p{N}) -> drop inner single spaces -> escape each character (a
                 StaticHashTable holds the alphabet) -> WordpieceTokenizer with
                 suffix_indicator "" (greedy longest match first, as T2T)
     detokenize: gather the subtokens -> join -> split at "_" -> regex_split
@@ -23,7 +23,7 @@ from typing import Sequence
 import tensorflow as tf
 import tensorflow_text as tf_text
 
-_RUNS = r"[\p{L}\p{N}]+|[^\p{L}\p{N}]+"
+_ALPHANUMERIC = r"[\p{L}\p{N}]"
 _ESCAPES = r"\\u|\\\\|\\[0-9]+;"
 _ALPHANUMERIC_FIRST = r"(?s)[\p{L}\p{N}].*"
 _UNDEFINED_CHAR = 0x3013      # T2T's stand-in for an escape of no valid code point
@@ -70,7 +70,7 @@ class T2TSubwordTokenizer(tf.Module):
 
     def tokenize(self, strings) -> tf.RaggedTensor:
         """strings tf.string [B] -> ids RaggedTensor int32 [B, (len)]."""
-        runs = tf_text.regex_split(tf.convert_to_tensor(strings, tf.string), _RUNS, _RUNS)
+        runs = self._runs(tf.convert_to_tensor(strings, tf.string))           # [B, (N)]
         flat = runs.flat_values                                              # [N]
         rowids = runs.value_rowids()
         index = tf.range(tf.size(flat, out_type=tf.int64))
@@ -82,6 +82,26 @@ class T2TSubwordTokenizer(tf.Module):
         subtokens = self._wordpiece.tokenize(escaped)                        # [T_all, (P)]
         ids = tokens.with_flat_values(subtokens).merge_dims(1, 2)            # [B, (len)]
         return tf.cast(ids, tf.int32)
+
+    @staticmethod
+    def _runs(strings) -> tf.RaggedTensor:
+        """strings [B] -> their alphanumeric and other runs [B, (N)].
+
+        Character by character (tensorflow-text's regex_split would stop at a NUL).
+        """
+        chars = tf.strings.unicode_split(strings, "UTF-8")                   # [B, (C)]
+        c = chars.flat_values
+        rowids = chars.value_rowids()
+        alnum = tf.strings.regex_full_match(c, _ALPHANUMERIC)
+        index = tf.range(tf.size(c, out_type=tf.int64))
+        row_start = tf.equal(index, tf.gather(chars.row_starts(), rowids))
+        previous = tf.concat([[False], alnum[:-1]], axis=0)
+        start = tf.logical_or(row_start, tf.not_equal(alnum, previous))
+        run = tf.cumsum(tf.cast(start, tf.int64)) - 1                        # [C_all]
+        text = tf.strings.reduce_join(tf.RaggedTensor.from_value_rowids(
+            c, run, nrows=tf.reduce_sum(tf.cast(start, tf.int64))), axis=-1)
+        return tf.RaggedTensor.from_value_rowids(text, tf.boolean_mask(rowids, start),
+                                                 nrows=chars.nrows())
 
     def _escape(self, tokens):
         """tokens tf.string [T] -> T2T's escaped tokens [T], `_`-terminated."""

@@ -111,6 +111,8 @@ class T2TSubwordVocabulary:
 
     RUN_FILE_NAME = T2T_VOCAB_FILE
     """The name of its copy in a training directory."""
+    RESERVED_PIECES = RESERVED_PIECES
+    """The pieces of PAD_ID and EOS_ID."""
     UNKNOWN_PIECE = RESERVED_PIECES[PAD_ID]
     """What an exporter may name as its unknown token: there is none (every
     character escapes into the alphabet), so PAD stands in, never produced."""
@@ -209,6 +211,10 @@ class T2TSubwordVocabulary:
 
     def id_to_piece(self, i: int) -> str:
         return self._pieces[int(i)]
+
+    def encode_pieces(self, text: str) -> list[str]:
+        """The subtokens of `text` (`encode`'s ids as strings), without EOS."""
+        return [self._pieces[i] for i in self.encode(text)]
 
     def tf_tokenizer(self):
         """A `T2TSubwordTokenizer` giving the same ids and text in-graph.
