@@ -232,12 +232,11 @@ def read_subtokens(path: str) -> tuple[str, ...]:
     try:
         with open(path, "rb") as f:
             data = f.read()
-    except FileNotFoundError:
-        raise DataError(f"No vocabulary at {path}; pass the tensor2tensor vocabulary file "
+    except OSError as e:   # missing, a folder, no permission
+        why = "No vocabulary at" if isinstance(e, FileNotFoundError) else \
+            f"Cannot read ({e.strerror or e}) the vocabulary"
+        raise DataError(f"{why} {path}; pass the tensor2tensor vocabulary file "
                         f"(vocab.<problem>.<size>.subwords). Received: vocab_file={path!r}") from None
-    except OSError as e:
-        raise DataError(f"Cannot read the vocabulary {path} ({e.strerror or e}). "
-                        f"Received: vocab_file={path!r}") from None
     lines = data.split(b"\n")
     if lines[-1] == b"":
         lines.pop()
