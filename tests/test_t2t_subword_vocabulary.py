@@ -21,7 +21,8 @@ from t2t_revival.data.vocabulary_file import is_t2t_vocabulary, load_vocabulary
 
 T2T_SOURCES = ROOT / ".venv" / "tensor2tensor-1.15.7"
 LEGACY = SHARED_DATA / "t2t_legacy"
-VOCABS = ("vocab.translate_ende_wmt8k.8192.subwords", "vocab.translate_ende_wmt32k.32768.subwords")
+VOCABS = ("vocab.translate_ende_wmt8k.8192.subwords",
+          "vocab.translate_ende_wmt32k.32768.subwords")
 # Text T2T's escaping and tokenizer treat specially: underscores, backslashes,
 # escapes written literally, characters outside the alphabet (CJK, emoji,
 # control characters), leading/trailing/multiple spaces, a newline, "".
@@ -217,23 +218,28 @@ def test_decoder_on_a_run_with_a_bad_vocab_subwords_exits_with_one_line(tmp_path
 
 
 # ---- new data encoded with a T2T vocabulary (fine-tuning an imported run) -------------
+def _own_corpora(folder, vocab):
+    """corpora.json and Multi30k lines in `folder`, reusing the vocabulary `vocab`."""
+    folder.mkdir()
+    m30k = SHARED_DATA / "multi30k"
+    for name, stem, count in (("train", "train", 300), ("dev", "val", 30), ("test", "val", 10)):
+        for lang in ("en", "de"):
+            with open(folder / f"{name}.{lang}", "w", encoding="utf-8") as f:
+                f.write("".join(l + "\n" for l in _lines(m30k / f"{stem}.{lang}.gz", count)))
+    (folder / "corpora.json").write_text(json.dumps({
+        "vocab": str(vocab),
+        "train": {"source": "train.en", "target": "train.de"},
+        "dev": {"source": "dev.en", "target": "dev.de"},
+        "test": {"source": "test.en", "target": "test.de"}}))
+    return folder
+
+
 def test_own_data_with_a_t2t_vocab_is_encoded_with_it(tmp_path, shared_data):
     import tensorflow as tf
     from t2t_revival import registry
 
-    corpora = tmp_path / "corpora"
-    corpora.mkdir()
     m30k = shared_data / "multi30k"
-    for name, stem, count in (("train", "train", 300), ("dev", "val", 30), ("test", "val", 10)):
-        for lang in ("en", "de"):
-            with open(corpora / f"{name}.{lang}", "w", encoding="utf-8") as f:
-                f.write("".join(l + "\n" for l in _lines(m30k / f"{stem}.{lang}.gz", count)))
-    shutil.copy(LEGACY / VOCABS[0], corpora / "vocab.subwords")
-    (corpora / "corpora.json").write_text(json.dumps({
-        "vocab": "vocab.subwords",
-        "train": {"source": "train.en", "target": "train.de"},
-        "dev": {"source": "dev.en", "target": "dev.de"},
-        "test": {"source": "test.en", "target": "test.de"}}))
+    corpora = _own_corpora(tmp_path / "corpora", LEGACY / VOCABS[0])
     registry.load_all()
     problem = registry.problems.get("translate_plain_text")(num_workers=1)
     data_dir = tmp_path / "data"
@@ -250,6 +256,35 @@ def test_own_data_with_a_t2t_vocab_is_encoded_with_it(tmp_path, shared_data):
     example = tf.train.Example.FromString(record.numpy())
     targets = list(example.features.feature["targets"].int64_list.value)
     assert targets[-1] == 1 and reference.decode(targets) in _lines(m30k / "val.de.gz", 30)
+
+
+@pytest.mark.slow
+def test_fine_tuning_a_t2t_vocabulary_run_on_new_data(tmp_path):
+    """A run trained on data encoded with the T2T vocabulary keeps vocab.subwords; a
+    --warm_start_from run on other data encoded with that copy trains and decodes."""
+    tiny = ["--hparams_set=transformer_tiny", "--noxla", "--local_eval_frequency=0",
+            "--eval_steps=1", "--eval_decode_sentences=0", "--problem=translate_plain_text",
+            "--hparams=num_hidden_layers=1,d_model=16,d_ff=32,num_heads=2,batch_size=256,"
+            "max_length=32"]
+    source = tmp_path / "source"
+    corpora = _own_corpora(tmp_path / "a", LEGACY / VOCABS[0])
+    out = run_cli("trainer", *tiny, f"--tmp_dir={corpora}",
+                  f"--data_dir={tmp_path / 'data_a'}", f"--output_dir={source}", "--train_steps=1")
+    assert out.returncode == 0, out.stderr[-3000:]
+    assert sorted(p.name for p in source.glob("vocab.*")) == ["vocab.subwords"]
+    assert json.loads((source / "run.json").read_text())["vocab_file"] == "vocab.subwords"
+    fine = tmp_path / "fine"
+    corpora = _own_corpora(tmp_path / "b", source / "vocab.subwords")
+    out = run_cli("trainer", *tiny, f"--tmp_dir={corpora}",
+                  f"--data_dir={tmp_path / 'data_b'}", f"--output_dir={fine}", "--train_steps=3",
+                  f"--warm_start_from={source}")
+    assert out.returncode == 0, out.stderr[-3000:]
+    assert (fine / "vocab.subwords").read_bytes() == (LEGACY / VOCABS[0]).read_bytes()
+    (tmp_path / "in.txt").write_text("A dog runs.\n")
+    out = run_cli("decoder", f"--output_dir={fine}", f"--decode_from_file={tmp_path / 'in.txt'}",
+                  f"--decode_to_file={tmp_path / 'out.txt'}")
+    assert out.returncode == 0, out.stderr[-3000:]
+    assert len((tmp_path / "out.txt").read_text(encoding="utf-8").splitlines()) == 1
 
 
 # ---- exports: text in, text out ----------------------------------------------------

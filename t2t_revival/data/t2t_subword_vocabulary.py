@@ -236,7 +236,8 @@ def read_subtokens(path: str) -> tuple[str, ...]:
         why = "No vocabulary at" if isinstance(e, FileNotFoundError) else \
             f"Cannot read ({e.strerror or e}) the vocabulary"
         raise DataError(f"{why} {path}; pass the tensor2tensor vocabulary file "
-                        f"(vocab.<problem>.<size>.subwords). Received: vocab_file={path!r}") from None
+                        f"(vocab.<problem>.<size>.subwords). "
+                        f"Received: vocab_file={path!r}") from None
     lines = data.split(b"\n")
     if lines[-1] == b"":
         lines.pop()

@@ -32,7 +32,8 @@ How our architecture maps onto the spec, exactly:
   extra_length` positions, or the learned `[max_length, d_model]` table;
 - tokens: the vocabulary's pieces in id order, so CTranslate2 ids equal
   ours (a tensor2tensor vocabulary has no UNK: its `<pad>` stands in as
-  CTranslate2's unknown token, which our tokenization never produces). The decoder starts from PAD (`decoder_start_token="<pad>"`), and
+  CTranslate2's unknown token, which our tokenization never produces). The
+  decoder starts from PAD (`decoder_start_token="<pad>"`), and
   `add_source_eos` appends EOS to the source, as our encoder input has it.
 """
 

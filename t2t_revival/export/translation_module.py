@@ -2,7 +2,8 @@
 
 Everything a TF Serving request needs runs in the graph: tokenization
 (SentencePiece through tensorflow-text, or tensor2tensor's SubwordTextEncoder
-as tf.strings and tensorflow-text ops: `vocab.tf_tokenizer()`), the encoder, beam search with the KV cache,
+as tf.strings and tensorflow-text ops: `vocab.tf_tokenizer()`), the encoder,
+beam search with the KV cache,
 and detokenization. Nothing of this project (and no `py_function`, no XLA) is
 needed to load or run it: TensorFlow plus tensorflow-text's ops, which TF
 Serving links in.
