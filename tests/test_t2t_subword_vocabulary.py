@@ -13,7 +13,7 @@ import sys
 
 import pytest
 
-from conftest import ENV, ROOT, SHARED_DATA, one_line_error, run_cli
+from conftest import ROOT, SHARED_DATA, one_line_error, run_cli
 from t2t_revival.data.data_error import DataError
 from t2t_revival.data.subword_vocabulary import SubwordVocabulary
 from t2t_revival.data.t2t_subword_vocabulary import T2TSubwordVocabulary
