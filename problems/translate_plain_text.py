@@ -31,6 +31,8 @@ from t2t_revival.data.corpora_spec import CorporaSpec
 from t2t_revival.data.data_error import DataError
 from t2t_revival.data.sharded_record_writer import ShardedRecordWriter
 from t2t_revival.data.subword_vocabulary import SubwordVocabulary
+from t2t_revival.data.t2t_subword_vocabulary import T2TSubwordVocabulary
+from t2t_revival.data.vocabulary_file import is_t2t_vocabulary
 from t2t_revival.data.text2text_problem import Text2TextProblem
 from t2t_revival.data.text_pair_reader import TextPairReader
 from t2t_revival.registry import register_problem
@@ -129,21 +131,26 @@ class TranslatePlainText(Text2TextProblem):
 
     def _remove_outputs(self, data_dir: str, keep: set[str]) -> None:
         """Remove the files this problem writes in data_dir, but those in `keep`."""
-        prefixes = (f"{self.name}-", f"{self.name}.", f"vocab.{self.name}.model")
+        prefixes = (f"{self.name}-", f"{self.name}.", f"vocab.{self.name}.")
         for name in set(os.listdir(data_dir)) - keep:
             if name.startswith(prefixes):
                 with contextlib.suppress(FileNotFoundError):
                     os.unlink(os.path.join(data_dir, name))
 
-    def _make_vocabulary(self, data_dir: str, tmp_dir: str) -> SubwordVocabulary:
+    def _make_vocabulary(self, data_dir: str, tmp_dir: str
+                         ) -> SubwordVocabulary | T2TSubwordVocabulary:
+        """corpora.json's "vocab" copied into data_dir (a tensor2tensor one as
+        vocab.<name>.subwords), or else a SentencePiece model trained."""
         vocab = self._spec().vocab
-        if vocab and not os.path.isfile(self.vocab_file(data_dir)):
-            copy_atomically(vocab, self.vocab_file(data_dir))
-            logging.info("%s: reusing the vocabulary %s", self.name, vocab)
+        if vocab:
+            copy = self.vocab_file_of(data_dir, t2t=is_t2t_vocabulary(vocab))
+            if not os.path.isfile(copy):
+                copy_atomically(vocab, copy)
+                logging.info("%s: reusing the vocabulary %s", self.name, vocab)
         return super()._make_vocabulary(data_dir, tmp_dir)
 
-    def _write_split(self, split: str, vocab: SubwordVocabulary, data_dir: str,
-                     tmp_dir: str) -> None:
+    def _write_split(self, split: str, vocab: SubwordVocabulary | T2TSubwordVocabulary,
+                     data_dir: str, tmp_dir: str) -> None:
         if split != "train":
             super()._write_split(split, vocab, data_dir, tmp_dir)
             return

@@ -39,19 +39,21 @@ def make_random_run_dir(path: pathlib.Path, vocab_file: str, seed: int, step: in
     """Write a training directory at `path` whose checkpoint ckpt-<step> holds
     random weights drawn with `seed`; `boost` scales more output rows ({id:
     factor}: the model says those ids often). Returns its path."""
-    from t2t_revival.data.subword_vocabulary import SubwordVocabulary
+    from t2t_revival.data.vocabulary_file import load_vocabulary
     from t2t_revival.hparams import HParams
     from t2t_revival.models.build_model import build_model
     from t2t_revival.run_dir.checkpoint_variables import make_checkpoint
     from t2t_revival.run_dir.run_record import RunRecord
     from t2t_revival.run_dir.training_directory import TrainingDirectory
 
-    vocab_size = SubwordVocabulary(vocab_file).vocab_size
+    vocab = load_vocabulary(vocab_file)   # SentencePiece, or a tensor2tensor .subwords
+    vocab_size = vocab.vocab_size
     hparams = HParams(**{**HPARAMS, "vocab_size": vocab_size, **overrides})
     run_dir = TrainingDirectory(path, keep=5)
     run_dir.write_run_files(hparams, RunRecord(problem="translate_ende_multi30k",
                                                model="transformer",
-                                               hparams_set="random_tiny"), vocab_file)
+                                               hparams_set="random_tiny",
+                                               vocab_file=vocab.RUN_FILE_NAME), vocab_file)
     keras.utils.set_random_seed(seed)
     model = build_model(hparams)
     embedding = model.shared_embedding.weights[0]

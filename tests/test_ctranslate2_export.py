@@ -283,9 +283,8 @@ def test_every_engine_decodes_to_the_same_length_limit(encoding, vocab_file, tmp
 
     decoder = decoder_of(out_dir)
     expected = decoder.translate(sentences)
-    with open(os.path.join(out_dir, "vocab.model"), "rb") as f:
-        module = TranslationModule(decoder.model, decoder.hparams, decoder.decode_hparams,
-                                   f.read())
+    module = TranslationModule(decoder.model, decoder.hparams, decoder.decode_hparams,
+                               vocab)
     ids = module.translate_ids(tf.constant(
         [vocab.encode(s) + [1] for s in sentences[:1]], tf.int32))["outputs"].numpy()
     # The random model never says EOS: it runs to the limit.

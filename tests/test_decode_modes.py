@@ -312,9 +312,8 @@ def test_a_model_that_spells_line_breaks_and_tabs_gives_one_line_each(tmp_path):
     best = decoder.translate(SOURCES)
     assert not any(c in line for line in best for c in "\n\r\t")
     assert best == [line.split("\t")[0] for line in nbest]
-    with open(vocab_file, "rb") as f:
-        module = TranslationModule(decoder.model, decoder.hparams, decoder.decode_hparams,
-                                   f.read())
+    module = TranslationModule(decoder.model, decoder.hparams, decoder.decode_hparams,
+                               vocab)
     served = module.serve(tf.constant(SOURCES))["outputs"].numpy()
     assert [t.decode("utf-8") for t in served] == best
 

@@ -11,8 +11,10 @@
 
 Paths are relative to the folder of corpora.json (or absolute). "dev" and
 "test" take one corpus or a list (concatenated). Instead of "vocab_size",
-"vocab" names an existing SentencePiece model to reuse (fine-tuning a run on
-new data keeps its vocabulary). Every mistake (an unknown key, a missing or
+"vocab" names an existing vocabulary to reuse (fine-tuning a run on new data
+keeps its vocabulary): a SentencePiece model (`vocab.model`), or a
+tensor2tensor SubwordTextEncoder file (`*.subwords`, the vocab.subwords of a
+run imported from tensor2tensor), which the data is then encoded with. Every mistake (an unknown key, a missing or
 empty file, a weight that is not a positive number, a corpus list that is
 empty) is one DataError naming the file and the key.
 """
@@ -45,7 +47,8 @@ class CorporaSpec:
         path: where the spec was read from.
         source_lang, target_lang: language codes (informational; "" when unset).
         vocab_size: pieces of the shared SentencePiece vocabulary.
-        vocab: an existing SentencePiece model to reuse instead of training one ("").
+        vocab: an existing vocabulary to reuse instead of training one (""): a
+            SentencePiece model or a tensor2tensor `*.subwords` file.
         train, dev, test: the corpora of each split, with absolute paths.
     """
 
@@ -124,13 +127,14 @@ class CorporaSpec:
             vocab_size = values["vocab_size"]
         elif vocab:
             if not isinstance(vocab, str):
-                raise bad("\"vocab\" must be the path of a SentencePiece .model", f"vocab={vocab!r}")
+                raise bad("\"vocab\" must be the path of a SentencePiece .model or a "
+                          "tensor2tensor .subwords vocabulary", f"vocab={vocab!r}")
             vocab = os.path.join(base, os.path.expanduser(vocab))
             if not os.path.isfile(vocab):
                 raise bad(f"the \"vocab\" file {vocab} {_not_a_file(vocab)}",
                           f"vocab={values['vocab']!r}")
-            from t2t_revival.data.subword_vocabulary import SubwordVocabulary
-            vocab_size = SubwordVocabulary(vocab).vocab_size
+            from t2t_revival.data.vocabulary_file import load_vocabulary
+            vocab_size = load_vocabulary(vocab).vocab_size
             if "vocab_size" in values and values["vocab_size"] != vocab_size:
                 raise bad(f"\"vocab_size\" {values['vocab_size']} differs from the "
                           f"{vocab_size} pieces of \"vocab\"; leave vocab_size out",

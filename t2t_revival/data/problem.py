@@ -12,6 +12,8 @@ from absl import logging
 from t2t_revival.data.data_error import DataError
 from t2t_revival.data.scored_predictions import ScoredPredictions
 from t2t_revival.data.subword_vocabulary import SubwordVocabulary
+from t2t_revival.data.t2t_subword_vocabulary import T2TSubwordVocabulary
+from t2t_revival.data.vocabulary_file import T2T_SUFFIX, load_vocabulary
 from t2t_revival.errors import UserError
 from t2t_revival.registry import snake_case
 from t2t_revival.usable_cores import usable_cores
@@ -97,7 +99,16 @@ class Problem:
 
     # ---- files in data_dir --------------------------------------------
     def vocab_file(self, data_dir: str) -> str:
-        return os.path.join(data_dir, f"vocab.{self.name}.model")
+        """`vocab.<name>.model` (SentencePiece), or `vocab.<name>.subwords`
+        (a tensor2tensor vocabulary the data was encoded with) where that one
+        is there."""
+        t2t = self.vocab_file_of(data_dir, t2t=True)
+        return t2t if os.path.isfile(t2t) else self.vocab_file_of(data_dir, t2t=False)
+
+    def vocab_file_of(self, data_dir: str, t2t: bool) -> str:
+        """`vocab.<name>.subwords` (a tensor2tensor vocabulary datagen encodes
+        with) when `t2t`, else `vocab.<name>.model` (SentencePiece)."""
+        return os.path.join(data_dir, f"vocab.{self.name}{T2T_SUFFIX if t2t else '.model'}")
 
     def data_files(self, split: str, data_dir: str) -> list[str]:
         """The TFRecord shard paths of `split` ("train" or "dev")."""
@@ -132,8 +143,8 @@ class Problem:
     def generate_data(self, data_dir: str, tmp_dir: str) -> None:
         raise NotImplementedError
 
-    def vocabulary(self, data_dir: str) -> SubwordVocabulary:
-        return SubwordVocabulary(self.vocab_file(data_dir))
+    def vocabulary(self, data_dir: str) -> SubwordVocabulary | T2TSubwordVocabulary:
+        return load_vocabulary(self.vocab_file(data_dir))
 
     def hparams_overrides(self, hparams: Any) -> dict[str, Any]:
         """HParams fields this problem sets: the vocabulary size."""

@@ -30,7 +30,7 @@ from absl import logging
 from t2t_revival.atomic_file import (atomic_open, disk_failure, disk_failure_fix,
                                      write_atomically)
 from t2t_revival.errors import UserError
-from t2t_revival.data.subword_vocabulary import SubwordVocabulary
+from t2t_revival.data.vocabulary_file import load_vocabulary
 from t2t_revival.protobuf_wire import varint
 from t2t_revival.special_ids import EOS_ID
 
@@ -111,7 +111,7 @@ _worker_vocab = None
 
 def _init_worker(vocab_file: str) -> None:
     global _worker_vocab
-    _worker_vocab = SubwordVocabulary(vocab_file)
+    _worker_vocab = load_vocabulary(vocab_file)
 
 
 def _init_worker_process(vocab_file: str, parent: int) -> None:

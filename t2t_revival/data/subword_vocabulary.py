@@ -13,6 +13,7 @@ import sentencepiece as spm
 
 from t2t_revival.atomic_file import write_atomically
 from t2t_revival.data.data_error import DataError
+from t2t_revival.run_dir.file_names import VOCAB_FILE
 from t2t_revival.special_ids import EOS_ID, PAD_ID, UNK_ID
 
 
@@ -32,6 +33,13 @@ class SubwordVocabulary:
     Args:
         model_file: path of the SentencePiece `.model` file.
     """
+
+    RUN_FILE_NAME = VOCAB_FILE
+    """The name of its copy in a training directory."""
+    RESERVED_PIECES = ("<pad>", "</s>", "<unk>")
+    """The pieces of PAD_ID, EOS_ID and UNK_ID."""
+    UNKNOWN_PIECE = "<unk>"
+    """The piece of UNK_ID (an exporter's unknown token)."""
 
     def __init__(self, model_file: str):
         self.model_file = str(model_file)
@@ -91,6 +99,14 @@ class SubwordVocabulary:
 
     def id_to_piece(self, i: int) -> str:
         return self._sp.id_to_piece(int(i))
+
+    def encode_pieces(self, text: str) -> list[str]:
+        """The pieces of `text` (`encode`'s ids as strings), without EOS."""
+        return self._sp.encode(text, out_type=str)
+
+    def decode_pieces(self, pieces: Sequence[str]) -> str:
+        """Text of pieces (no EOS/PAD among them)."""
+        return self._sp.decode(list(pieces))
 
     def tf_tokenizer(self):
         """A `tensorflow_text.SentencepieceTokenizer` giving the same ids in-graph.

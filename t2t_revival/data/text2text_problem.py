@@ -15,6 +15,7 @@ from t2t_revival.data.problem import Problem
 from t2t_revival.data.remote_file import RemoteFile, fetch_all
 from t2t_revival.data.sharded_record_writer import ShardedRecordWriter
 from t2t_revival.data.subword_vocabulary import SubwordVocabulary
+from t2t_revival.data.vocabulary_file import load_vocabulary
 from t2t_revival.data.text_pair_reader import TextPairReader
 
 
@@ -73,9 +74,11 @@ class Text2TextProblem(Problem):
         data_dir, tmp_dir = str(data_dir), str(tmp_dir)
         os.makedirs(data_dir, exist_ok=True)
         # What a killed run left half-written (its outputs are named after
-        # the problem: `<name>-...`, `<name>.corpora.json`, `vocab.<name>.model`).
+        # the problem: `<name>-...`, `<name>.corpora.json`, `vocab.<name>.model`,
+        # `vocab.<name>.subwords`).
         removed = remove_leftover_temporaries(
-            data_dir, (f"{self.name}-", f"{self.name}.", f"vocab.{self.name}.model."))
+            data_dir, (f"{self.name}-", f"{self.name}.", f"vocab.{self.name}.model.",
+                       f"vocab.{self.name}.subwords."))
         if removed:
             logging.info("%s: removed %d temporary file(s) of an interrupted datagen: %s",
                          self.name, len(removed), ", ".join(removed))
@@ -98,7 +101,7 @@ class Text2TextProblem(Problem):
     def _make_vocabulary(self, data_dir: str, tmp_dir: str) -> SubwordVocabulary:
         path = self.vocab_file(data_dir)
         if os.path.isfile(path):
-            return SubwordVocabulary(path)
+            return load_vocabulary(path)
         start = time.time()
         logging.info("%s: training a %d-piece BPE vocabulary on up to %d sentences",
                      self.name, self.vocab_size, self.vocab_max_sentences)

@@ -11,7 +11,8 @@ here and in `CTranslate2Translator`.
 The version directory holds:
 
     model.bin, config.json, shared_vocabulary.json   the CTranslate2 model
-    vocab.model                                      the SentencePiece model
+    vocab.model or vocab.subwords                    the vocabulary (SentencePiece, or
+                                                     tensor2tensor's SubwordTextEncoder)
     t2t_export.json                                  decode settings (beam,
                                                      alpha, extra length, ...)
     README.md                                        how to use it
@@ -35,8 +36,10 @@ How our architecture maps onto the spec, exactly:
   not CTranslate2's built-in concatenated layout) or tensor2tensor's
   (`t2t_sinusoid`) for `max_length + extra_length` positions, or the learned
   `[max_length, d_model]` table;
-- tokens: the SentencePiece pieces in id order, so CTranslate2 ids equal
-  ours. The decoder starts from PAD (`decoder_start_token="<pad>"`), and
+- tokens: the vocabulary's pieces in id order, so CTranslate2 ids equal
+  ours (a tensor2tensor vocabulary has no UNK: its `<pad>` stands in as
+  CTranslate2's unknown token, which our tokenization never produces). The
+  decoder starts from PAD (`decoder_start_token="<pad>"`), and
   `add_source_eos` appends EOS to the source, as our encoder input has it.
 """
 
@@ -54,7 +57,7 @@ from t2t_revival.errors import UserError
 from t2t_revival.export.ctranslate2_translator import EXPORT_CONFIG, INSTALL_HINT
 from t2t_revival.export.version_directory import checkpoint_version, write_version_directory
 from t2t_revival.run_dir.file_names import VOCAB_FILE
-from t2t_revival.special_ids import EOS_ID, PAD_ID, UNK_ID
+from t2t_revival.special_ids import EOS_ID, PAD_ID
 
 # Weight types CTranslate2 can store (ctranslate2.specs.model_spec.ACCEPTED_MODEL_TYPES).
 QUANTIZATIONS = ("float32", "int8", "int8_float32", "int8_float16", "int8_bfloat16",
@@ -109,7 +112,7 @@ def _check_supported(model, hparams) -> None:
                         f"instead. Received: hparams={hparams.to_dict()!r}")
 
 
-def _build_spec(model, hparams, pieces: list[str], num_positions: int):
+def _build_spec(model, hparams, pieces: list[str], num_positions: int, unk_token: str):
     """A `ctranslate2.specs.TransformerSpec` holding `model`'s weights."""
     from ctranslate2 import specs
 
@@ -193,7 +196,7 @@ def _build_spec(model, hparams, pieces: list[str], num_positions: int):
     spec.register_source_vocabulary(pieces)
     spec.register_target_vocabulary(pieces)
     config = spec.config
-    config.unk_token = pieces[UNK_ID]
+    config.unk_token = unk_token
     config.eos_token = pieces[EOS_ID]
     # There is no BOS: the decoder's start symbol is PAD (id 0).
     config.bos_token = pieces[PAD_ID]
@@ -215,22 +218,25 @@ def _vocabulary_pieces(vocab, vocab_size: int) -> list[str]:
     # Embedding rows past the vocabulary (a rounded-up vocab_size) get unused names.
     pieces += [f"<t2t_unused_{i}>" for i in range(count, vocab_size)]
     if len(set(pieces)) != len(pieces):
-        raise UserError("the SentencePiece vocabulary has duplicate pieces, so its ids "
+        raise UserError("the vocabulary has duplicate pieces, so its ids "
                         "cannot map 1:1 onto CTranslate2 tokens; regenerate it with "
                         f"t2t-datagen. Received: model_file={vocab.model_file!r}")
-    if [pieces[PAD_ID], pieces[EOS_ID], pieces[UNK_ID]] != ["<pad>", "</s>", "<unk>"]:
-        raise UserError("the vocabulary's first pieces are not <pad>, </s>, <unk> "
+    reserved = list(vocab.RESERVED_PIECES)
+    if pieces[:len(reserved)] != reserved:
+        raise UserError(f"the vocabulary's first pieces are not {', '.join(reserved)} "
                         "(PAD=0, EOS=1, UNK=2); regenerate it with t2t-datagen. "
-                        f"Received: pieces={pieces[:3]!r}")
+                        f"Received: pieces={pieces[:len(reserved)]!r}")
     return pieces
 
 
-def _readme(version_dir_name: str, settings: dict) -> str:
+def _readme(version_dir_name: str, settings: dict, vocab_file: str) -> str:
+    sentencepiece = vocab_file == VOCAB_FILE
+    eos = "</s>" if sentencepiece else "<EOS>"
     return f"""# CTranslate2 export of a t2t-revival model
 
 Checkpoint: `{settings['checkpoint']}` (step {settings['step']}), weights stored as
-`{settings['quantization']}`. Tokens are the SentencePiece pieces of `vocab.model`
-(ids equal t2t-revival's); the model appends `</s>` to the source itself.
+`{settings['quantization']}`. Tokens are the pieces of `{vocab_file}`
+(ids equal t2t-revival's); the model appends `{eos}` to the source itself.
 
 With t2t-revival (same beam settings as t2t-decoder: beam {settings['beam_size']},
 alpha {settings['alpha']}, extra length {settings['extra_length']}):
@@ -240,7 +246,23 @@ from t2t_revival.export.ctranslate2_translator import CTranslate2Translator
 translator = CTranslate2Translator("{version_dir_name}", compute_type="int8")
 print(translator.translate(["A man is riding a bike."]))
 ```
+{_sentencepiece_only(version_dir_name, settings) if sentencepiece else _t2t_tokens()}
+CTranslate2 normalizes scores by length ** length_penalty, not by GNMT's
+((5 + length) / 6) ** alpha; `CTranslate2Translator` re-ranks CTranslate2's
+n-best list with the GNMT penalty, as t2t-decoder ranks (see t2t_export.json).
+"""
 
+
+def _t2t_tokens() -> str:
+    return """
+The tokens are tensor2tensor SubwordTextEncoder subtokens:
+`t2t_revival.data.t2t_subword_vocabulary.T2TSubwordVocabulary(path).encode_pieces(text)`
+(pure Python, no TensorFlow) gives them, and its `decode_pieces` turns them back into text.
+"""
+
+
+def _sentencepiece_only(version_dir_name: str, settings: dict) -> str:
+    return f"""
 With CTranslate2 and SentencePiece only:
 
 ```python
@@ -253,10 +275,6 @@ results = translator.translate_batch(tokens, beam_size={settings['beam_size']},
                                      max_input_length={settings['max_input_length']})
 print(sp.decode(results[0].hypotheses[0]))
 ```
-
-CTranslate2 normalizes scores by length ** length_penalty, not by GNMT's
-((5 + length) / 6) ** alpha; `CTranslate2Translator` re-ranks CTranslate2's
-n-best list with the GNMT penalty, as t2t-decoder ranks (see t2t_export.json).
 """
 
 
@@ -274,8 +292,8 @@ def export_ctranslate2(output_dir: str, checkpoint_path: str | None = None,
     """Write a CTranslate2 model directory; return it.
 
     Args:
-        output_dir: the training directory (hparams.json, run.json, vocab.model,
-            checkpoints).
+        output_dir: the training directory (hparams.json, run.json, vocab.model
+            or vocab.subwords, checkpoints).
         checkpoint_path: a checkpoint prefix; default the latest in output_dir.
         decode_overrides: the parsed --decode_hparams, over the beam settings
             of hparams.json (beam_size, alpha, extra_length, batch_size; no
@@ -304,7 +322,8 @@ def export_ctranslate2(output_dir: str, checkpoint_path: str | None = None,
     pieces = _vocabulary_pieces(trained.vocab, hparams.vocab_size)
     num_positions = longest_decode_length(hparams.max_length, dhp.extra_length,
                                           hparams.position_encoding)
-    spec = _build_spec(trained.model, hparams, pieces, num_positions)
+    spec = _build_spec(trained.model, hparams, pieces, num_positions,
+                       trained.vocab.UNKNOWN_PIECE)
     spec.validate()
     spec.optimize(quantization=quantization)
 
@@ -333,11 +352,12 @@ def export_ctranslate2(output_dir: str, checkpoint_path: str | None = None,
     def write(tmp: str) -> None:
         os.makedirs(tmp)
         spec.save(tmp)
-        shutil.copyfile(trained.vocab.model_file, os.path.join(tmp, VOCAB_FILE))
+        vocab_file = trained.vocab.RUN_FILE_NAME
+        shutil.copyfile(trained.vocab.model_file, os.path.join(tmp, vocab_file))
         with open(os.path.join(tmp, EXPORT_CONFIG), "w", encoding="utf-8") as f:
             json.dump(settings, f, indent=2, sort_keys=True)
             f.write("\n")
         with open(os.path.join(tmp, "README.md"), "w", encoding="utf-8") as f:
-            f.write(_readme(final, settings))
+            f.write(_readme(final, settings, vocab_file))
 
     return write_version_directory(export_dir, version, write)

@@ -5,7 +5,9 @@
     translator.translate(["A man is riding a bike."])
 
 Imports ctranslate2 and sentencepiece only (no TensorFlow), so a server that
-serves the export needs neither TensorFlow nor Keras.
+serves the export needs neither TensorFlow nor Keras. The export's vocabulary
+is SentencePiece's `vocab.model` or tensor2tensor's `vocab.subwords`
+(`vocabulary_file.load_vocabulary`; pure Python).
 
 Decoding follows `t2t-decoder` as closely as CTranslate2 allows:
 - the beam settings (beam_size, alpha, extra_length, batch_size) come from the
@@ -39,7 +41,7 @@ from typing import Callable, Sequence
 from t2t_revival import decode_length
 from t2t_revival.setting_ranges import out_of_range
 from t2t_revival.errors import UserError
-from t2t_revival.run_dir.file_names import VOCAB_FILE
+from t2t_revival.special_ids import EOS_ID
 from t2t_revival.text_lines import one_field
 from t2t_revival.usable_cores import usable_cores
 
@@ -50,7 +52,6 @@ INSTALL_HINT = ('python -m pip install -e ".[ctranslate2]" from the clone\'s roo
                 '(or pip install "ctranslate2>=4.5,<5")')
 EXPORT_CONFIG = "t2t_export.json"
 """The export's decode settings, written by `export_ctranslate2`."""
-EOS_PIECE = "</s>"
 
 
 def thread_setting(intra_threads: int, inter_threads: int, on_gpu: bool,
@@ -78,7 +79,7 @@ class CTranslate2Translator:
 
     Args:
         export_dir: a version directory written by `export_ctranslate2`
-            (model.bin, vocab.model, t2t_export.json), or the folder of versions
+            (model.bin, vocab.model or vocab.subwords, t2t_export.json), or the folder of versions
             above it (`output_dir/export/ctranslate2`): then the highest version,
             as TF Serving picks from its model base path.
         device: "cpu", "cuda" or "auto".
@@ -133,7 +134,8 @@ class CTranslate2Translator:
         self.cut_inputs = 0
         try:
             import ctranslate2
-            import sentencepiece as spm
+
+            from t2t_revival.data.vocabulary_file import load_vocabulary, vocabulary_in
         except ImportError as e:
             raise UserError(f"translating with a CTranslate2 export needs the optional "
                             f"ctranslate2 package ({e}); install it with {INSTALL_HINT}. "
@@ -156,8 +158,9 @@ class CTranslate2Translator:
                             f"Received: export_dir={export_dir!r}") from None
         self.settings.update({k: v for k, v in overrides.items() if v is not None})
         self.export_dir = export_dir
-        self._sp = spm.SentencePieceProcessor(
-            model_file=os.path.join(export_dir, VOCAB_FILE))
+        self.vocab = load_vocabulary(vocabulary_in(export_dir))
+        """The export's vocabulary (`SubwordVocabulary` or `T2TSubwordVocabulary`)."""
+        self._eos_piece = self.vocab.id_to_piece(EOS_ID)
         try:
             self.translator = ctranslate2.Translator(
                 export_dir, device=device, compute_type=compute_type,
@@ -193,7 +196,7 @@ class CTranslate2Translator:
         """Best hypothesis (pieces, without EOS) and its GNMT score, for one batch.
 
         Args:
-            pieces: SentencePiece pieces of each source sentence, without EOS
+            pieces: the vocabulary's pieces of each source sentence, without EOS
                 (the model appends it), none empty.
         """
         longest = max(len(p) for p in pieces) + 1  # + EOS
@@ -210,7 +213,7 @@ class CTranslate2Translator:
                 log_prob = score * length ** self.alpha
                 candidates.append((log_prob / self._gnmt_penalty(length), hypothesis))
             score, hypothesis = max(candidates, key=lambda c: c[0])
-            if hypothesis and hypothesis[-1] == EOS_PIECE:
+            if hypothesis and hypothesis[-1] == self._eos_piece:
                 hypothesis = hypothesis[:-1]
             best.append((hypothesis, score))
         return best
@@ -224,7 +227,7 @@ class CTranslate2Translator:
         max_input = int(self.settings["max_input_length"])
         self.cut_inputs = 0
         for i, sentence in enumerate(sentences):
-            pieces = self._sp.encode(sentence, out_type=str) if sentence.strip() else []
+            pieces = self.vocab.encode_pieces(sentence) if sentence.strip() else []
             if len(pieces) + 1 > max_input:  # + the EOS the model appends
                 if self.long_inputs == "refuse":
                     decode_length.check_input_length(i + 1, len(pieces) + 1, max_input,
@@ -234,7 +237,7 @@ class CTranslate2Translator:
             encoded.append(pieces)
 
         def decode_batch(chunk: list[int]) -> list[str]:
-            return [one_field(self._sp.decode(hypothesis)) for hypothesis, _ in
+            return [one_field(self.vocab.decode_pieces(hypothesis)) for hypothesis, _ in
                     self.translate_pieces([encoded[i] for i in chunk])]
 
         # The same order and batches as `Decoder.translate`.

@@ -25,8 +25,8 @@ def export_saved_model(output_dir: str, checkpoint_path: str | None = None,
     """Write a SavedModel for TF Serving; return the version directory.
 
     Args:
-        output_dir: the training directory (hparams.json, run.json, vocab.model,
-            checkpoints).
+        output_dir: the training directory (hparams.json, run.json, vocab.model
+            or vocab.subwords, checkpoints).
         checkpoint_path: a checkpoint prefix; default the latest in output_dir.
         decode_overrides: the parsed --decode_hparams, over the beam settings
             of hparams.json (beam_size, alpha, extra_length, early_stop; no
@@ -52,9 +52,7 @@ def export_saved_model(output_dir: str, checkpoint_path: str | None = None,
     directory, trained, settings = load_export_source(output_dir, checkpoint_path,
                                                       decode_overrides, SAVED_MODEL_FIXES,
                                                       "SavedModel")
-    with open(trained.vocab.model_file, "rb") as f:
-        vocab_model = f.read()
-    module = TranslationModule(trained.model, trained.hparams, settings, vocab_model, xla=xla)
+    module = TranslationModule(trained.model, trained.hparams, settings, trained.vocab, xla=xla)
     export_dir = export_dir or directory.export_dir
     version = checkpoint_version(trained.checkpoint_path) if version is None else int(version)
 

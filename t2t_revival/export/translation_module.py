@@ -1,7 +1,9 @@
 """`TranslationModule`: the `tf.Module` saved as the serving SavedModel.
 
-Everything a TF Serving request needs runs in the graph: SentencePiece
-tokenization (tensorflow-text), the encoder, beam search with the KV cache,
+Everything a TF Serving request needs runs in the graph: tokenization
+(SentencePiece through tensorflow-text, or tensor2tensor's SubwordTextEncoder
+as tf.strings and tensorflow-text ops: `vocab.tf_tokenizer()`), the encoder,
+beam search with the KV cache,
 and detokenization. Nothing of this project (and no `py_function`, no XLA) is
 needed to load or run it: TensorFlow plus tensorflow-text's ops, which TF
 Serving links in.
@@ -63,27 +65,24 @@ _STAGED_BUCKETS = (8, 16, 32, 64)
 
 
 class TranslationModule(tf.Module):
-    """A trained model, its SentencePiece vocabulary and its decode settings.
+    """A trained model, its vocabulary's in-graph tokenizer and its decode settings.
 
     Args:
         model: the restored `Transformer` (built, weights loaded).
         hparams: its `HParams` (max_length, position_encoding).
         decode_hparams: `DecodeHParams` (beam_size, alpha, extra_length, early_stop).
-        vocab_model: the bytes of the SentencePiece `.model` file.
+        vocab: its vocabulary (`SubwordVocabulary` or `T2TSubwordVocabulary`),
+            whose `tf_tokenizer()` the module holds.
         xla: compile the encoder and beam search with XLA (see the module doc).
     """
 
-    def __init__(self, model, hparams, decode_hparams, vocab_model: bytes,
-                 xla: bool = False):
+    def __init__(self, model, hparams, decode_hparams, vocab, xla: bool = False):
         super().__init__(name="t2t_translation")
-        import tensorflow_text as tf_text
-
         self._model = model
         # Keras 3 does not expose layers kept in Python lists to tf.train's
         # object graph; track every weight explicitly so the SavedModel holds them.
         self._weights = model_variables(model)
-        self._tokenizer = tf_text.SentencepieceTokenizer(
-            model=vocab_model, out_type=tf.int32, add_bos=False, add_eos=False)
+        self._tokenizer = vocab.tf_tokenizer()
         self._max_length = int(hparams.max_length)
         self._position_limit = decode_length.position_limit(hparams.position_encoding,
                                                             hparams.max_length)

@@ -7,6 +7,7 @@ import os
 from typing import Any
 
 from t2t_revival.data.subword_vocabulary import SubwordVocabulary
+from t2t_revival.data.t2t_subword_vocabulary import T2TSubwordVocabulary
 from t2t_revival.errors import UserError
 from t2t_revival.hparams import HParams
 from t2t_revival.models.build_model import build_model
@@ -32,7 +33,7 @@ class TrainedModel:
 
     hparams: HParams
     run_record: RunRecord
-    vocab: SubwordVocabulary
+    vocab: SubwordVocabulary | T2TSubwordVocabulary
     checkpoint_path: str
     model: Any
 

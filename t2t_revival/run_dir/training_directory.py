@@ -10,6 +10,8 @@ from typing import TYPE_CHECKING, Any, Callable
 
 from t2t_revival.atomic_file import copy_atomically
 from t2t_revival.data.subword_vocabulary import SubwordVocabulary
+from t2t_revival.data.t2t_subword_vocabulary import T2TSubwordVocabulary
+from t2t_revival.data.vocabulary_file import load_vocabulary, vocabulary_in
 from t2t_revival.errors import UserError
 from t2t_revival.hparams import HParams
 from t2t_revival.run_dir.best_checkpoint import BestCheckpoint
@@ -96,8 +98,10 @@ class TrainingDirectory:
 
     @property
     def vocab_file(self) -> str:
-        """Where the trainer copies the vocabulary (`run.json` may name another)."""
-        return os.path.join(self.path, VOCAB_FILE)
+        """The run's vocabulary copy: vocab.model, or vocab.subwords (a
+        tensor2tensor vocabulary) where only that one is there (`run.json`
+        may name another)."""
+        return vocabulary_in(self.path)
 
     @property
     def averaged_dir(self) -> str:
@@ -147,14 +151,22 @@ class TrainingDirectory:
         copy_atomically(vocab_source, os.path.join(self.path, record.vocab_file))
         record.save(self.run_file)
 
-    def vocabulary(self, record: RunRecord) -> SubwordVocabulary:
-        """The run's copy of the shared vocabulary."""
-        path = os.path.join(self.path, record.vocab_file)
+    def vocabulary_path(self, record: RunRecord) -> str:
+        """The path of the run's vocabulary: run.json's `vocab_file`; a run.json
+        without one (the default, vocab.model) in a directory that holds only
+        vocab.subwords names that one."""
+        if record.vocab_file == VOCAB_FILE:
+            return self.vocab_file
+        return os.path.join(self.path, record.vocab_file)
+
+    def vocabulary(self, record: RunRecord) -> SubwordVocabulary | T2TSubwordVocabulary:
+        """The run's copy of the shared vocabulary (SentencePiece or tensor2tensor's)."""
+        path = self.vocabulary_path(record)
         if not os.path.isfile(path):
             raise UserError(f"the vocabulary {path} is missing from the training "
                             f"directory; rerun t2t-trainer there to restore it. "
                             f"Received: output_dir={self.path!r}")
-        return SubwordVocabulary(path)
+        return load_vocabulary(path)
 
     # ------------------------------------------------------------ maintenance
     def clean_leftovers(self, log: Log | None = None, averaged: bool = False) -> list[str]:

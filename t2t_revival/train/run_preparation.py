@@ -110,10 +110,10 @@ def check_vocabulary(config: TrainConfig, problem, directory: TrainingDirectory)
 def _check_vocabulary_copy(saved: str, current: str) -> None:
     """The run's copy of its vocabulary can be read; when it cannot, the
     data_dir given is not the wrong one: the copy is damaged."""
-    from t2t_revival.data.subword_vocabulary import SubwordVocabulary
+    from t2t_revival.data.vocabulary_file import load_vocabulary
 
     try:
-        SubwordVocabulary(saved)
+        load_vocabulary(saved)
     except UserError:
         raise UserError(
             f"the run's copy of its vocabulary {saved} is damaged (it cannot be read as a "
@@ -161,6 +161,7 @@ def write_run_files(config: TrainConfig, problem, directory: TrainingDirectory,
     record = RunRecord(problem=config.problem, model=config.model,
                        hparams_set=config.hparams_set, hparams=config.hparams_overrides,
                        data_dir=os.path.abspath(config.data_dir),
+                       vocab_file=vocab.RUN_FILE_NAME,
                        vocab_source=os.path.abspath(vocab.model_file),
                        usr_dir=config.usr_dir, warm_start_from=warm_start_from)
     directory.write_run_files(config.hparams, record, vocab.model_file)

@@ -72,7 +72,7 @@ def resolve_checkpoint(source: str) -> tuple[str, TrainingDirectory | None]:
 
 def check_vocabulary(source: TrainingDirectory, vocab_file: str) -> None:
     """The source run's vocabulary must be this run's (the same ids for the same pieces)."""
-    theirs = os.path.join(source.path, source.read_run_record().vocab_file)
+    theirs = source.vocabulary_path(source.read_run_record())
     if not os.path.isfile(theirs):
         raise UserError(f"the vocabulary {theirs} of the --warm_start_from run is missing, "
                         f"so its ids cannot be checked against this run's. "
