@@ -1,0 +1,228 @@
+"""Every tool on a run t2t-import wrote (issue 59 item 4 and its acceptance):
+tensor2tensor's own `transformer_test_ckpt` and its 8k SubwordTextEncoder
+vocabulary, imported once, then decoded (beam, n-best, sampling, scoring, an
+ensemble), scored, averaged, exported (SavedModel in a clean process, and
+CTranslate2 against the decoder on 1,000 sentences) and fine-tuned.
+
+The checkpoint had one training step: its translations are noise, so each
+engine is compared with the decoder, never with references.
+"""
+
+from __future__ import annotations
+
+import json
+import os
+import subprocess
+import sys
+
+import pytest
+
+from conftest import run_cli
+from wmt_archives import lines
+
+T2T_RUN = "t2t_legacy/transformer_test_ckpt"
+VOCAB_8K = "t2t_legacy/vocab.translate_ende_wmt8k.8192.subwords"
+SENTENCES = 1000
+
+
+@pytest.fixture(scope="module")
+def imported(shared_data, tmp_path_factory):
+    """(the run t2t-import wrote, the import's stdout+stderr)."""
+    run = tmp_path_factory.mktemp("imported") / "run"
+    out = run_cli("t2t_import", f"--t2t_dir={shared_data / T2T_RUN}",
+                  f"--vocab_file={shared_data / VOCAB_8K}", f"--output_dir={run}",
+                  "--checkpoint=all")
+    assert out.returncode == 0, out.stderr[-3000:]
+    return run, out.stdout + out.stderr
+
+
+@pytest.fixture(scope="module")
+def test_sentences(shared_data, tmp_path_factory):
+    """(a file of Multi30k's 1,000 test sentences, their references file)."""
+    folder = tmp_path_factory.mktemp("m30k")
+    source, reference = folder / "test.en", folder / "test.de"
+    for path, lang in ((source, "en"), (reference, "de")):
+        path.write_text("".join(s + "\n" for s in lines(
+            shared_data / f"multi30k/test_2016_flickr.{lang}.gz")[:SENTENCES]), encoding="utf-8")
+    return source, reference
+
+
+@pytest.fixture(scope="module")
+def decoded(imported, test_sentences, tmp_path_factory):
+    """t2t-decoder (beam 4, alpha 0.6) of the imported run on the 1,000
+    sentences, with the reference: (process, translations)."""
+    run, _ = imported
+    source, reference = test_sentences
+    to = tmp_path_factory.mktemp("decoded") / "test.hyp"
+    out = run_cli("decoder", f"--output_dir={run}", f"--decode_from_file={source}",
+                  f"--decode_reference={reference}", f"--decode_to_file={to}")
+    assert out.returncode == 0, out.stderr[-3000:]
+    return out, to.read_text(encoding="utf-8").splitlines()
+
+
+@pytest.mark.slow
+def test_the_import_says_what_it_took(imported):
+    run, said = imported
+    assert "target_space_id" in said and "training/" in said
+    assert sorted(p for p in os.listdir(run) if p.startswith("vocab")) == ["vocab.subwords"]
+    record = json.loads((run / "run.json").read_text())
+    assert record["vocab_file"] == "vocab.subwords"
+
+
+@pytest.mark.slow
+def test_decoder_and_bleu_on_the_imported_run(decoded, test_sentences, tmp_path):
+    out, translations = decoded
+    assert len(translations) == SENTENCES and sum(bool(t) for t in translations) > 0.9 * SENTENCES
+    assert "BLEU" in out.stdout + out.stderr
+    hyp = tmp_path / "hyp"
+    hyp.write_text("".join(t + "\n" for t in translations), encoding="utf-8")
+    bleu = run_cli("bleu", f"--translation={hyp}", f"--reference={test_sentences[1]}")
+    assert bleu.returncode == 0, bleu.stderr[-2000:]
+    assert "BLEU_uncased" in bleu.stdout and "BLEU_cased" in bleu.stdout
+
+
+@pytest.mark.slow
+def test_nbest_sampling_scoring_and_an_ensemble_on_the_imported_run(imported, tmp_path):
+    run, _ = imported
+    source = tmp_path / "in.txt"
+    source.write_text("A dog runs in the snow.\nTwo men play football.\n", encoding="utf-8")
+    nbest = run_cli("decoder", f"--output_dir={run}", f"--decode_from_file={source}",
+                    f"--decode_to_file={tmp_path / 'nbest'}",
+                    "--decode_hparams=beam_size=3,return_beams=true,write_beam_scores=true")
+    assert nbest.returncode == 0, nbest.stderr[-2000:]
+    nbest_lines = (tmp_path / "nbest").read_text(encoding="utf-8").splitlines()
+    assert len(nbest_lines) == 2 and all(line.count("\t") == 5 for line in nbest_lines)
+    sampled = run_cli("decoder", f"--output_dir={run}", f"--decode_from_file={source}",
+                      f"--decode_to_file={tmp_path / 'samples'}",
+                      "--decode_hparams=sampling=true,samples_per_input=2")
+    assert sampled.returncode == 0, sampled.stderr[-2000:]
+    assert len((tmp_path / "samples").read_text(encoding="utf-8").splitlines()) == 2
+    pairs = tmp_path / "pairs.tsv"
+    pairs.write_text("A dog runs.\tEin Hund rennt.\nA cat.\tEine Katze.\n", encoding="utf-8")
+    scored = run_cli("decoder", f"--output_dir={run}", f"--score_file={pairs}")
+    assert scored.returncode == 0, scored.stderr[-2000:]
+    scores = [line.split("\t") for line in scored.stdout.strip().splitlines()]
+    assert len(scores) == 2 and all(float(s[0]) < 0 for s in scores)
+    prefix = str(run / "ckpt-1")
+    ensemble = run_cli("decoder", f"--output_dir={run}", f"--decode_from_file={source}",
+                       f"--decode_to_file={tmp_path / 'ensemble'}",
+                       f"--checkpoint_path={prefix},{prefix}")
+    assert ensemble.returncode == 0, ensemble.stderr[-2000:]
+    single = run_cli("decoder", f"--output_dir={run}", f"--decode_from_file={source}",
+                     f"--decode_to_file={tmp_path / 'single'}")
+    # An ensemble of a model with itself is that model.
+    assert (tmp_path / "ensemble").read_text() == (tmp_path / "single").read_text()
+    assert single.returncode == 0
+
+
+@pytest.mark.slow
+def test_averaging_the_imported_checkpoints(imported, tmp_path):
+    run, _ = imported
+    out = run_cli("avg_checkpoints", f"--output_dir={run}", "--num_last_checkpoints=1")
+    assert out.returncode == 0, out.stderr[-2000:]
+    assert (run / "averaged" / "ckpt-1.index").is_file()
+
+
+LOAD_SCRIPT = r"""
+import json, sys
+import tensorflow as tf
+import tensorflow_text  # noqa: F401  (registers its ops)
+model = tf.saved_model.load(sys.argv[1])
+out = model.signatures["serving_default"](sentences=tf.constant(json.loads(sys.argv[2])))
+assert not [m for m in sys.modules if m.startswith("t2t_revival")]
+print(json.dumps([s.decode("utf-8") for s in out["outputs"].numpy()]))
+"""
+
+
+@pytest.mark.slow
+def test_the_saved_model_of_the_imported_run_gives_the_decoders_translations(
+        imported, test_sentences, tmp_path):
+    run, _ = imported
+    out = run_cli("exporter", f"--output_dir={run}", f"--export_dir={tmp_path / 'export'}")
+    assert out.returncode == 0, out.stderr[-2000:]
+    (version,) = os.listdir(tmp_path / "export")
+    sentences = lines(test_sentences[0])[:20]
+    env = {k: v for k, v in os.environ.items() if k not in ("PYTHONPATH", "PYTHONHOME")}
+    env["TF_CPP_MIN_LOG_LEVEL"] = "2"
+    served = subprocess.run([sys.executable, "-I", "-c", LOAD_SCRIPT,
+                             str(tmp_path / "export" / version), json.dumps(sentences)],
+                            capture_output=True, text=True, env=env, cwd=tmp_path, timeout=900)
+    assert served.returncode == 0, served.stderr[-3000:]
+    # The decoder on the same 20 sentences: one batch, as the SavedModel's call
+    # (the length limit follows the batch's padded length, which this barely
+    # trained model, never ending early, always reaches).
+    twenty = tmp_path / "twenty.en"
+    twenty.write_text("".join(s + "\n" for s in sentences), encoding="utf-8")
+    out = run_cli("decoder", f"--output_dir={run}", f"--decode_from_file={twenty}",
+                  f"--decode_to_file={tmp_path / 'twenty.hyp'}")
+    assert out.returncode == 0, out.stderr[-2000:]
+    assert json.loads(served.stdout.strip().splitlines()[-1]) == \
+        (tmp_path / "twenty.hyp").read_text(encoding="utf-8").splitlines()
+
+
+@pytest.mark.slow
+def test_the_ctranslate2_export_agrees_with_the_decoder_on_99_percent(
+        imported, decoded, test_sentences, tmp_path):
+    pytest.importorskip("ctranslate2")
+    from t2t_revival.export.ctranslate2_translator import CTranslate2Translator
+
+    run, _ = imported
+    out = run_cli("exporter", f"--output_dir={run}", "--format=ctranslate2",
+                  f"--export_dir={tmp_path / 'ct2'}")
+    assert out.returncode == 0, out.stderr[-2000:]
+    (version,) = os.listdir(tmp_path / "ct2")
+    translator = CTranslate2Translator(str(tmp_path / "ct2" / version), intra_threads=2)
+    ours = decoded[1]
+    theirs = translator.translate(lines(test_sentences[0]))
+    same = sum(a == b for a, b in zip(ours, theirs))
+    print(f"CTranslate2 agrees with the decoder on {same} of {len(ours)}")
+    assert same >= 0.99 * len(ours)
+
+
+@pytest.mark.slow
+def test_fine_tuning_the_imported_run_on_multi30k_lowers_the_dev_loss(
+        imported, shared_data, tmp_path):
+    """100 updates on Multi30k encoded with the T2T 8k vocabulary
+    (corpora.json "vocab"), warm-started from the imported run with its own
+    hparams (no --hparams_set); the dev pairs' log-probability (t2t-decoder
+    --score_file) rises, and the run decodes."""
+    run, _ = imported
+    corpora = tmp_path / "corpora"
+    corpora.mkdir()
+    m30k = shared_data / "multi30k"
+    for name, stem, count in (("train", "train", 5000), ("dev", "val", 100), ("test", "val", 10)):
+        for lang in ("en", "de"):
+            (corpora / f"{name}.{lang}").write_text("".join(
+                s + "\n" for s in lines(m30k / f"{stem}.{lang}.gz")[:count]), encoding="utf-8")
+    (corpora / "corpora.json").write_text(json.dumps({
+        "vocab": str(run / "vocab.subwords"),
+        "train": {"source": "train.en", "target": "train.de"},
+        "dev": {"source": "dev.en", "target": "dev.de"},
+        "test": {"source": "test.en", "target": "test.de"}}))
+    pairs = tmp_path / "dev.tsv"
+    pairs.write_text("".join(f"{s}\t{t}\n" for s, t in zip(
+        lines(corpora / "dev.en"), lines(corpora / "dev.de"))), encoding="utf-8")
+
+    def dev_log_prob(output_dir):
+        out = run_cli("decoder", f"--output_dir={output_dir}", f"--score_file={pairs}")
+        assert out.returncode == 0, out.stderr[-2000:]
+        return sum(float(line.split("\t")[0]) for line in out.stdout.strip().splitlines())
+
+    before = dev_log_prob(run)
+    fine = tmp_path / "fine"
+    out = run_cli("trainer", "--problem=translate_plain_text", f"--tmp_dir={corpora}",
+                  f"--data_dir={tmp_path / 'data'}", f"--output_dir={fine}",
+                  f"--warm_start_from={run}", "--train_steps=100",
+                  "--hparams=batch_size=1024,learning_rate_warmup_steps=50",
+                  "--local_eval_frequency=0", "--eval_decode_sentences=0", "--noxla")
+    assert out.returncode == 0, out.stderr[-3000:]
+    assert json.loads((fine / "hparams.json").read_text())["d_model"] == 16
+    after = dev_log_prob(fine)
+    print(f"dev log-probability: {before:.1f} imported, {after:.1f} after 100 updates")
+    assert after > before
+    source = tmp_path / "in.txt"
+    source.write_text("A dog runs in the snow.\n", encoding="utf-8")
+    out = run_cli("decoder", f"--output_dir={fine}", f"--decode_from_file={source}",
+                  f"--decode_to_file={tmp_path / 'out.txt'}")
+    assert out.returncode == 0, out.stderr[-2000:]
+    assert len((tmp_path / "out.txt").read_text(encoding="utf-8").splitlines()) == 1
