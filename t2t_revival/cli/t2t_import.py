@@ -10,15 +10,16 @@ from __future__ import annotations
 
 from absl import flags
 
-from t2t_revival.cli import entry_point
+from t2t_revival.cli import entry_point, path_flags
 
 FLAGS = flags.FLAGS
-flags.DEFINE_string("t2t_dir", None, "The tensor2tensor run's output_dir (its checkpoint, "
-                    "model.ckpt-N.*, hparams.json, flags.txt).", required=True)
-flags.DEFINE_string("vocab_file", None, "The run's SubwordTextEncoder vocabulary "
-                    "(vocab.<problem>.<size>.subwords in its data_dir).", required=True)
-flags.DEFINE_string("output_dir", None, "The training directory to write (must not exist, "
-                    "or be empty).", required=True)
+path_flags.define_path("t2t_dir", None, "The tensor2tensor run's output_dir (its checkpoint, "
+                       "model.ckpt-N.*, hparams.json, flags.txt).")
+path_flags.define_path("vocab_file", None, "The run's SubwordTextEncoder vocabulary "
+                       "(vocab.<problem>.<size>.subwords in its data_dir).")
+path_flags.define_path("output_dir", None, "The training directory to write (must not "
+                       "exist, or be empty).")
+flags.mark_flags_as_required(["t2t_dir", "vocab_file", "output_dir"])
 flags.DEFINE_string("checkpoint", None, "Which T2T checkpoint: model.ckpt-N (or a path "
                     "prefix), 'all' (to average them later), default the latest.")
 flags.DEFINE_integer("target_space_id", 0, "The target space row the encoder adds (T2T 1.15's "
