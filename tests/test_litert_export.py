@@ -2,6 +2,7 @@
 
 import json
 import os
+import shutil
 import subprocess
 import sys
 
@@ -56,14 +57,21 @@ def test_litert_export_errors_are_one_line(random_run, tmp_path):
     empty = tmp_path / "no_checkpoints"
     empty.mkdir()
     for name in ("hparams.json", "run.json", "vocab.model"):
-        (empty / name).write_bytes((open(os.path.join(random_run, name), "rb")).read())
+        shutil.copyfile(os.path.join(random_run, name), empty / name)
     one_line_error(run_cli("exporter", f"--output_dir={empty}", "--format=litert"),
                    "t2t-exporter", "checkpoint")
     a_file = tmp_path / "a_file"
     a_file.write_text("not a folder")
     one_line_error(run_cli("exporter", f"--output_dir={random_run}", "--format=litert",
                            f"--export_dir={a_file}"),
-                   "t2t-exporter", f"Received: export_dir='{a_file}'")
+                   "t2t-exporter", "--export_dir names a file", f"Received: --export_dir='{a_file}'")
+    # The default output folder (output_dir/export/litert) a file.
+    run_copy = tmp_path / "run_copy"
+    shutil.copytree(random_run, run_copy, ignore=shutil.ignore_patterns("export"))
+    (run_copy / "export").mkdir()
+    (run_copy / "export" / "litert").write_text("not a folder")
+    one_line_error(run_cli("exporter", f"--output_dir={run_copy}", "--format=litert"),
+                   "t2t-exporter", "is a file", f"export_dir='{run_copy}/export/litert'")
     one_line_error(run_cli("exporter", f"--output_dir={random_run}", "--format=litert",
                            "--decode_hparams=batch_size=8"),
                    "t2t-exporter", "LiteRT export fixes only", "batch_size")

@@ -82,8 +82,16 @@ def export_litert(output_dir: str, checkpoint_path: str | None = None,
                                                       step_function, step_output_names,
                                                       to_litert)
 
-    directory, trained, dhp = load_export_source(output_dir, checkpoint_path, decode_overrides,
-                                                 LITERT_FIXES, "LiteRT")
+    from t2t_revival.errors import UserError
+    from t2t_revival.run_dir.training_directory import TrainingDirectory
+
+    # Before the model is loaded and converted (tens of seconds).
+    export_dir = export_dir or TrainingDirectory(output_dir).litert_export_dir
+    if os.path.exists(export_dir) and not os.path.isdir(export_dir):
+        raise UserError(f"the export folder {export_dir} is a file; move it away or pass "
+                        f"--export_dir. Received: export_dir={export_dir!r}")
+    _, trained, dhp = load_export_source(output_dir, checkpoint_path, decode_overrides,
+                                         LITERT_FIXES, "LiteRT")
     hparams, model = trained.hparams, trained.model
     source_length = hparams.max_length
     cache_length = longest_decode_length(hparams.max_length, dhp.extra_length,
@@ -95,7 +103,6 @@ def export_litert(output_dir: str, checkpoint_path: str | None = None,
 
     step = checkpoint_version(trained.checkpoint_path)
     version = step if version is None else int(version)
-    export_dir = export_dir or directory.litert_export_dir
     final = os.path.join(export_dir, str(version))
     settings = {
         "format": "litert",

@@ -32,7 +32,6 @@ kernels against TensorFlow's: about 1e-6 on the logits).
 
 from __future__ import annotations
 
-import json
 import os
 from typing import Sequence
 
@@ -40,7 +39,7 @@ import numpy as np
 
 from t2t_revival import decode_length
 from t2t_revival.errors import UserError
-from t2t_revival.export.ctranslate2_translator import EXPORT_CONFIG, newest_version
+from t2t_revival.export.ctranslate2_translator import newest_version, read_export_settings
 from t2t_revival.special_ids import EOS_ID, PAD_ID
 from t2t_revival.text_lines import one_field
 from t2t_revival.usable_cores import usable_cores
@@ -82,21 +81,7 @@ class LiteRTTranslator:
         self.long_inputs = long_inputs
         self.cut_inputs = 0
         export_dir = newest_version(export_dir)
-        config_file = os.path.join(export_dir, EXPORT_CONFIG)
-        try:
-            with open(config_file, encoding="utf-8") as f:
-                self.settings = json.load(f)
-        except FileNotFoundError:
-            raise UserError(f"{config_file} is missing; pass a version directory written "
-                            f"by t2t-exporter --format=litert. "
-                            f"Received: export_dir={export_dir!r}") from None
-        except json.JSONDecodeError as e:
-            raise UserError(f"{config_file} is corrupt ({e}); export again. "
-                            f"Received: export_dir={export_dir!r}") from None
-        if self.settings.get("format") != "litert":
-            raise UserError(f"{export_dir} is not a LiteRT export (its format is "
-                            f"{self.settings.get('format')!r}); export with "
-                            f"t2t-exporter --format=litert. Received: export_dir={export_dir!r}")
+        self.settings = read_export_settings(export_dir, "litert")
         self.export_dir = export_dir
         self.vocab = load_vocabulary(vocabulary_in(export_dir))
         threads = num_threads or usable_cores()
