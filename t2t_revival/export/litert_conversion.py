@@ -136,5 +136,14 @@ def to_litert(concrete_function) -> bytes:
     from tensorflow.python.framework.convert_to_constants import (
         convert_variables_to_constants_v2)
 
+    from absl import logging as absl_logging
+
     frozen = convert_variables_to_constants_v2(concrete_function)
-    return tf.lite.TFLiteConverter.from_concrete_functions([frozen]).convert()
+    # The converter logs its choices (the deprecated path of a function
+    # without a trackable object: the frozen one needs none) on every call.
+    verbosity = absl_logging.get_verbosity()
+    absl_logging.set_verbosity(absl_logging.ERROR)
+    try:
+        return tf.lite.TFLiteConverter.from_concrete_functions([frozen]).convert()
+    finally:
+        absl_logging.set_verbosity(verbosity)
