@@ -75,3 +75,19 @@ def test_litert_export_errors_are_one_line(random_run, tmp_path):
     one_line_error(run_cli("exporter", f"--output_dir={random_run}", "--format=litert",
                            "--decode_hparams=batch_size=8"),
                    "t2t-exporter", "LiteRT export fixes only", "batch_size")
+
+
+def test_litert_translator_refuses_what_is_not_a_litert_export(tmp_path):
+    from t2t_revival.errors import UserError
+    from t2t_revival.export.litert_translator import LiteRTTranslator
+
+    with pytest.raises(UserError, match="t2t_export.json is missing; pass a version directory "
+                                        "written by t2t-exporter --format=litert"):
+        LiteRTTranslator(str(tmp_path))
+    (tmp_path / "t2t_export.json").write_text(json.dumps({"format": "ctranslate2"}))
+    with pytest.raises(UserError, match="is not a litert export .its format is 'ctranslate2'"):
+        LiteRTTranslator(str(tmp_path))
+    with pytest.raises(UserError, match="num_threads must be an integer >= 0"):
+        LiteRTTranslator(str(tmp_path), num_threads=-1)
+    with pytest.raises(UserError, match="long_inputs must be one of cut, refuse"):
+        LiteRTTranslator(str(tmp_path), long_inputs="drop")
