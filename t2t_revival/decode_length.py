@@ -78,7 +78,7 @@ XLA_CHOICES = ("auto", "true", "false")
 # uncompiled, after 256 s and 5 s of compiling and tracing), so a program
 # pays off after a few hundred sentences; below that the uncompiled search,
 # traced once for every shape, answers first (benchmarks/RESULTS.md).
-AUTO_XLA_SENTENCES_PER_PROGRAM = 400
+AUTO_XLA_SENTENCES_PER_PROGRAM = 200
 
 # When a batch element's beam search stops (`beam_search`'s docstring):
 # "exact" (tensor2tensor's bound: no live hypothesis can still win) or
