@@ -72,12 +72,13 @@ XLA_CHOICES = ("auto", "true", "false")
 # bucket and padded length) once it has decoded, or is about to decode, this
 # many sentences per program, counting its earlier uncompiled calls (so a
 # trainer's dev decoding starts uncompiled and compiles once the evaluations
-# add up, as a tiered JIT does). Measured on the tiny README model, 2 cores:
-# compiling costs about 15 s a program quiet (45 s loaded) and saves about
-# 0.04 s a sentence (1,000 Multi30k sentences: 28 s compiled, 69 s
-# uncompiled, after 256 s and 5 s of compiling and tracing), so a program
-# pays off after a few hundred sentences; below that the uncompiled search,
-# traced once for every shape, answers first (benchmarks/RESULTS.md).
+# add up, as a tiered JIT does). Measured on the tiny README model, 2 cores,
+# loaded: 1,000 Multi30k sentences (5 programs) took 28 s compiled and 69 s
+# uncompiled, after 227 s of compiling and 5 s of tracing; 100 took 4 s
+# either way after 182 s and 5 s. So a short job answers in seconds
+# uncompiled, and 200 a program keeps a 1,000-line test set on XLA, as
+# before, for the larger models whose compiled search gains more
+# (benchmarks/RESULTS.md).
 AUTO_XLA_SENTENCES_PER_PROGRAM = 200
 
 # When a batch element's beam search stops (`beam_search`'s docstring):
