@@ -125,8 +125,10 @@ class DecodeHParams:
     after a tab)."""
     alignment_layer: int = -1
     """The decoder layer whose encoder-decoder attention aligns (Python
-    indexing: -1 is the last); benchmarks/word_alignments.py measures each."""
-    alignment_heads: str = "mean"
+    indexing: -1 is the last); benchmarks/word_alignments.py measures each
+    (the last and max were best on Multi30k test_2016's references with the
+    quick-start transformer_tiny: benchmarks/RESULTS.md)."""
+    alignment_heads: str = "max"
     """How that layer's heads combine: mean, max, or one head's number."""
     alignment_heatmap: int = 0
     """With alignments: draw the word attention of input line N (1-based) as

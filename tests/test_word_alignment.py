@@ -21,8 +21,15 @@ PHARAOH = re.compile(r"^(\d+-\d+( \d+-\d+)*)?$")
 
 @pytest.fixture(scope="module")
 def run(tmp_path_factory):
+    """A random model that says "▁a" often and EOS less: outputs of several words."""
+    from t2t_revival.data.subword_vocabulary import SubwordVocabulary
+
     root = tmp_path_factory.mktemp("word_alignment")
-    return make_random_run_dir(root / "a", make_vocab(root / "vocab.model"), seed=1)
+    vocab = make_vocab(root / "vocab.model")
+    pieces = SubwordVocabulary(vocab)
+    boost = {1: 0.5, **{i: 4.0 for i in range(pieces.vocab_size)
+                        if pieces.id_to_piece(i) == "▁a"}}
+    return make_random_run_dir(root / "a", vocab, seed=1, boost=boost)
 
 
 def _check_lines(sources, outputs, lines):
@@ -107,15 +114,16 @@ def test_aligner_lines_are_well_formed_for_every_output(run):
     from t2t_revival.decode.word_alignment import WordAligner
 
     decoder = decoder_of(run, settings="batch_size=2,alignments=true")
-    outputs = decoder.translate(SOURCES)
-    outputs[1] = ""   # an empty output of a non-empty source
+    # an empty output of a non-empty source; an output of an empty source
+    outputs = ["Ein Mann fährt Fahrrad .", "", "Hallo", "Hallo Welt", "Eine Frau liest ."]
     lines = WordAligner(decoder).align(SOURCES, outputs)
     _check_lines(SOURCES, outputs, lines)
     assert lines[1] == "" and any(lines)
     # Alone or in a batch, the same lines; each head choice and layer its own.
     assert WordAligner(decoder).align(SOURCES[:1], outputs[:1]) == lines[:1]
-    copies = WordAligner(decoder).align(["a b c d"], ["d c b a x"])
-    _check_lines(["a b c d"], ["d c b a x"], copies)
+    other = WordAligner(decoder, layer=0, heads="1").align(SOURCES, outputs)
+    _check_lines(SOURCES, outputs, other)
+    assert other != lines
 
 
 def test_decoder_writes_one_alignment_line_per_input(run, tmp_path):
@@ -124,7 +132,7 @@ def test_decoder_writes_one_alignment_line_per_input(run, tmp_path):
     out = tmp_path / "out.de"
     result = run_cli("decoder", f"--output_dir={run}", f"--decode_from_file={source}",
                      f"--decode_to_file={out}",
-                     "--decode_hparams=alignments=true,return_beams=true,beam_size=2,"
+                     "--decode_hparams=alignments=true,return_beams=true,beam_size=2,xla=false,"
                      "write_beam_scores=true,alignment_heatmap=1")
     assert result.returncode == 0, result.stderr[-2000:]
     outputs = out.read_text().splitlines()
@@ -139,7 +147,7 @@ def test_decoder_writes_one_alignment_line_per_input(run, tmp_path):
 
 def test_interactive_prints_the_alignment_after_a_tab(run):
     result = run_cli("decoder", f"--output_dir={run}", "--decode_interactive",
-                     "--decode_hparams=alignments=true", stdin="A dog runs .\n\n")
+                     "--decode_hparams=alignments=true,xla=false", stdin="A dog runs .\n\n")
     assert result.returncode == 0, result.stderr[-2000:]
     first, empty = result.stdout.splitlines()
     output, line = first.split("\t")
@@ -161,3 +169,28 @@ def test_bad_alignment_settings_are_one_line(run, tmp_path, settings, needle):
                      f"--decode_to_file={tmp_path / 'out'}", f"--decode_hparams={settings}")
     one_line_error(result, "t2t-decoder", needle)
     assert not (tmp_path / "out").exists()
+
+
+def test_saved_model_signature_gives_the_decoder_s_alignments(run):
+    """`translate_with_alignments` (exported with alignments=true): the
+    translations of `serve` and, in the graph, the same Pharaoh lines as
+    `WordAligner` in Python; serving_default is unchanged."""
+    import tensorflow as tf
+
+    from decoding import decoder_of
+    from t2t_revival.decode.word_alignment import WordAligner
+    from t2t_revival.export.translation_module import TranslationModule
+
+    decoder = decoder_of(run, settings="xla=false,alignments=true,alignment_heads=max")
+    module = TranslationModule(decoder.model, decoder.hparams, decoder.decode_hparams,
+                               decoder.vocab)
+    result = module.translate_with_alignments(tf.constant(SOURCES))
+    outputs = [t.decode("utf-8") for t in result["outputs"].numpy()]
+    assert outputs == [t.decode("utf-8") for t in
+                       module.serve(tf.constant(SOURCES))["outputs"].numpy()]
+    lines = [a.decode("utf-8") for a in result["alignments"].numpy()]
+    assert max(len(o.split()) for o in outputs) > 1, outputs
+    _check_lines(SOURCES, outputs, lines)
+    assert lines == WordAligner(decoder).align(SOURCES, outputs)
+    assert set(module.serve.get_concrete_function().structured_outputs) == {"outputs",
+                                                                            "scores"}

@@ -73,7 +73,7 @@ flags.DEFINE_string("decode_hparams", "",
                     "tensor2tensor's keys: num_samples=N decodes the first N inputs (-1 all), "
                     'max_input_size, write_beam_scores, delimiter, shards, shard_id, '
                     'log_results. Word alignments: "alignments=true,alignment_layer=-1,'
-                    'alignment_heads=mean" writes <decode_to_file>.align (Pharaoh '
+                    'alignment_heads=max" writes <decode_to_file>.align (Pharaoh '
                     '"0-0 1-2 ...", a line per output; interactive: after a tab), '
                     'alignment_heatmap=N also draws input line N to '
                     '<decode_to_file>.alignN.png.')
@@ -253,6 +253,10 @@ def _write_alignments(aligner, sources: list[str], translations: list[str],
     line = aligner.decoder.decode_hparams.alignment_heatmap
     if line:
         source, output = sources[line - 1], translations[line - 1].split("\t")[0]
+        if not source.split() or not output.split():
+            print(f"Input line {line} or its output is empty: no heatmap drawn",
+                  file=sys.stderr)
+            return
         path = heatmap_path(out_path, line)
         write_heatmap(path, aligner.matrices([source], [output])[0], source.split(),
                       output.split())

@@ -20,6 +20,14 @@ from t2t_revival.atomic_file import atomic_output
 from t2t_revival.errors import UserError
 
 
+LABEL_CHARACTERS = 16
+"""A word longer than this is cut (ending in "…") in the picture's labels."""
+
+
+def _label(word: str) -> str:
+    return word if len(word) <= LABEL_CHARACTERS else word[:LABEL_CHARACTERS - 1] + "…"
+
+
 def heatmap_path(decode_to_file: str, line: int) -> str:
     """Where t2t-decoder draws input line `line`'s heatmap: `<decode_to_file>.align<line>.png`."""
     return f"{decode_to_file}.align{line}.png"
@@ -55,16 +63,16 @@ def write_heatmap(path: str, matrix: np.ndarray, source_words: Sequence[str],
     figure, axes = pyplot.subplots(figsize=(width, height))
     axes.imshow(matrix, cmap="Greys", vmin=0.0, vmax=max(float(matrix.max()), 1e-9),
                 aspect="auto")
-    axes.set_xticks(range(len(source_words)), labels=list(source_words), rotation=60,
-                    ha="left", rotation_mode="anchor")
-    axes.set_yticks(range(len(target_words)), labels=list(target_words))
+    axes.set_xticks(range(len(source_words)), labels=[_label(w) for w in source_words],
+                    rotation=60, ha="left", rotation_mode="anchor")
+    axes.set_yticks(range(len(target_words)), labels=[_label(w) for w in target_words])
     axes.xaxis.tick_top()
     for t, s in enumerate(matrix.argmax(axis=1)):
         axes.add_patch(Rectangle((s - 0.5, t - 0.5), 1, 1, fill=False, edgecolor="red",
                                  linewidth=1.5))
     axes.set_xlabel("source words")
     axes.set_ylabel("output words (red: the alignment link)")
-    figure.tight_layout()
+    figure.tight_layout()   # labels are at most LABEL_CHARACTERS long: they fit
     with atomic_output(path) as tmp:
         figure.savefig(tmp, format="png", dpi=100)
     pyplot.close(figure)

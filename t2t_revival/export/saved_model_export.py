@@ -61,6 +61,9 @@ def export_saved_model(output_dir: str, checkpoint_path: str | None = None,
             "serving_default": module.serve.get_concrete_function(),
             "translate_ids": module.translate_ids.get_concrete_function(),
         }
+        if settings.alignments:   # --decode_hparams alignments=true
+            signatures["translate_with_alignments"] = \
+                module.translate_with_alignments.get_concrete_function()
         tf.saved_model.save(module, tmp, signatures=signatures)
         extra = os.path.join(tmp, "assets.extra")
         os.makedirs(extra, exist_ok=True)
