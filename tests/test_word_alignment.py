@@ -61,12 +61,12 @@ def test_attention_is_returned_without_changing_the_logits(run):
     assert tuple(attention.shape) == (2, 2, 2, 3, 4)   # (B, layers, H, T, S)
     np.testing.assert_allclose(np.asarray(attention).sum(-1), 1.0, atol=1e-5)
     assert np.all(np.asarray(attention)[1, :, :, :, 3] == 0.0)   # PAD
-    # By hand, for the last layer: its input is the first layer's output
-    # after self-attention (recomputed through the layer's own sublayers).
+    # By hand, for the first layer: its input is the embedded, shifted
+    # targets plus positions; then its causal self-attention sublayer.
     layer = model.decoder_layers[0]
     attention_layer = layer.cross_attention
-    x = np.asarray(model._embed(model.target_embedding, model.decoder_position,  # noqa
-                                np.pad(targets[:, :-1], ((0, 0), (1, 0)))))
+    embedded = model.target_embedding(np.pad(targets[:, :-1], ((0, 0), (1, 0))))
+    x = np.asarray(embedded + model.decoder_position(embedded))
     x = np.asarray(layer.self_attention_norm(x + layer.self_attention(
         x, attention_mask=np.tril(np.ones((3, 3), bool))[None, None])))
     query = np.asarray(attention_layer.query_dense(x)).reshape(2, 3, 2, -1)
