@@ -192,3 +192,13 @@ def test_saved_model_signature_gives_the_decoder_s_alignments(run):
     assert max(len(o.split()) for o in outputs) > 1, outputs
     _check_lines(SOURCES, outputs, lines)
     assert lines == WordAligner(decoder).align(SOURCES, outputs)
+
+
+def test_an_ensemble_has_no_alignments(run, tmp_path):
+    source = tmp_path / "in.en"
+    source.write_text("A dog .\n")
+    result = run_cli("decoder", f"--output_dir={run}", f"--checkpoint_path={run},{run}",
+                     f"--decode_from_file={source}", f"--decode_to_file={tmp_path / 'out'}",
+                     "--decode_hparams=alignments=true")
+    one_line_error(result, "t2t-decoder", "alignments need one model")
+    assert not (tmp_path / "out").exists()
