@@ -134,7 +134,8 @@ class WordAligner:
     def matrices(self, sources: Sequence[str], outputs: Sequence[str],
                  progress: Callable[[int, int], None] | None = None) -> list[np.ndarray]:
         """Each pair's word attention, float32 `[target words, source words]`
-        (`word_attention`; `[0, n]` or `[n, 0]` when a side is empty)."""
+        (`word_attention`; `[0, 0]` when a side is empty). Words past the
+        `max_length` tokens the model reads have no row or column."""
         decoder, hp = self.decoder, self.decoder.hparams
         vocab, dhp = decoder.vocab, decoder.decode_hparams
         source_ids = decoder.encode(list(sources))  # cut or refused as the search's
@@ -170,7 +171,8 @@ class WordAligner:
     def align(self, sources: Sequence[str], outputs: Sequence[str],
               progress: Callable[[int, int], None] | None = None) -> list[str]:
         """The Pharaoh line of each (source, output) pair: `"0-0 1-2 ..."`, one
-        link per output word; `""` when the source or the output is empty."""
+        link per output word (within max_length tokens); `""` when the source
+        or the output is empty."""
         return [pharaoh(matrix.argmax(axis=1).tolist()) if matrix.size else ""
                 for matrix in self.matrices(sources, outputs, progress)]
 
