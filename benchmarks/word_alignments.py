@@ -90,8 +90,8 @@ def measure(decoder, sources, targets) -> dict:
             table.append({"alignment_layer": layer, "alignment_heads": heads,
                           "verbatim_aligned": round(hits / max(total, 1), 4),
                           "seconds": round(time.time() - start, 2)})
-    return {"verbatim_words": total, "table": table,
-            "best": max(table, key=lambda row: row["verbatim_aligned"])}
+    return {"verbatim_words": total, "table": table,   # no verbatim word: no best
+            "best": max(table, key=lambda row: row["verbatim_aligned"]) if total else None}
 
 
 if __name__ == "__main__":
