@@ -87,7 +87,7 @@ def test_pieces_map_to_the_whitespace_words(run):
     ids = vocab.encode(text)
     pieces = [vocab.id_to_piece(i) for i in ids]
     words = piece_words(vocab, ids, 3)
-    first_word_pieces = next(k for k, p in enumerate(pieces) if p.startswith("▁") and k) 
+    first_word_pieces = next(k for k, p in enumerate(pieces) if p.startswith("▁") and k)
     assert first_word_pieces >= 3, pieces   # a word of 3 or more pieces ...
     assert words[:first_word_pieces] == [0] * first_word_pieces   # ... is one word
     assert words[-1] == 2 and sorted(words) == words and set(words) == {0, 1, 2}
