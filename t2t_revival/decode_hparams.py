@@ -122,6 +122,24 @@ class DecodeHParams:
     0 (the default) picks it: 2 on a CPU (4 at batch_size=1), 1 on a GPU and
     with sampling (one seeded stream), see `resolved`."""
 
+    # ---- word alignments (`decode/word_alignment.py`) ----
+    alignments: bool = False
+    """Also write each output's source-target word alignment, Pharaoh format
+    (`0-0 1-2 ...`), from the encoder-decoder attention: t2t-decoder writes
+    them to <decode_to_file>.align, one line per output (with --decode_interactive,
+    after a tab)."""
+    alignment_layer: int = -1
+    """The decoder layer whose encoder-decoder attention aligns (Python
+    indexing: -1 is the last); benchmarks/word_alignments.py measures each
+    (the last and max were best on Multi30k test_2016's references with the
+    quick-start transformer_tiny: benchmarks/RESULTS.md)."""
+    alignment_heads: str = "max"
+    """How that layer's heads combine: mean, max, or one head's number."""
+    alignment_heatmap: int = 0
+    """With alignments: draw the word attention of input line N (1-based) as
+    a labelled heatmap, <decode_to_file>.align<N>.png (needs matplotlib: pip
+    install t2t-revival[plots]); 0 draws none."""
+
     def __post_init__(self):
         if isinstance(self.xla, (bool, str)):   # xla=True (Python) or xla=True: "true"
             object.__setattr__(self, "xla", str(self.xla).lower())
@@ -144,6 +162,16 @@ class DecodeHParams:
         if not self.delimiter:
             raise DecodeHParamsError("decode hparam 'delimiter' must not be empty (it "
                                      "separates the inputs). Received: delimiter=''")
+        heads = self.alignment_heads
+        if heads not in ALIGNMENT_HEADS and not heads.isdigit():
+            raise DecodeHParamsError(
+                "decode hparam 'alignment_heads' must be mean, max or a head number. "
+                f"Received: alignment_heads={heads!r}")
+        if self.alignment_heatmap and not self.alignments:
+            raise DecodeHParamsError(
+                "decode hparam 'alignment_heatmap' draws an alignment; add "
+                "alignments=true to --decode_hparams. "
+                f"Received: alignment_heatmap={self.alignment_heatmap}")
         defaults = DecodeHParams.__dataclass_fields__
         changed = [name for name in SAMPLING_ONLY
                    if getattr(self, name) != defaults[name].default]
@@ -182,6 +210,9 @@ class DecodeHParams:
                    extra_length=hparams.extra_length)
         return dataclasses.replace(base, **dict(overrides or {}))
 
+
+ALIGNMENT_HEADS = ("mean", "max")
+"""`alignment_heads`' names; a head's number (0, 1, ...) picks that head alone."""
 
 SAMPLING_ONLY = ("temperature", "top_k", "top_p", "samples_per_input", "seed")
 """The decode hparams that only sampling reads."""

@@ -96,6 +96,8 @@ RANGES: dict[str, Range] = {
     "parallel_batches": Range(**_NOT_NEGATIVE,
                               why="batches decoded at once, a thread each; 0 picks: 2 on a "
                                   "CPU (4 at batch_size=1), 1 on a GPU or with sampling"),
+    "alignment_heatmap": Range(**_NOT_NEGATIVE, why="the input line to draw, from 1; "
+                                                   "0 draws none"),
     # Sampling (DecodeHParams).
     "temperature": Range(**_POSITIVE, why="logits / temperature; top_k=1 samples greedily"),
     "top_k": Range(**_NOT_NEGATIVE, why="0 keeps every token"),

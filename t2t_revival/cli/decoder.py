@@ -73,7 +73,11 @@ flags.DEFINE_string("decode_hparams", "",
                     'every token; return_beams=true writes all samples_per_input, best first). '
                     "tensor2tensor's keys: num_samples=N decodes the first N inputs (-1 all), "
                     'max_input_size, write_beam_scores, delimiter, shards, shard_id, '
-                    'log_results.')
+                    'log_results. Word alignments: "alignments=true,alignment_layer=-1,'
+                    'alignment_heads=max" writes <decode_to_file>.align (Pharaoh '
+                    '"0-0 1-2 ...", a line per output; interactive: after a tab), '
+                    'alignment_heatmap=N also draws input line N to '
+                    '<decode_to_file>.alignN.png.')
 flags.DEFINE_string("language", "de", "Target language for the Moses tokenizer of the "
                     "paper-style BLEU.")
 flags.DEFINE_bool("json", False, "Print the BLEU figures as one JSON object.")
@@ -215,6 +219,51 @@ def _translate_file(decoder, sources: list[str], out_path: str,
     return translations
 
 
+def _aligner(decoder, sources: list[str]):
+    """alignments=true: the `WordAligner` (its settings, the heatmap's line
+    and matplotlib checked now, not after decoding); else None."""
+    dhp = decoder.decode_hparams
+    if not dhp.alignments:
+        return None
+    from t2t_revival.decode.alignment_heatmap import check_matplotlib
+    from t2t_revival.decode.word_alignment import WordAligner
+    from t2t_revival.errors import UserError
+
+    aligner = WordAligner(decoder)
+    if dhp.alignment_heatmap:
+        if not FLAGS.decode_from_file or dhp.alignment_heatmap > len(sources):
+            raise UserError(f"decode hparam 'alignment_heatmap' names input line "
+                            f"{dhp.alignment_heatmap} of --decode_from_file, which has "
+                            f"{len(sources)}. Received: alignment_heatmap="
+                            f"{dhp.alignment_heatmap}")
+        check_matplotlib()
+    return aligner
+
+
+def _write_alignments(aligner, sources: list[str], translations: list[str],
+                      out_path: str) -> None:
+    """<out_path>.align, one Pharaoh line per translation line; with
+    alignment_heatmap=N, input line N's heatmap beside it."""
+    from t2t_revival.decode.alignment_heatmap import heatmap_path, write_heatmap
+    from t2t_revival.decode.decoder import ProgressBar, write_text_lines
+
+    print("Aligning the translations", file=sys.stderr)
+    lines = aligner.align_lines(sources, translations, progress=ProgressBar())
+    write_text_lines(f"{out_path}.align", lines)
+    print(f"Wrote {len(lines)} alignments to {out_path}.align", file=sys.stderr)
+    line = aligner.decoder.decode_hparams.alignment_heatmap
+    if line:
+        source, output = sources[line - 1], translations[line - 1].split("\t")[0]
+        if not source.split() or not output.split():
+            print(f"Input line {line} or its output is empty: no heatmap drawn",
+                  file=sys.stderr)
+            return
+        path = heatmap_path(out_path, line)
+        write_heatmap(path, aligner.matrices([source], [output])[0], source.split(),
+                      output.split())
+        print(f"Drew input line {line}'s word attention to {path}", file=sys.stderr)
+
+
 def main(argv: list[str]) -> int:
     tensor2tensor_flags.take(PROG)
     path_flags.check_directory("output_dir", FLAGS.output_dir)
@@ -279,6 +328,7 @@ def main(argv: list[str]) -> int:
     decoder = Decoder.load(FLAGS.output_dir, _checkpoint_paths(), overrides)
     print(f"Decoding with {decoder.checkpoint_path} ({decoder.decode_hparams})",
           file=sys.stderr)
+    aligner = _aligner(decoder, sources)
 
     if FLAGS.decode_from_file:
         out_path = to_file or _default_output(decoder, from_file)
@@ -289,6 +339,8 @@ def main(argv: list[str]) -> int:
                 print(f"INPUT: {source}\nOUTPUT: {translation}", file=sys.stderr)
         print(f"Wrote {len(translations)} translations to {out_path}", file=sys.stderr)
         _report_cut(decoder, len(sources))
+        if aligner:
+            _write_alignments(aligner, sources, translations, out_path)
         if references is not None:
             best = [t.split("\t", 1)[0] for t in translations]
             _score(decoder, best, references, sources, out_path)
@@ -297,8 +349,10 @@ def main(argv: list[str]) -> int:
         for number, raw in enumerate(sys.stdin.buffer, start=1):
             try:
                 line = _interactive_line(raw, number)
-                print(decoder.translate([line], compiling=ProgressBar().compiling)[0],
-                      flush=True)
+                output = decoder.translate([line], compiling=ProgressBar().compiling)[0]
+                if aligner:   # the translation, a tab, its alignment
+                    output = f"{output}\t{aligner.align_lines([line], [output])[0]}"
+                print(output, flush=True)
                 _report_cut(decoder, 1)
             except UserError as e:  # a bad line is reported; the session goes on
                 entry_point.report(PROG, str(e))

@@ -52,7 +52,9 @@ path_flags.define_path("checkpoint_path", None,
 flags.DEFINE_string("decode_hparams", "",
                     'Beam settings fixed in the export: "beam_size=4,alpha=0.6,extra_length=50" '
                     "and early_stop (--format=ctranslate2: batch_size instead of "
-                    "early_stop); no other decode setting.")
+                    "early_stop); alignments=true (with alignment_layer, alignment_heads) adds "
+                    "the SavedModel signature translate_with_alignments; no other decode "
+                    "setting.")
 path_flags.define_path("export_dir", None,
                        "The directory to write <version>/ under (default: output_dir/export "
                        "for saved_model, output_dir/export/ctranslate2 for ctranslate2, "

@@ -29,7 +29,9 @@ def export_saved_model(output_dir: str, checkpoint_path: str | None = None,
             or vocab.subwords, checkpoints).
         checkpoint_path: a checkpoint prefix; default the latest in output_dir.
         decode_overrides: the parsed --decode_hparams, over the beam settings
-            of hparams.json (beam_size, alpha, extra_length, early_stop; no
+            of hparams.json (beam_size, alpha, extra_length, early_stop;
+            alignments, alignment_layer, alignment_heads add the
+            translate_with_alignments signature; no
             other), fixed in the export.
         export_dir: the model base path; default `output_dir/export`.
         version: the version number; default the checkpoint's step.
@@ -61,6 +63,9 @@ def export_saved_model(output_dir: str, checkpoint_path: str | None = None,
             "serving_default": module.serve.get_concrete_function(),
             "translate_ids": module.translate_ids.get_concrete_function(),
         }
+        if settings.alignments:   # --decode_hparams alignments=true
+            signatures["translate_with_alignments"] = \
+                module.translate_with_alignments.get_concrete_function()
         tf.saved_model.save(module, tmp, signatures=signatures)
         extra = os.path.join(tmp, "assets.extra")
         os.makedirs(extra, exist_ok=True)

@@ -14,6 +14,11 @@ Signatures:
     translate_ids(ids: int32 [None, None])   EOS-terminated, 0-padded
         -> {"outputs": int32 [None, None], "scores": float32 [None]}
            (output ids end with EOS, PAD after it)
+    translate_with_alignments(sentences: tf.string [None])   only when
+        exported with `--decode_hparams alignments=true`
+        -> serving_default's outputs and scores, and "alignments": tf.string
+           [None], each output's word alignment in Pharaoh format (`0-0 1-2
+           ...`, `t2t-decoder`'s `.align` lines; `export/alignment_graph.py`)
 
 Max decode length: `t2t_revival.decode_length`'s rule, as `Decoder`
 uses it: the batch is padded to a multiple of 16 tokens (not past
@@ -49,6 +54,7 @@ import tensorflow as tf
 
 from t2t_revival import decode_length
 from t2t_revival.decode.beam_search import beam_search
+from t2t_revival.decode.word_alignment import check_alignment_settings
 from t2t_revival.decode_length import batch_bucket, cut_to_max_length, padded_length
 from t2t_revival.run_dir.checkpoint_variables import model_variables
 from t2t_revival.special_ids import EOS_ID, PAD_ID
@@ -91,6 +97,11 @@ class TranslationModule(tf.Module):
         self._extra_length = int(decode_hparams.extra_length)
         self._early_stop = str(decode_hparams.early_stop)
         self._xla = bool(xla)
+        self._alignment = (check_alignment_settings(
+            decode_hparams.alignment_layer, decode_hparams.alignment_heads,
+            hparams.num_hidden_layers, hparams.num_heads),
+            decode_hparams.alignment_heads) if decode_hparams.alignments else None
+        """(layer, heads) of `translate_with_alignments`, None without it."""
         if self._xla:
             self._compiled_beam_search = tf.function(
                 self._beam_search, jit_compile=True, autograph=False)
@@ -171,12 +182,33 @@ class TranslationModule(tf.Module):
                  autograph=False)
     def serve(self, sentences):
         """tf.string [B] sentences -> translations tf.string [B] and scores float32 [B]."""
+        text, scores, _, _ = self._translate(sentences)
+        return {"outputs": text, "scores": scores}
+
+    @tf.function(input_signature=[tf.TensorSpec([None], tf.string, name="sentences")],
+                 autograph=False)
+    def translate_with_alignments(self, sentences):
+        """`serve`'s outputs and scores, and each one's Pharaoh word alignment."""
+        from t2t_revival.export.alignment_graph import graph_alignments
+
+        text, scores, tokens, sequences = self._translate(sentences)
+        inputs, _ = cut_to_max_length(tf.pad(tokens, [[0, 0], [0, 1]]), self._max_length,
+                                      PAD_ID, EOS_ID)
+        layer, heads = self._alignment
+        alignments = graph_alignments(self._model, layer, heads, self._tokenizer, inputs,
+                                      sequences, sentences, text)
+        return {"outputs": text, "scores": scores, "alignments": alignments}
+
+    def _translate(self, sentences):
+        """tf.string [B] -> (translations tf.string [B], scores float32 [B], the
+        EOS-terminated input ids int32 [B, S], the output ids int32 [B, L])."""
         blank = tf.equal(tf.strings.strip(sentences), "")
         # A blank row tokenizes to nothing, so it becomes a lone EOS: empty output.
         tokens = self._tokenizer.tokenize(tf.where(blank, "", sentences))  # [B, (n)]
         eos = tf.fill([tf.shape(sentences)[0], 1], EOS_ID)
         tokens = tf.concat([tokens, tf.RaggedTensor.from_tensor(eos)], axis=1)
-        sequences, scores = self._search(tokens.to_tensor(default_value=PAD_ID))
+        tokens = tokens.to_tensor(default_value=PAD_ID)
+        sequences, scores = self._search(tokens)
         # Keep the tokens before the first EOS, drop PAD.
         before_eos = tf.equal(tf.cumsum(tf.cast(tf.equal(sequences, EOS_ID), tf.int32),
                                         axis=1), 0)
@@ -184,4 +216,4 @@ class TranslationModule(tf.Module):
         text = self._tokenizer.detokenize(tf.ragged.boolean_mask(sequences, keep))
         # One line each, as t2t-decoder writes them (`text_lines.one_field`).
         text = tf.strings.regex_replace(text, f"[{FIELD_BREAKS}]", " ")
-        return {"outputs": text, "scores": scores}
+        return text, scores, tokens, sequences

@@ -48,13 +48,16 @@ class DecoderLayer(keras.layers.Layer):
             `cross_attention_mask` is then per sentence too.
         cache_index: int32 scalar, position of `x[:, 0]` (with `cache`).
         training: enables dropout.
+        return_attention: also return the encoder-decoder attention weights
+            (without `cache`): float32 `[batch, h, length, source_length]`.
 
     Without a cache the self-attention is causal over `x`; with one, `x` is
     written into the self-attention buffer at `cache_index` and attends to
     buffer positions up to its own.
 
     Returns:
-        `[batch, length, d_model]`, or `(output, new_cache)` when `cache` is given.
+        `[batch, length, d_model]`, or `(output, new_cache)` when `cache` is
+        given, or `(output, cross_attention_weights)` with `return_attention`.
     """
 
     def __init__(self, num_heads, key_size, value_size, d_ff, dropout=0.0,
@@ -124,8 +127,9 @@ class DecoderLayer(keras.layers.Layer):
                 PER_SENTENCE: cache[PER_SENTENCE]}
 
     def call(self, x, encoder_output=None, cross_attention_mask=None, cache=None,
-             cache_index=None, self_attention_mask=None, training=None):
-        new_self_cache = None
+             cache_index=None, self_attention_mask=None, training=None,
+             return_attention=False):
+        new_self_cache, cross_weights = None, None
         if cache is None:
             causal = causal_mask(ops.shape(x)[1])  # (1, 1, T, T)
             if self_attention_mask is not None:  # e.g. (B, 1, T, T) same segment
@@ -141,6 +145,12 @@ class DecoderLayer(keras.layers.Layer):
                 return out
 
         def cross_attend(h):
+            nonlocal cross_weights
+            if cache is None and return_attention:
+                out, cross_weights = self.cross_attention(
+                    h, memory=encoder_output, attention_mask=cross_attention_mask,
+                    training=training, return_attention=True)
+                return out
             if cache is None:
                 return self.cross_attention(h, memory=encoder_output,
                                             attention_mask=cross_attention_mask,
@@ -158,6 +168,8 @@ class DecoderLayer(keras.layers.Layer):
         x = self._sublayer(x, self.cross_attention_norm, cross_attend, training)
         x = self._sublayer(x, self.ffn_norm,
                            lambda h: self.ffn(h, training=training), training)
+        if return_attention:
+            return x, cross_weights  # (B, T, D), float32 (B, H, T, S)
         if cache is None:
             return x  # (B, T, D)
         return x, {"self": new_self_cache, PER_SENTENCE: cache[PER_SENTENCE]}

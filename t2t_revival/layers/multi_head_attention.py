@@ -52,10 +52,14 @@ class MultiHeadAttention(keras.layers.Layer):
         cache_index: int32 scalar, position of the first query (with a
             self-attention cache).
         training: enables attention dropout.
+        return_attention: also return the attention weights (without `cache`):
+            float32 `[batch, h, query_length, key_length]`, after the softmax
+            and before dropout (word alignments, `decode/word_alignment.py`).
 
     Returns:
         `[batch, query_length, d_model]`, and the updated cache when `cache` is
-        given (as a tuple `(output, cache)`).
+        given (as a tuple `(output, cache)`), or `(output, weights)` with
+        `return_attention`.
     """
 
     def __init__(self, num_heads, key_size, value_size, dropout=0.0,
@@ -130,7 +134,10 @@ class MultiHeadAttention(keras.layers.Layer):
                 "value": ops.transpose(value, (0, 2, 1, 3))}
 
     def call(self, query, memory=None, attention_mask=None, cache=None,
-             cache_index=None, training=None):
+             cache_index=None, training=None, return_attention=False):
+        if return_attention and cache is not None:
+            raise ValueError("MultiHeadAttention returns its attention weights only "
+                             "without a cache (a teacher-forced pass). Received: cache")
         h, dk, dv = self.num_heads, self.key_size, self.value_size
         if self.self_attention:
             qkv = self.qkv_dense(query)  # (B, T, H*(2dk+dv))
@@ -169,8 +176,8 @@ class MultiHeadAttention(keras.layers.Layer):
         logits = ops.cast(logits, "float32")
         if attention_mask is not None:
             logits = ops.where(attention_mask, logits, _MASK_VALUE)
-        weights = ops.softmax(logits, axis=-1)  # float32 (B, H, T, S)
-        weights = ops.cast(weights, self.compute_dtype)
+        probabilities = ops.softmax(logits, axis=-1)  # float32 (B, H, T, S)
+        weights = ops.cast(probabilities, self.compute_dtype)
         weights = self.dropout_layer(weights, training=training)
         out = ops.einsum("bhts,bhsd->bthd" if heads_first else "bhts,bshd->bthd",
                          weights, v)  # (B, T, H, dv)
@@ -178,6 +185,8 @@ class MultiHeadAttention(keras.layers.Layer):
         out = self.output_dense(out)  # (B, T, d_model)
         if cache is not None:
             return out, cache
+        if return_attention:
+            return out, probabilities
         return out
 
     def compute_output_shape(self, input_shape):

@@ -213,7 +213,8 @@ class Transformer(keras.Model):
         return x, encoder_padding
 
     def decode(self, targets, encoder_output, encoder_padding, training=False,
-               segmentation=None, position=None, encoder_segmentation=None):
+               segmentation=None, position=None, encoder_segmentation=None,
+               return_attention=False):
         """Teacher-forced decoding.
 
         Args:
@@ -227,8 +228,13 @@ class Transformer(keras.Model):
                 segment k, and starts with PAD as its own start symbol.
             position: optional int32 `[batch, T]` per-segment target positions.
             encoder_segmentation: int32 `[batch, S]`, with `segmentation`.
+            return_attention: also return every decoder layer's
+                encoder-decoder attention weights (word alignments).
         Returns:
             float32 logits `[batch, T, vocab_size]`; `logits[:, i]` predicts `targets[:, i]`.
+            With `return_attention`, `(logits, attention)`: attention float32
+            `[batch, layers, heads, T, S]`, row i the attention that predicts
+            `targets[:, i]`.
         """
         targets = ops.cast(targets, "int32")
         decoder_input = ops.pad(targets[:, :-1], [[0, 0], [1, 0]],
@@ -253,11 +259,18 @@ class Transformer(keras.Model):
             self_mask = segment_mask(segmentation, segmentation)  # (B, 1, T, T)
         x = self._embed(self.target_embedding, self.decoder_position, decoder_input,
                         positions=position, training=training)
+        attention = []
         for layer in self.decoder_layers:
             x = layer(x, encoder_output=encoder_output, cross_attention_mask=mask,
-                      self_attention_mask=self_mask, training=training)
+                      self_attention_mask=self_mask, training=training,
+                      return_attention=return_attention)
+            if return_attention:
+                x, weights = x
+                attention.append(weights)  # (B, H, T, S)
         if self.decoder_final_norm is not None:
             x = self.decoder_final_norm(x)
+        if return_attention:
+            return self._logits(x), ops.stack(attention, axis=1)  # (B, layers, H, T, S)
         return self._logits(x)
 
     def call(self, inputs, training=False):
