@@ -77,7 +77,7 @@ class Evaluator:
         self.early_stopping: EarlyStopping | None = None
         self._writer = None
         self._last: Evaluation | None = None
-        self._compiled = False   # whether an evaluation ran (and compiled the dev loss)
+        self._compiled = False   # whether an evaluation ran (and traced the dev loss)
 
     # ------------------------------------------------------------ dev loss
     def _loss_sums(self, batch):
