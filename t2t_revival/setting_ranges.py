@@ -96,6 +96,9 @@ RANGES: dict[str, Range] = {
     "parallel_batches": Range(**_NOT_NEGATIVE,
                               why="batches decoded at once, a thread each; 0 picks: 2 on a "
                                   "CPU (4 at batch_size=1), 1 on a GPU or with sampling"),
+    "max_constraint_tokens": Range(**_POSITIVE_INT,
+                                   why="constraint subwords per sentence, the width of "
+                                       "the search's constraint tensors"),
     # Sampling (DecodeHParams).
     "temperature": Range(**_POSITIVE, why="logits / temperature; top_k=1 samples greedily"),
     "top_k": Range(**_NOT_NEGATIVE, why="0 keeps every token"),

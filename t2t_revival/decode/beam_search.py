@@ -452,7 +452,7 @@ def _guided_search(state, step: StepFn, k: int, length: int, alpha: float, eos_i
     """
     if prefix is not None:
         state["prefix"] = ops.convert_to_tensor(prefix, dtype="int32")          # [B, P]
-        prefix_width = state["prefix"].shape[1]
+        prefix_width = ops.shape(state["prefix"])[1]   # a tensor where not static
     if constraints is not None:
         ids, starts = constraints
         state["constraint_ids"] = ops.convert_to_tensor(ids, dtype="int32")     # [B, C]

@@ -23,6 +23,7 @@ from t2t_revival.decode.beam_search import OnStep, beam_search
 from t2t_revival.decode.ensemble import Ensemble
 from t2t_revival.decode.forced_scoring import score_targets
 from t2t_revival.decode.sampling import sample_search
+from t2t_revival.decode.search_guides import SearchGuides, guide_specs, search_arguments
 from t2t_revival.decode.search_memory import available_bytes, beam_batch_size, sample_in_chunks
 from t2t_revival.decode_hparams import DecodeHParams, DecodeOverrides
 from t2t_revival.decode_length import (batch_bucket, check_input_length, cut_line,
@@ -66,6 +67,9 @@ class Decoder:
         self.model = trained.model
         # How many inputs of the last `translate` call were cut to max_length.
         self.cut_inputs = 0
+        # {index: why} of its inputs whose prefix or constraints cannot be met
+        # (`SearchGuides.refuse_unmet`): their outputs are empty.
+        self.skipped: dict[int, str] = {}
         # autograph=False: the model and beam search use no Python control flow
         # on tensors (beam search loops with ops.while_loop), and autograph's
         # conversion cache can hand back a stale function in long processes.
@@ -122,17 +126,20 @@ class Decoder:
     # ------------------------------------------------------------------
     @property
     def compiled_searches(self) -> dict[int, tf.types.experimental.PolymorphicFunction]:
-        """{rows: the compiled search of batches of `rows` inputs} made so far."""
+        """{rows (or (rows, guide kinds)): the compiled search of batches of
+        `rows` inputs} made so far."""
         return dict(self._compiled_searches)
 
-    def search_batch(self, inputs, max_decode_length, samples_per_input: int | None = None):
+    def search_batch(self, inputs, max_decode_length, samples_per_input: int | None = None,
+                     guides: dict | None = None):
         """inputs int32 [B, S] -> (sequences [B, (beam,) L], scores [B, (beam)]).
 
         The search itself, in Python (`search` and `compiled_search` are its
         tf.functions). max_decode_length: a Python int, or an int32 scalar
         tensor that follows from S (`compiled_search`: a constant under XLA).
         samples_per_input: with sampling, the samples of this call (default
-        the decode hparams'; `sample_in_chunks` draws them in chunks)."""
+        the decode hparams'; `sample_in_chunks` draws them in chunks).
+        guides: beam search's prefixes and constraints (`SearchGuides.tensors`)."""
         encoder_output, encoder_padding = self.model.encode(inputs, training=False)
         cache = self.model.init_cache(encoder_output, encoder_padding, max_decode_length)
         dhp = self.decode_hparams
@@ -150,28 +157,32 @@ class Decoder:
                            beam_size=dhp.beam_size, alpha=dhp.alpha,
                            max_decode_length=max_decode_length,
                            return_beams=dhp.return_beams, early_stop=dhp.early_stop,
-                           resize_cache=self.model.resize_cache, on_step=self.on_beam_step)
+                           resize_cache=self.model.resize_cache, on_step=self.on_beam_step,
+                           **search_arguments(guides))
 
-    def compiled_search(self, rows: int):
+    def compiled_search(self, rows: int, guided: tuple[str, ...] = ()):
         """The XLA search of batches of `rows` inputs: inputs int32 [rows, S]
         -> `_search_batch`'s outputs. It is traced once, for any S (the
         length limit follows from S in the graph, as in the SavedModel's
         search), and XLA compiles a program per padded length S: tracing the
         search costs seconds, so a file of many input lengths traces it once
-        per batch bucket, not once per length."""
+        per batch bucket, not once per length. With `guided` (`SearchGuides.kinds`)
+        it takes the batch's guides too: (inputs, `SearchGuides.tensors`)."""
+        key = (rows, guided) if guided else rows
         with self._compiled_searches_lock:
-            search = self._compiled_searches.get(rows)
+            search = self._compiled_searches.get(key)
             if search is None:
                 hp, dhp = self.hparams, self.decode_hparams
                 limit = position_limit(hp.position_encoding, hp.max_length)
 
-                def search_batch(inputs):
+                def search_batch(inputs, guides=None):
                     return self.search_batch(inputs, max_decode_length(
-                        tf.shape(inputs)[1], dhp.extra_length, limit))
+                        tf.shape(inputs)[1], dhp.extra_length, limit), guides=guides)
                 search = tf.function(
                     search_batch, jit_compile=True, autograph=False,
-                    input_signature=[tf.TensorSpec([rows, None], tf.int32)])
-                self._compiled_searches[rows] = search
+                    input_signature=[tf.TensorSpec([rows, None], tf.int32)] + (
+                        [guide_specs(rows, guided, dhp.max_constraint_tokens)] if guided else []))
+                self._compiled_searches[key] = search
         return search
 
     def encode(self, sentences: Sequence[str]) -> list[list[int]]:
@@ -195,8 +206,9 @@ class Decoder:
     def translate(self, sentences: Sequence[str],
                   progress: Callable[[int, int], None] | None = None,
                   compiling: Callable[[int], None] | None = None,
-                  on_batch: Callable[[list[int], list[str]], None] | None = None
-                  ) -> list[str]:
+                  on_batch: Callable[[list[int], list[str]], None] | None = None,
+                  prefixes: Sequence[str] | None = None,
+                  constraints: Sequence[Sequence[str]] | None = None) -> list[str]:
         """Translations in input order, one line each (a line break or tab a
         model spells becomes a space); an empty line gives an empty line.
 
@@ -213,12 +225,18 @@ class Decoder:
             when it compiles none.
         on_batch: called with each batch's input indices and translations as
             it is decoded (`decode_in_length_order`'s).
+        prefixes, constraints: None, or each input's forced output start ("" none)
+            and phrases its outputs must contain (beam search; `SearchGuides`:
+            an input whose guides cannot be met is skipped, as `skipped` says).
         """
         encoded = self.encode(sentences)
         hp, dhp = self.hparams, self.decode_hparams
         if self._seed_generator is not None:  # each call draws the same samples
             self._seed_generator.state.assign([dhp.seed, 0])
         limit = position_limit(hp.position_encoding, hp.max_length)
+        guides = SearchGuides.of_inputs(self.vocab, dhp, prefixes, constraints)
+        self.skipped = guides.refuse_unmet(encoded, lambda n: max_decode_length(
+            padded_length(n, hp.max_length), dhp.extra_length, limit)) if guides else {}
         largest = None if dhp.batch_tokens else dhp.batch_size
         # Sentence batches, more inputs than one batch holds: the last,
         # partial batch runs the full batches' program too (its rows
@@ -240,15 +258,18 @@ class Decoder:
             rows = list(chunk) + [chunk[-1]] * (rows - len(chunk))
             inputs = tf.constant([encoded[i] + [PAD_ID] * (length - len(encoded[i]))
                                   for i in rows], tf.int32)
+            extra = guides.tensors(rows, max_decode_length(length, dhp.extra_length, limit)) \
+                if guides else None
             if self.compiled:
-                sequences, scores = self.compiled_search(len(rows))(inputs)
+                sequences, scores = self.compiled_search(
+                    len(rows), guides.kinds if guides else ())(inputs, *([extra] if guides else []))
                 self._compiled_programs.add((len(rows), length))
             elif dhp.sampling:
                 sequences, scores = sample_in_chunks(self.search, inputs, max_decode_length(
                     length, dhp.extra_length, limit), self.hparams, dhp)
             else:
                 sequences, scores = self.search(inputs, max_decode_length(
-                    length, dhp.extra_length, limit))
+                    length, dhp.extra_length, limit), guides=extra)
             sequences, scores = np.asarray(sequences)[:len(chunk)], np.asarray(scores)[:len(chunk)]
 
             def text(sequence, score) -> str:
@@ -267,7 +288,7 @@ class Decoder:
         if first and compiling:
             compiling(len(first))
         try:
-            ahead = self._decode_side_by_side(first, decode_batch)
+            ahead = _decode_side_by_side(first, decode_batch)
 
             def decode_or_take(chunk: list[int]) -> list[str]:
                 outputs = ahead.pop(tuple(chunk), None)
@@ -327,28 +348,6 @@ class Decoder:
                 first.setdefault(key, chunk)
         return first
 
-    @staticmethod
-    def _decode_side_by_side(first: dict[tuple[int, int], list[int]], decode_batch
-                             ) -> dict[tuple[int, ...], list[str]]:
-        """{batch: outputs} of the batches of `first` (the first batch of each
-        program not compiled yet), decoded all at once, before the rest.
-
-        XLA compiles a program on its first batch, in the thread that runs
-        it (8-9 s a program for the Multi30k recipe model on 2 cores, using
-        about 1.4 of them); decoded one after the other, a file of 3
-        input-length buckets waits for 3 compilations in a row. Here they
-        run side by side, as many at a time as there are cores (at least
-        2): 21 s instead of 25 for those 3 (benchmarks/RESULTS.md). Nothing
-        to gain from one program.
-        """
-        if len(first) < 2:
-            return {}
-        workers = min(len(first), max(2, usable_cores()))
-        with concurrent.futures.ThreadPoolExecutor(
-                workers, thread_name_prefix="compile_ahead") as pool:
-            return {tuple(chunk): outputs for chunk, outputs in
-                    zip(first.values(), pool.map(decode_batch, first.values()))}
-
     # ------------------------------------------------------------------ scoring
     def _score_batch(self, inputs, targets):
         """inputs [B, S], targets [B, T] -> (log_probs [B], scores [B])."""
@@ -389,6 +388,28 @@ class Decoder:
                                       score_batch, progress, batch_tokens=dhp.batch_tokens,
                                       max_length=hp.max_length,
                                       parallel_batches=dhp.parallel_batches)
+
+
+def _decode_side_by_side(first: dict[tuple[int, int], list[int]], decode_batch
+                         ) -> dict[tuple[int, ...], list[str]]:
+    """{batch: outputs} of the batches of `first` (the first batch of each
+    program not compiled yet), decoded all at once, before the rest.
+
+    XLA compiles a program on its first batch, in the thread that runs
+    it (8-9 s a program for the Multi30k recipe model on 2 cores, using
+    about 1.4 of them); decoded one after the other, a file of 3
+    input-length buckets waits for 3 compilations in a row. Here they
+    run side by side, as many at a time as there are cores (at least
+    2): 21 s instead of 25 for those 3 (benchmarks/RESULTS.md). Nothing
+    to gain from one program.
+    """
+    if len(first) < 2:
+        return {}
+    workers = min(len(first), max(2, usable_cores()))
+    with concurrent.futures.ThreadPoolExecutor(
+            workers, thread_name_prefix="compile_ahead") as pool:
+        return {tuple(chunk): outputs for chunk, outputs in
+                zip(first.values(), pool.map(decode_batch, first.values()))}
 
 
 class ProgressBar:

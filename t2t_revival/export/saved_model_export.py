@@ -60,6 +60,7 @@ def export_saved_model(output_dir: str, checkpoint_path: str | None = None,
         signatures = {
             "serving_default": module.serve.get_concrete_function(),
             "translate_ids": module.translate_ids.get_concrete_function(),
+            "translate_constrained": module.translate_constrained.get_concrete_function(),
         }
         tf.saved_model.save(module, tmp, signatures=signatures)
         extra = os.path.join(tmp, "assets.extra")
