@@ -89,15 +89,15 @@ def test_saved_model_module_translates_with_prefixes_and_constraints(run):
     from t2t_revival.export.export_source import SAVED_MODEL_FIXES, load_export_source
     from t2t_revival.export.translation_module import TranslationModule
 
-    _, trained, settings = load_export_source(run, None, {"max_constraint_tokens": 8},
+    _, trained, settings = load_export_source(run, None, {"max_constraint_tokens": 24},
                                               SAVED_MODEL_FIXES, "SavedModel")
     module = TranslationModule(trained.model, trained.hparams, settings, trained.vocab)
     out = module.translate_constrained(tf.constant(SOURCES), tf.constant(PREFIXES),
                                        tf.constant(["\t".join(p) for p in PHRASES]))
     got = [t.decode("utf-8") for t in out["outputs"].numpy()]
-    want = decoder_of(run, settings="xla=false,max_constraint_tokens=8").translate(
+    want = decoder_of(run, settings="xla=false,max_constraint_tokens=24").translate(
         SOURCES, prefixes=PREFIXES, constraints=PHRASES)
     assert got == want
-    with pytest.raises(tf.errors.InvalidArgumentError, match="max_constraint_tokens=8"):
+    with pytest.raises(tf.errors.InvalidArgumentError, match="max_constraint_tokens=24"):
         module.translate_constrained(tf.constant(["A dog."]), tf.constant([""]),
-                                     tf.constant(["Schnee Hund Mann Frau Baum Katze"]))
+                                     tf.constant([" ".join(["Schnee Hund Mann"] * 12)]))

@@ -237,7 +237,8 @@ def _translate_file(decoder, sources: list[str], out_path: str,
     from t2t_revival.phase_times import phase
 
     journal = DecodeJournal(out_path, sources, {"checkpoint": decoder.checkpoint_path,
-                                                "decode_hparams": str(decoder.decode_hparams)})
+                                                "decode_hparams": str(decoder.decode_hparams),
+                                                **({"guides": guides} if guides else {})})
     if journal.resume():
         print(f"Continuing from {journal.path}: {len(journal.done)} of {len(sources)} lines "
               f"decoded before", file=sys.stderr)

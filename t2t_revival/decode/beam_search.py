@@ -354,14 +354,8 @@ def beam_search(step: StepFn, cache, batch_size, beam_size: int, alpha: float,
             state["live_log_probs"], logits, 2 * k)                           # [B, 2k] each
         top_seqs = _gather_beams(state["live_seqs"], parents)                 # [B, 2k, L]
         top_seqs = _write_position(top_seqs, tokens, index, length)
-        is_eos = ops.equal(tokens, eos_id)
-        alive = top_log_probs > DEAD
-
         # New live set: the k best extensions that do not end in EOS.
-        live_candidates = ops.where(ops.logical_or(is_eos, ops.logical_not(alive)),
-                                    NEG_INF, top_log_probs)
-        live_log_probs, live_pick = ops.top_k(live_candidates, k)             # [B, k]
-        live_pick = ops.cast(live_pick, "int32")
+        is_eos, alive, live_log_probs, live_pick = _best_live(top_log_probs, tokens, eos_id, k)
         live_seqs = _gather_beams(top_seqs, live_pick)                        # [B, k, L]
         live_ids = ops.take_along_axis(tokens, live_pick, axis=1)             # [B, k]
         live_parents = ops.take_along_axis(parents, live_pick, axis=1)        # [B, k]
@@ -489,12 +483,8 @@ def _guided_search(state, step: StepFn, k: int, length: int, alpha: float, eos_i
             live_log_probs, ops.reshape(log_probs, (-1, vocab)), 2 * k, normalized=True)
         new_state = {}
         if constraints is None:
-            is_eos = ops.equal(tokens, eos_id)
-            alive = top_log_probs > DEAD
-            live_candidates = ops.where(ops.logical_or(is_eos, ops.logical_not(alive)),
-                                        NEG_INF, top_log_probs)
-            new_log_probs, live_pick = ops.top_k(live_candidates, k)           # [B, k]
-            live_pick = ops.cast(live_pick, "int32")
+            is_eos, alive, new_log_probs, live_pick = _best_live(top_log_probs, tokens,
+                                                                 eos_id, k)
             eos_scores = ops.where(ops.logical_and(is_eos, alive), top_log_probs, NEG_INF)
             eos_parents = parents                                              # [B, 2k]
         else:
@@ -593,6 +583,18 @@ _SMALLEST_STAGE = 4
 # The self-attention buffer lengths that the first loop of a beam search with
 # `resize_cache` runs on, before max_decode_length (those below it).
 _BUFFER_LENGTHS = (16, 32)
+
+
+def _best_live(top_log_probs, tokens, eos_id: int, k: int):
+    """The k best of the candidates (log-probs and tokens [B, n]) that do not
+    end in EOS: (is_eos bool [B, n], alive bool [B, n], their log-probs
+    float32 [B, k] best first, their picks int32 [B, k])."""
+    is_eos = ops.equal(tokens, eos_id)
+    alive = top_log_probs > DEAD
+    live_candidates = ops.where(ops.logical_or(is_eos, ops.logical_not(alive)),
+                                NEG_INF, top_log_probs)
+    live_log_probs, live_pick = ops.top_k(live_candidates, k)                 # [B, k]
+    return is_eos, alive, live_log_probs, ops.cast(live_pick, "int32")
 
 
 def _reorder_cache(new_cache, old_cache, live_parents, k: int):
