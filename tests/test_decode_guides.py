@@ -2,7 +2,6 @@
 the SavedModel module, on a tiny random-weight model (tests/random_run_dir.py):
 the search itself is proven on toy steps in test_constrained_search.py."""
 
-import numpy as np
 import pytest
 
 from conftest import one_line_error, run_cli
@@ -20,11 +19,18 @@ def run(tmp_path_factory):
     return make_random_run_dir(root / "run", make_vocab(root / "vocab.model"), seed=1)
 
 
-def test_outputs_meet_the_constraints_and_prefixes_compiled_or_not(run):
+@pytest.fixture(scope="module")
+def plain(run):
+    """The uncompiled search's decoder (one, so that its traces are shared)."""
     from decoding import decoder_of
 
-    xla = decoder_of(run, settings="batch_size=4")
-    plain = decoder_of(run, settings="batch_size=4,xla=false")
+    return decoder_of(run, settings="batch_size=4,xla=false,max_constraint_tokens=24")
+
+
+def test_outputs_meet_the_constraints_and_prefixes_compiled_or_not(run, plain):
+    from decoding import decoder_of
+
+    xla = decoder_of(run, settings="batch_size=4,max_constraint_tokens=24")
     vocab = xla.vocab
     outputs = xla.translate(SOURCES, prefixes=PREFIXES, constraints=PHRASES)
     assert plain.translate(SOURCES, prefixes=PREFIXES, constraints=PHRASES) == outputs
@@ -36,19 +42,17 @@ def test_outputs_meet_the_constraints_and_prefixes_compiled_or_not(run):
             assert phrase in output, (output, phrase)
 
 
-def test_a_line_whose_constraints_cannot_be_met_is_skipped_alone(run):
-    from decoding import decoder_of
-
-    decoder = decoder_of(run, settings="max_constraint_tokens=8,xla=false")
-    long_phrase = "Schnee Hund Mann Frau Baum Katze"
-    outputs = decoder.translate(SOURCES[:3], constraints=[["Hund"], [long_phrase], ["", "x"]])
+def test_a_line_whose_constraints_cannot_be_met_is_skipped_alone(plain):
+    long_phrase = " ".join(["Schnee Hund Mann"] * 12)
+    outputs = plain.translate(SOURCES[:3], constraints=[["Hund"], [long_phrase], ["", "x"]],
+                              prefixes=[""] * 3)
     assert outputs[1:] == ["", ""] and "Hund" in outputs[0]
-    assert set(decoder.skipped) == {1, 2}
-    assert "more than max_constraint_tokens=8" in decoder.skipped[1]
-    assert "constraint phrase 1 is empty" in decoder.skipped[2]
+    assert set(plain.skipped) == {1, 2}
+    assert "more than max_constraint_tokens=24" in plain.skipped[1]
+    assert "constraint phrase 1 is empty" in plain.skipped[2]
     long_prefix = " ".join(["Hund"] * 40)
-    decoder.translate(["Hello"], prefixes=[long_prefix])
-    assert "before EOS; shorten them or raise extra_length" in decoder.skipped[0]
+    plain.translate(["Hello"], prefixes=[long_prefix], constraints=[[]])
+    assert "before EOS; shorten them or raise extra_length" in plain.skipped[0]
 
 
 def test_decoder_cli_reads_tab_separated_guides_and_reports_skipped_lines(run, tmp_path):
@@ -80,12 +84,11 @@ def test_decoder_cli_reads_tab_separated_guides_and_reports_skipped_lines(run, t
                    "t2t-decoder", "'constraints' and 'prefix' are for beam search")
 
 
-def test_saved_model_module_translates_with_prefixes_and_constraints(run):
+def test_saved_model_module_translates_with_prefixes_and_constraints(run, plain):
     """The SavedModel's translate_constrained signature, in process: the
     decoder's outputs (both search uncompiled, one padded length)."""
     import tensorflow as tf
 
-    from decoding import decoder_of
     from t2t_revival.export.export_source import SAVED_MODEL_FIXES, load_export_source
     from t2t_revival.export.translation_module import TranslationModule
 
@@ -95,8 +98,7 @@ def test_saved_model_module_translates_with_prefixes_and_constraints(run):
     out = module.translate_constrained(tf.constant(SOURCES), tf.constant(PREFIXES),
                                        tf.constant(["\t".join(p) for p in PHRASES]))
     got = [t.decode("utf-8") for t in out["outputs"].numpy()]
-    want = decoder_of(run, settings="xla=false,max_constraint_tokens=24").translate(
-        SOURCES, prefixes=PREFIXES, constraints=PHRASES)
+    want = plain.translate(SOURCES, prefixes=PREFIXES, constraints=PHRASES)
     assert got == want
     with pytest.raises(tf.errors.InvalidArgumentError, match="max_constraint_tokens=24"):
         module.translate_constrained(tf.constant(["A dog."]), tf.constant([""]),
