@@ -27,14 +27,15 @@ def plain(run):
     return decoder_of(run, settings="batch_size=4,xla=false,max_constraint_tokens=24")
 
 
-def test_outputs_meet_the_constraints_and_prefixes_compiled_or_not(run, plain):
-    from decoding import decoder_of
-
-    xla = decoder_of(run, settings="batch_size=4,max_constraint_tokens=24")
-    vocab = xla.vocab
-    outputs = xla.translate(SOURCES, prefixes=PREFIXES, constraints=PHRASES)
-    assert plain.translate(SOURCES, prefixes=PREFIXES, constraints=PHRASES) == outputs
-    assert xla.skipped == {}
+def test_outputs_meet_the_constraints_and_prefixes(plain):
+    # (The compiled search equals the uncompiled one on toy steps,
+    # test_constrained_search.py; through the decoder's XLA programs, in the
+    # docs' decoding-modes commands (the slow README test) and
+    # benchmarks/constrained_decoding.py's xla_equal_uncompiled: an XLA
+    # compile of the guided search is too slow for a fast test.)
+    vocab = plain.vocab
+    outputs = plain.translate(SOURCES, prefixes=PREFIXES, constraints=PHRASES)
+    assert plain.skipped == {}
     for output, phrases, prefix in zip(outputs, PHRASES, PREFIXES):
         ids = vocab.encode(output)
         assert ids[:len(vocab.encode(prefix))] == vocab.encode(prefix), (output, prefix)
