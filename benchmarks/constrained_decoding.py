@@ -76,7 +76,7 @@ def main():
                         f"--phrases_per_sentence={args.phrases_per_sentence}")
     load_before = harness.load_average()
     settings = {"beam_size": args.beam_size, "batch_size": args.batch_size}
-    sources, xla = harness.sources_and_decoder(args, settings)
+    sources, xla = harness.sources_and_decoder(args, {**settings, "xla": "true"})
     references = read_text_lines(args.reference, "reference")[:len(sources)]
     if len(references) != len(sources):
         raise UserError(f"--reference has {len(references)} lines, --source {len(sources)}; "
@@ -87,7 +87,7 @@ def main():
     from t2t_revival.metrics.bleu import sacre_bleu
 
     uncompiled = Decoder.load(args.output_dir, args.checkpoint_path,
-                              {**settings, "xla": False})
+                              {**settings, "xla": "false"})
     phrases = [content_words(r, args.phrases_per_sentence) for r in references]
 
     def timed(**guides):

@@ -296,9 +296,14 @@ def main():
     try:
         for row in rows:
             print(f"{PROG}: {row}...", file=sys.stderr, flush=True)
-            results[row] = run_row(row, args, sources, work)
+            try:
+                results[row] = run_row(row, args, sources, work)
+            except UserError as e:   # the other rows' figures still count
+                print(f"{PROG}: row {row} failed: {e}", file=sys.stderr, flush=True)
+                results[row] = {"failed": str(e)}
     finally:
         shutil.rmtree(work, ignore_errors=True)
+    failed = [row for row, result in results.items() if "failed" in result]
     yardstick = results.get("import_tensorflow", {}).get("first_output_s")
     if yardstick:
         for row, result in results.items():
@@ -308,8 +313,12 @@ def main():
     harness.print_result({
         "benchmark": PROG, "output_dir": args.output_dir,
         "decode_hparams": args.decode_hparams, "rows": list(rows), "results": results,
+        "failed_rows": failed,
         "machine": harness.describe(), "loadavg_before": load_before,
         "loadavg_after": harness.load_average()})
+    if failed:
+        raise UserError(f"rows {', '.join(failed)} failed (their errors are above and in "
+                        f"the JSON); the other rows' figures are printed.")
 
 
 if __name__ == "__main__":

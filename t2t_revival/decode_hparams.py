@@ -16,7 +16,8 @@ import typing
 from typing import Any, Mapping
 
 from t2t_revival.decode_length import (CPU_PARALLEL_BATCHES, CPU_PARALLEL_SINGLE_SENTENCES,
-                                       EARLY_STOP_RULES, LONG_INPUTS, max_decode_length)
+                                       EARLY_STOP_RULES, LONG_INPUTS, XLA_CHOICES,
+                                       max_decode_length)
 from t2t_revival.errors import UserError
 from t2t_revival.hparams import HParams
 from t2t_revival.registry import closest
@@ -68,10 +69,14 @@ class DecodeHParams:
     seed: int = 1
     """Sampling: the random seed; the same seed, inputs and batch_size give the
     same samples."""
-    xla: bool = True
+    xla: str = "auto"
     """Compile the encoder and the whole search with XLA (jit_compile), one
-    program per length and batch bucket; false runs the uncompiled graph (the
-    reference: the same translations, slower)."""
+    program per length and batch bucket: "true" always; "false" never (the
+    uncompiled graph, traced once: the same translations, slower per
+    sentence); "auto" (the default) where the compile time is repaid, i.e.
+    from `AUTO_XLA_SENTENCES_PER_PROGRAM` sentences a program on (so a short
+    file answers in seconds, a test set compiles). Python callers may pass a
+    bool."""
     long_inputs: str = "cut"
     """An input longer than the model's max_length: "cut" it to max_length
     tokens (counted, reported at the end) or "refuse" it (stop with an error)."""
@@ -131,8 +136,11 @@ class DecodeHParams:
     with sampling (one seeded stream), see `resolved`."""
 
     def __post_init__(self):
+        if isinstance(self.xla, (bool, str)):   # xla=True (Python) or xla=True: "true"
+            object.__setattr__(self, "xla", str(self.xla).lower())
         check_settings(self, "decode hparam", DecodeHParamsError)
-        for name, choices in (("long_inputs", LONG_INPUTS), ("early_stop", EARLY_STOP_RULES)):
+        for name, choices in (("long_inputs", LONG_INPUTS), ("early_stop", EARLY_STOP_RULES),
+                              ("xla", XLA_CHOICES)):
             if getattr(self, name) not in choices:
                 raise DecodeHParamsError(
                     f"decode hparam '{name}' must be one of {', '.join(choices)}. "

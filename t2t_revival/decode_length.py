@@ -63,6 +63,24 @@ MAX_EXTRA_LENGTH = 1024
 # cut it (the default, as the SavedModel does) or refuse it.
 LONG_INPUTS = ("cut", "refuse")
 
+# `xla` in the decode hparams: "auto" (the default) compiles the search with
+# XLA only where its compile time is repaid (`AUTO_XLA_SENTENCES_PER_PROGRAM`),
+# "true" always, "false" never (the uncompiled search: the same translations).
+XLA_CHOICES = ("auto", "true", "false")
+
+# With xla=auto, a decoder compiles the programs a call needs (one per batch
+# bucket and padded length) once it has decoded, or is about to decode, this
+# many sentences per program, counting its earlier uncompiled calls (so a
+# trainer's dev decoding starts uncompiled and compiles once the evaluations
+# add up, as a tiered JIT does). Measured on the tiny README model, 2 cores,
+# loaded: 1,000 Multi30k sentences (5 programs) took 28 s compiled and 69 s
+# uncompiled, after 227 s of compiling and 5 s of tracing; 100 took 4 s
+# either way after 182 s and 5 s. So a short job answers in seconds
+# uncompiled, and 200 a program keeps a 1,000-line test set on XLA, as
+# before, for the larger models whose compiled search gains more
+# (benchmarks/RESULTS.md).
+AUTO_XLA_SENTENCES_PER_PROGRAM = 200
+
 # When a batch element's beam search stops (`beam_search`'s docstring):
 # "exact" (tensor2tensor's bound: no live hypothesis can still win) or
 # "best_finished" (the best finished one beats every live one as it stands).

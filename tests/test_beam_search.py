@@ -370,7 +370,7 @@ def test_decode_hparams_defaults_overrides_and_errors():
         ("alpha=-1", r"'alpha' must be in \[0, inf\)"),
         ("batch_tokens=-5", r"'batch_tokens' must be in \[0, inf\)"),
         ("long_inputs=drop", r"'long_inputs' must be one of cut, refuse.*long_inputs='drop'"),
-        ("xla=maybe", r"'xla' expects bool"),
+        ("xla=maybe", r"'xla' must be one of auto, true, false"),
         ("beam_size", r"--decode_hparams entries are key=value"),
         ("alpha=1,alpha=2", r"set twice in --decode_hparams"),
     ]:

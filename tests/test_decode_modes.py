@@ -461,11 +461,11 @@ def test_parallel_batches_give_the_same_translations_and_scores(runs):
 
     sources = SOURCES * 3 + [""]
     pairs = list(zip(SOURCES, TARGETS)) * 3
-    for settings in ("batch_size=2", "batch_size=2,xla=false,return_beams=true"):
+    for settings in ("batch_size=2,xla=true", "batch_size=2,xla=false,return_beams=true"):
         one = decoder_of(runs["a"], settings=settings)
         three = decoder_of(runs["a"], settings=f"{settings},parallel_batches=3")
         threads = set()
-        attribute = "compiled_search" if three.compiled else "search"
+        attribute = "compiled_search" if "xla=true" in settings else "uncompiled_search"
         search = getattr(three, attribute)
         setattr(three, attribute,
                 lambda *a: threads.add(threading.current_thread().name) or search(*a))

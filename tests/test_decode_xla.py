@@ -88,6 +88,34 @@ def test_xla_search_gives_the_uncompiled_search_translations(random_run):
     assert sorted(compiled.compiled_searches) == [8, 16]
 
 
+def test_xla_auto_compiles_once_the_sentences_repay_it(random_run, monkeypatch):
+    """xla=auto (the default): a call runs uncompiled until this decoder's
+    uncompiled sentences and the call's reach AUTO_XLA_SENTENCES_PER_PROGRAM a
+    program not compiled yet; the translations are the same either way, and
+    the uncompiled search is traced once for every batch size and length."""
+    from t2t_revival.decode import decoder as decoder_module
+    from t2t_revival.decode_length import AUTO_XLA_SENTENCES_PER_PROGRAM
+
+    out_dir, sentences = random_run
+    reference = _decoder(out_dir, "xla=true,batch_size=16").translate(sentences)
+    auto = _decoder(out_dir, "batch_size=16")
+    assert auto.decode_hparams.xla == "auto"
+    assert auto.translate(sentences) == reference and not auto.compiled
+    assert auto.compiled_searches == {}
+    assert auto.uncompiled_search.experimental_get_tracing_count() == 1
+    # 40 sentences need 2 programs (16 rows; lengths 16 and 32): compiled
+    # once 2 * per_program sentences are reached, counting the 40 above.
+    assert not auto.compiles(2 * AUTO_XLA_SENTENCES_PER_PROGRAM - 41, 2)
+    assert auto.compiles(2 * AUTO_XLA_SENTENCES_PER_PROGRAM - 40, 2)
+    assert auto.compiles(1, 0)           # nothing left to compile: the programs run
+    monkeypatch.setattr(decoder_module, "AUTO_XLA_SENTENCES_PER_PROGRAM", 30)
+    twenty = _decoder(out_dir, "xla=false,batch_size=16").translate(sentences[:20])
+    assert auto.translate(sentences[:20]) == twenty and auto.compiled   # 60 >= 2 * 30
+    assert sorted(auto.compiled_searches) == [16]
+    assert _decoder(out_dir, "xla=false").compiles(10 ** 6, 1) is False
+    assert _decoder(out_dir, "xla=true").compiles(1, 5) is True
+
+
 def test_the_first_batch_of_each_program_is_decoded_side_by_side(random_run):
     """XLA compiles a program on its first batch: the first batches of a
     file's programs run at once, in threads of their own, then the rest; a

@@ -60,3 +60,21 @@ def test_an_unknown_row_is_one_line(tmp_path):
     assert out.stderr.strip().splitlines() == [
         f"first_translation: error: unknown rows decoder_3; rows: "
         f"{', '.join(first_translation.ROWS)}, all, quick. Received: --rows='quick,decoder_3'"]
+
+
+def test_a_failed_row_keeps_the_other_rows_figures(tmp_path):
+    """A row that cannot run (no SavedModel here) is said in the JSON and in
+    one line, exit 2; the rows before and after it still print their figures."""
+    command, env = harness.module_command(sys.executable, "first_translation",
+                                          f"--output_dir={tmp_path}",
+                                          "--rows=mistake_hparam,saved_model,mistake_run_dir")
+    out = subprocess.run(command, capture_output=True, text=True,
+                         env=dict(env, PYTHONPATH=ENV["PYTHONPATH"]), timeout=300)
+    assert out.returncode == 2, out.stderr[-3000:]
+    report = json.loads(out.stdout.strip().splitlines()[-1])
+    assert report["failed_rows"] == ["saved_model"]
+    assert report["results"]["saved_model"]["failed"].startswith("no SavedModel under")
+    assert report["results"]["mistake_hparam"]["returncode"] == 2
+    assert report["results"]["mistake_run_dir"]["returncode"] == 2
+    assert out.stderr.strip().splitlines()[-1].startswith(
+        "first_translation: error: rows saved_model failed")

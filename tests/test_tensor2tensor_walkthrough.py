@@ -11,8 +11,10 @@ then `t2t-bleu`. The test runs it with bash, changing only:
   (wmt_archives), and is a folder of the test's (the walkthrough's
   /tmp/t2t_datagen could hold a user's real corpora); `$HOME` is the
   test's folder too.
-The same runs with PROBLEM=translate_ende_wmt8k and
-HPARAMS=transformer_base_v1.
+(A second run with PROBLEM=translate_ende_wmt8k and
+HPARAMS=transformer_base_v1 passed too, issue 57; it is not kept in CI, which
+has no minutes to spare, as both names are checked in test_wmt_problems and
+test_tensor2tensor_hparams.)
 """
 
 from __future__ import annotations
@@ -108,9 +110,3 @@ def test_tensor2tensor_walkthrough_as_pasted(wmt_tmp_dir, tmp_path):
     out = _run_walkthrough(tmp_path / "home", wmt_tmp_dir)
     _check(out, tmp_path / "home", "translate_ende_wmt32k", "transformer_base_single_gpu")
 
-
-@pytest.mark.slow
-def test_tensor2tensor_walkthrough_with_wmt8k_and_base_v1(wmt_tmp_dir, tmp_path):
-    out = _run_walkthrough(tmp_path / "home", wmt_tmp_dir, problem="translate_ende_wmt8k",
-                           hparams_set="transformer_base_v1")
-    _check(out, tmp_path / "home", "translate_ende_wmt8k", "transformer_base_v1")

@@ -71,8 +71,9 @@ path_flags.define_path("score_file", None,
                        "exactly one tab or a non-UTF-8 line stops it with one error line.")
 flags.DEFINE_string("decode_hparams", "",
                     '"beam_size=4,alpha=0.6,extra_length=50,batch_size=32,return_beams=false,'
-                    'batch_tokens=0,xla=true,long_inputs=cut" (batch_tokens > 0: batches of '
-                    'that many source tokens; xla=false: the uncompiled search; '
+                    'batch_tokens=0,xla=auto,long_inputs=cut" (batch_tokens > 0: batches of '
+                    'that many source tokens; xla=auto compiles the search with XLA where a '
+                    'job is big enough to repay it, xla=true always, xla=false never; '
                     'long_inputs=refuse: stop at a line longer than max_length; '
                     'parallel_batches=N: N batches at once, a thread each; the default 0 '
                     'decodes 2 at once on a CPU, 4 at batch_size=1, and 1 on a GPU); '

@@ -1,5 +1,5 @@
-"""`t2t-exporter`: export a trained model as a TF Serving SavedModel or a
-CTranslate2 model directory.
+"""`t2t-exporter`: export a trained model as a TF Serving SavedModel, a
+CTranslate2 model directory or LiteRT programs.
 
     t2t-exporter --output_dir=t2t_train/tiny --checkpoint_path=t2t_train/tiny/averaged/ckpt-2000
     docker run -p 8501:8501 -v $PWD/t2t_train/tiny/export:/models/t2t \\
@@ -21,6 +21,14 @@ CTranslate2 model (model.bin, config.json, shared_vocabulary.json) with the
 SentencePiece vocab.model beside it, for fast CPU/GPU decoding
 (`t2t_revival.export.ctranslate2_translator.CTranslate2Translator`). Needs the
 optional extra: python -m pip install -e ".[ctranslate2]" in the clone.
+
+    t2t-exporter --output_dir=t2t_train/tiny --format=litert
+
+writes output_dir/export/litert/<step>/: encoder.tflite and step.tflite (the
+decoder's cached step over the beam's rows), fixed-shape LiteRT programs
+for devices (XNNPACK's CPU kernels), with the vocabulary and the settings;
+`t2t_revival.export.litert_translator.LiteRTTranslator` translates with them,
+one sentence at a time.
 """
 
 from __future__ import annotations
@@ -33,9 +41,10 @@ FLAGS = flags.FLAGS
 PROG = "t2t-exporter"
 
 path_flags.define_usr_dir_flag(__name__)
-flags.DEFINE_enum("format", "saved_model", ["saved_model", "ctranslate2"],
-                  "What to export: a TF Serving SavedModel, or a CTranslate2 model "
-                  "directory (needs the ctranslate2 extra).")
+flags.DEFINE_enum("format", "saved_model", ["saved_model", "ctranslate2", "litert"],
+                  "What to export: a TF Serving SavedModel, a CTranslate2 model "
+                  "directory (needs the ctranslate2 extra), or LiteRT programs "
+                  "(encoder and decoder step, .tflite).")
 path_flags.define_path("output_dir", None, "The training directory (hparams.json, checkpoints).")
 path_flags.define_path("checkpoint_path", None,
                        "A checkpoint prefix to export (default: the latest in output_dir), or "
@@ -46,7 +55,8 @@ flags.DEFINE_string("decode_hparams", "",
                     "early_stop); no other decode setting.")
 path_flags.define_path("export_dir", None,
                        "The directory to write <version>/ under (default: output_dir/export "
-                       "for saved_model, output_dir/export/ctranslate2 for ctranslate2).")
+                       "for saved_model, output_dir/export/ctranslate2 for ctranslate2, "
+                       "output_dir/export/litert for litert).")
 flags.DEFINE_integer("version", None, "The version number (default: the checkpoint's step).",
                      lower_bound=1)
 flags.DEFINE_string("quantization", None,
@@ -73,7 +83,7 @@ def main(argv: list[str]) -> int:
         path_flags.check_directory("export_dir", FLAGS.export_dir, writable=True)
     if FLAGS.xla and FLAGS.format != "saved_model":
         raise UserError("--xla applies to --format=saved_model only (CTranslate2 "
-                        f"has its own kernels). Received: format={FLAGS.format!r}")
+                        f"and LiteRT have their own kernels). Received: format={FLAGS.format!r}")
     from t2t_revival.decode_hparams import parse_decode_hparams
     from t2t_revival.run_dir.training_directory import TrainingDirectory, require_directory
 
@@ -97,6 +107,13 @@ def main(argv: list[str]) -> int:
                                   overrides, FLAGS.export_dir, FLAGS.version,
                                   quantization=FLAGS.quantization or "float32")
         print(f"Exported the CTranslate2 model to {path}")
+        return 0
+    if FLAGS.format == "litert":
+        from t2t_revival.export.litert_export import export_litert
+
+        path = export_litert(FLAGS.output_dir, FLAGS.checkpoint_path, overrides,
+                             FLAGS.export_dir, FLAGS.version)
+        print(f"Exported the LiteRT programs to {path}")
         return 0
     from t2t_revival.export.saved_model_export import export_saved_model
 

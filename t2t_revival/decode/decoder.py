@@ -24,9 +24,11 @@ from t2t_revival.decode.ensemble import Ensemble
 from t2t_revival.decode.forced_scoring import score_targets
 from t2t_revival.decode.sampling import sample_search
 from t2t_revival.decode.search_guides import SearchGuides, guide_specs, search_arguments
-from t2t_revival.decode.search_memory import available_bytes, beam_batch_size, sample_in_chunks
+from t2t_revival.decode.search_memory import (available_bytes, beam_batch_size,
+                                              out_of_memory_advice, sample_in_chunks)
 from t2t_revival.decode_hparams import DecodeHParams, DecodeOverrides
-from t2t_revival.decode_length import (batch_bucket, check_input_length, cut_line,
+from t2t_revival.decode_length import (AUTO_XLA_SENTENCES_PER_PROGRAM, batch_bucket,
+                                       check_input_length, cut_line,
                                        decode_in_length_order, length_sorted_batches,
                                        max_decode_length, padded_length, position_limit)
 from t2t_revival.device_memory import OutOfMemoryError, out_of_memory_error
@@ -67,9 +69,7 @@ class Decoder:
         self.model = trained.model
         # How many inputs of the last `translate` call were cut to max_length.
         self.cut_inputs = 0
-        # {index: why} of its inputs whose prefix or constraints cannot be met
-        # (`SearchGuides.refuse_unmet`): their outputs are empty.
-        self.skipped: dict[int, str] = {}
+        self.skipped: dict[int, str] = {}   # {index: why}: `SearchGuides.refuse_unmet`
         # autograph=False: the model and beam search use no Python control flow
         # on tensors (beam search loops with ops.while_loop), and autograph's
         # conversion cache can hand back a stale function in long processes.
@@ -77,10 +77,20 @@ class Decoder:
         # program per (batch bucket, padded length): every shape in it is
         # static. Sampling runs uncompiled: its seed state is a variable that
         # each step advances.
-        self.compiled = self.decode_hparams.xla and not self.decode_hparams.sampling
-        """Whether `translate` runs the XLA search (`compiled_search`), else `search`."""
+        self.compiled = False
+        """Whether the last `translate` call ran the XLA search (`compiled_search`),
+        else `uncompiled_search` (`xla`: "true", "false", or "auto", see
+        `compiles`)."""
+        # Sentences decoded uncompiled so far (xla=auto counts them).
+        self._uncompiled_sentences = 0
         self.search = tf.function(self.search_batch, reduce_retracing=True, autograph=False)
         """The uncompiled search: (inputs int32 [B, S], max_decode_length) -> outputs."""
+        self.uncompiled_search = tf.function(
+            self._search_padded, autograph=False,
+            input_signature=[tf.TensorSpec([None, None], tf.int32)])
+        """The uncompiled beam search traced once for every batch size and
+        input length: inputs int32 [B, S] -> outputs (a new shape costs no
+        tracing, which takes seconds)."""
         # The compiled search of each batch bucket (`compiled_search`).
         self._compiled_searches: dict[int, tf.types.experimental.PolymorphicFunction] = {}
         self._compiled_searches_lock = threading.Lock()
@@ -126,8 +136,7 @@ class Decoder:
     # ------------------------------------------------------------------
     @property
     def compiled_searches(self) -> dict[int, tf.types.experimental.PolymorphicFunction]:
-        """{rows (or (rows, guide kinds)): the compiled search of batches of
-        `rows` inputs} made so far."""
+        """{rows (or (rows, guides)): the compiled search of `rows` inputs} made so far."""
         return dict(self._compiled_searches)
 
     def search_batch(self, inputs, max_decode_length, samples_per_input: int | None = None,
@@ -160,28 +169,43 @@ class Decoder:
                            resize_cache=self.model.resize_cache, on_step=self.on_beam_step,
                            **search_arguments(guides))
 
+    def _search_padded(self, inputs, guides=None):
+        """inputs int32 [B, S] -> `search_batch`'s outputs, the length limit
+        following from S (in the graph); guides: `search_batch`'s."""
+        hp = self.hparams
+        return self.search_batch(inputs, max_decode_length(
+            tf.shape(inputs)[1], self.decode_hparams.extra_length,
+            position_limit(hp.position_encoding, hp.max_length)), guides=guides)
+
+    def compiles(self, sentences: int, programs: int) -> bool:
+        """Whether a `translate` call of `sentences` non-empty inputs that needs
+        `programs` XLA programs not compiled yet runs the XLA search: with
+        xla=auto, once this decoder's uncompiled sentences and these reach
+        `AUTO_XLA_SENTENCES_PER_PROGRAM` a program (or none is left to
+        compile)."""
+        xla = self.decode_hparams.xla
+        if xla == "false" or self.decode_hparams.sampling:
+            return False
+        if xla == "true" or not programs:
+            return True
+        return self._uncompiled_sentences + sentences >= \
+            AUTO_XLA_SENTENCES_PER_PROGRAM * programs
+
     def compiled_search(self, rows: int, guided: tuple[str, ...] = ()):
         """The XLA search of batches of `rows` inputs: inputs int32 [rows, S]
         -> `_search_batch`'s outputs. It is traced once, for any S (the
         length limit follows from S in the graph, as in the SavedModel's
         search), and XLA compiles a program per padded length S: tracing the
         search costs seconds, so a file of many input lengths traces it once
-        per batch bucket, not once per length. With `guided` (`SearchGuides.kinds`)
-        it takes the batch's guides too: (inputs, `SearchGuides.tensors`)."""
+        per batch bucket, not once per length. guided: `SearchGuides.kinds`."""
         key = (rows, guided) if guided else rows
         with self._compiled_searches_lock:
             search = self._compiled_searches.get(key)
             if search is None:
-                hp, dhp = self.hparams, self.decode_hparams
-                limit = position_limit(hp.position_encoding, hp.max_length)
-
-                def search_batch(inputs, guides=None):
-                    return self.search_batch(inputs, max_decode_length(
-                        tf.shape(inputs)[1], dhp.extra_length, limit), guides=guides)
                 search = tf.function(
-                    search_batch, jit_compile=True, autograph=False,
-                    input_signature=[tf.TensorSpec([rows, None], tf.int32)] + (
-                        [guide_specs(rows, guided, dhp.max_constraint_tokens)] if guided else []))
+                    self._search_padded, jit_compile=True, autograph=False,
+                    input_signature=[tf.TensorSpec([rows, None], tf.int32)] + ([guide_specs(
+                        rows, guided, self.decode_hparams.max_constraint_tokens)] if guided else []))
                 self._compiled_searches[key] = search
         return search
 
@@ -225,9 +249,7 @@ class Decoder:
             when it compiles none.
         on_batch: called with each batch's input indices and translations as
             it is decoded (`decode_in_length_order`'s).
-        prefixes, constraints: None, or each input's forced output start ("" none)
-            and phrases its outputs must contain (beam search; `SearchGuides`:
-            an input whose guides cannot be met is skipped, as `skipped` says).
+        prefixes, constraints: None, or each input's output start and phrases (`SearchGuides`).
         """
         encoded = self.encode(sentences)
         hp, dhp = self.hparams, self.decode_hparams
@@ -244,32 +266,33 @@ class Decoder:
         # and compiling a program of its own (seconds).
         full_batches = not dhp.batch_tokens and sum(1 for ids in encoded if ids) > dhp.batch_size
 
-        def program(chunk: list[int]) -> tuple[int, int]:
+        def program(chunk: list[int], compiled: bool = True) -> tuple[int, int]:
             """(rows, padded length) of the inputs that decode `chunk`: with
             xla, one compiled program each."""
             length = padded_length(max(len(encoded[i]) for i in chunk), hp.max_length)
-            if not self.compiled:
+            if not compiled:
                 return len(chunk), length
             # A fixed number of rows: the last one repeated.
             return (dhp.batch_size if full_batches else batch_bucket(len(chunk), largest)), length
 
         def decode_batch(chunk: list[int]) -> list[str]:
-            rows, length = program(chunk)
+            rows, length = program(chunk, self.compiled)
             rows = list(chunk) + [chunk[-1]] * (rows - len(chunk))
             inputs = tf.constant([encoded[i] + [PAD_ID] * (length - len(encoded[i]))
                                   for i in rows], tf.int32)
-            extra = guides.tensors(rows, max_decode_length(length, dhp.extra_length, limit)) \
-                if guides else None
+            extra = guides and guides.tensors(rows, max_decode_length(length, dhp.extra_length,
+                                                                      limit))
             if self.compiled:
-                sequences, scores = self.compiled_search(
-                    len(rows), guides.kinds if guides else ())(inputs, *([extra] if guides else []))
+                sequences, scores = self.compiled_search(len(rows), guides.kinds)(inputs, extra) \
+                    if guides else self.compiled_search(len(rows))(inputs)
                 self._compiled_programs.add((len(rows), length))
             elif dhp.sampling:
                 sequences, scores = sample_in_chunks(self.search, inputs, max_decode_length(
                     length, dhp.extra_length, limit), self.hparams, dhp)
             else:
-                sequences, scores = self.search(inputs, max_decode_length(
-                    length, dhp.extra_length, limit), guides=extra)
+                sequences, scores = self.uncompiled_search(inputs) if extra is None else \
+                    self.search(inputs, max_decode_length(length, dhp.extra_length, limit),
+                                guides=extra)
             sequences, scores = np.asarray(sequences)[:len(chunk)], np.asarray(scores)[:len(chunk)]
 
             def text(sequence, score) -> str:
@@ -284,11 +307,17 @@ class Decoder:
             return [text(s, score) for s, score in zip(sequences, scores)]
 
         lengths = [len(ids) for ids in encoded]
-        first = self._first_batch_of_each_program(lengths, program) if self.compiled else {}
+        first = {} if dhp.xla == "false" or dhp.sampling else \
+            self._first_batch_of_each_program(lengths, program)
+        sentences = sum(1 for n in lengths if n)
+        self.compiled = self.compiles(sentences, len(first))
+        if not self.compiled:
+            first = {}
+            self._uncompiled_sentences += sentences
         if first and compiling:
             compiling(len(first))
         try:
-            ahead = _decode_side_by_side(first, decode_batch)
+            ahead = decode_side_by_side(first, decode_batch)
 
             def decode_or_take(chunk: list[int]) -> list[str]:
                 outputs = ahead.pop(tuple(chunk), None)
@@ -307,33 +336,8 @@ class Decoder:
         return out_of_memory_error("decoding", error, self.out_of_memory_advice())
 
     def out_of_memory_advice(self, settings: str = "the decode hparams'", then: str = "") -> str:
-        """`Lower <settings> batch_size (now 32 sentences; e.g. batch_size=16),
-        beam_size (now 4)<then>. Received: batch_size=32`: the decode hparams
-        that take less device memory, `settings` naming where they are set
-        (batch_size only above 1; with none left to lower, a device with more
-        memory)."""
-        dhp = self.decode_hparams
-        lower = []
-        if dhp.batch_tokens:
-            lower.append(f"batch_tokens (now {dhp.batch_tokens}; e.g. "
-                         f"batch_tokens={max(dhp.batch_tokens // 2, 1)})")
-            received = f"batch_tokens={dhp.batch_tokens}"
-        else:
-            if dhp.batch_size > 1:
-                lower.append(f"batch_size (now {dhp.batch_size} sentences; e.g. "
-                             f"batch_size={dhp.batch_size // 2})")
-            received = f"batch_size={dhp.batch_size}"
-        if dhp.beam_size > 1 and not dhp.sampling:
-            lower.append(f"beam_size (now {dhp.beam_size})")
-        if dhp.sampling and dhp.samples_per_input > 1:   # samples_per_input rows per sentence
-            lower.append(f"samples_per_input (now {dhp.samples_per_input})")
-        if dhp.parallel_batches > 1:
-            lower.append(f"parallel_batches (now {dhp.parallel_batches})")
-        if not lower:
-            return (f"Nothing in {settings} settings is left to lower (one sentence at a "
-                    f"time, one hypothesis): decode on a device with more memory. "
-                    f"Received: {received}")
-        return f"Lower {settings} {', '.join(lower)}{then}. Received: {received}"
+        """`search_memory.out_of_memory_advice` of these decode hparams."""
+        return out_of_memory_advice(self.decode_hparams, settings, then)
 
     def _first_batch_of_each_program(self, lengths: list[int], program
                                      ) -> dict[tuple[int, int], list[int]]:
@@ -390,8 +394,8 @@ class Decoder:
                                       parallel_batches=dhp.parallel_batches)
 
 
-def _decode_side_by_side(first: dict[tuple[int, int], list[int]], decode_batch
-                         ) -> dict[tuple[int, ...], list[str]]:
+def decode_side_by_side(first: dict[tuple[int, int], list[int]], decode_batch
+                        ) -> dict[tuple[int, ...], list[str]]:
     """{batch: outputs} of the batches of `first` (the first batch of each
     program not compiled yet), decoded all at once, before the rest.
 

@@ -137,3 +137,33 @@ def check_decode_fits(hparams: HParams, dhp: DecodeHParams, lines: int,
     if need > available:
         raise UserError(f"decoding would need about {_gb(need)} of memory ({what}), more "
                         f"than the {_gb(available)} available; {lower}. Received: {received}")
+
+
+def out_of_memory_advice(dhp: DecodeHParams, settings: str = "the decode hparams'",
+                         then: str = "") -> str:
+    """`Lower <settings> batch_size (now 32 sentences; e.g. batch_size=16),
+    beam_size (now 4)<then>. Received: batch_size=32`: the decode hparams
+    that take less device memory, `settings` naming where they are set
+    (batch_size only above 1; with none left to lower, a device with more
+    memory)."""
+    lower = []
+    if dhp.batch_tokens:
+        lower.append(f"batch_tokens (now {dhp.batch_tokens}; e.g. "
+                     f"batch_tokens={max(dhp.batch_tokens // 2, 1)})")
+        received = f"batch_tokens={dhp.batch_tokens}"
+    else:
+        if dhp.batch_size > 1:
+            lower.append(f"batch_size (now {dhp.batch_size} sentences; e.g. "
+                         f"batch_size={dhp.batch_size // 2})")
+        received = f"batch_size={dhp.batch_size}"
+    if dhp.beam_size > 1 and not dhp.sampling:
+        lower.append(f"beam_size (now {dhp.beam_size})")
+    if dhp.sampling and dhp.samples_per_input > 1:   # samples_per_input rows per sentence
+        lower.append(f"samples_per_input (now {dhp.samples_per_input})")
+    if dhp.parallel_batches > 1:
+        lower.append(f"parallel_batches (now {dhp.parallel_batches})")
+    if not lower:
+        return (f"Nothing in {settings} settings is left to lower (one sentence at a "
+                f"time, one hypothesis): decode on a device with more memory. "
+                f"Received: {received}")
+    return f"Lower {settings} {', '.join(lower)}{then}. Received: {received}"

@@ -145,17 +145,7 @@ class CTranslate2Translator:
         # The threads used (after the defaults): per translation, and translations at once.
         self.intra_threads, self.inter_threads = thread_setting(
             intra_threads, inter_threads, on_gpu, usable_cores())
-        config_file = os.path.join(export_dir, EXPORT_CONFIG)
-        try:
-            with open(config_file, encoding="utf-8") as f:
-                self.settings = json.load(f)
-        except FileNotFoundError:
-            raise UserError(f"{config_file} is missing; pass a version directory written "
-                            f"by t2t-exporter --format=ctranslate2. "
-                            f"Received: export_dir={export_dir!r}") from None
-        except json.JSONDecodeError as e:
-            raise UserError(f"{config_file} is corrupt ({e}); export again. "
-                            f"Received: export_dir={export_dir!r}") from None
+        self.settings = read_export_settings(export_dir, "ctranslate2")
         self.settings.update({k: v for k, v in overrides.items() if v is not None})
         self.export_dir = export_dir
         self.vocab = load_vocabulary(vocabulary_in(export_dir))
@@ -259,6 +249,29 @@ class CTranslate2Translator:
         return decode_length.decode_in_length_order(
             [len(p) for p in encoded], int(self.settings["batch_size"]), decode_batch,
             progress, parallel_batches=self.inter_threads)
+
+
+def read_export_settings(export_dir: str, export_format: str) -> dict:
+    """The `EXPORT_CONFIG` of a version directory of `t2t-exporter
+    --format=<export_format>`; a UserError when it is missing or corrupt.
+    (An export without "format" in it is a CTranslate2 export.)"""
+    config_file = os.path.join(export_dir, EXPORT_CONFIG)
+    try:
+        with open(config_file, encoding="utf-8") as f:
+            settings = json.load(f)
+    except FileNotFoundError:
+        raise UserError(f"{config_file} is missing; pass a version directory written "
+                        f"by t2t-exporter --format={export_format}. "
+                        f"Received: export_dir={export_dir!r}") from None
+    except json.JSONDecodeError as e:
+        raise UserError(f"{config_file} is corrupt ({e}); export again. "
+                        f"Received: export_dir={export_dir!r}") from None
+    found = settings.get("format", "ctranslate2") if isinstance(settings, dict) else None
+    if found != export_format:
+        raise UserError(f"{export_dir} is not a {export_format} export (its format is "
+                        f"{found!r}); export with t2t-exporter --format={export_format}. "
+                        f"Received: export_dir={export_dir!r}")
+    return settings
 
 
 def newest_version(export_dir: str) -> str:

@@ -14,6 +14,7 @@ from t2t_revival.run_dir.training_directory import TrainingDirectory, require_di
 # The decode settings each export fixes (t2t-exporter --decode_hparams).
 SAVED_MODEL_FIXES = ("beam_size", "alpha", "extra_length", "early_stop", "max_constraint_tokens")
 CTRANSLATE2_FIXES = ("beam_size", "alpha", "extra_length", "batch_size")
+LITERT_FIXES = ("beam_size", "alpha", "extra_length", "early_stop")
 
 
 def load_export_source(output_dir: str, checkpoint_path: str | None,
@@ -27,7 +28,7 @@ def load_export_source(output_dir: str, checkpoint_path: str | None,
         overrides: the parsed --decode_hparams, over the beam settings of
             hparams.json.
         fixes: the decode settings this export fixes (`SAVED_MODEL_FIXES`,
-            `CTRANSLATE2_FIXES`); `overrides` may set no other, so that no
+            `CTRANSLATE2_FIXES`, `LITERT_FIXES`); `overrides` may set no other, so that no
             setting is dropped silently (an export runs beam search, the best
             translation only, as its server batches).
         export: its name in messages ("SavedModel", "CTranslate2").

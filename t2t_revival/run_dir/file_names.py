@@ -14,6 +14,7 @@
                           best.json (`BEST_FILE`: step, metric, value)
       export/<version>/   TF Serving SavedModels (`EXPORT_DIR`)
       export/ctranslate2/<version>/   CTranslate2 models (`CTRANSLATE2_EXPORT_DIR`)
+      export/litert/<version>/        LiteRT models (`LITERT_EXPORT_DIR`)
       train/, eval/       TensorBoard summaries
       .lock               the running trainer's lock (`LOCK_FILE`; pid of the last holder)
 """
@@ -39,6 +40,8 @@ BEST_PENDING_FILE = "best.json.pending"
 being copied, renamed BEST_FILE when the copy is complete (`BestCheckpoint`)."""
 EXPORT_DIR = "export"
 CTRANSLATE2_EXPORT_DIR = "ctranslate2"
+"""Below EXPORT_DIR."""
+LITERT_EXPORT_DIR = "litert"
 """Below EXPORT_DIR."""
 
 LOCK_FILE = ".lock"

@@ -16,6 +16,7 @@ from t2t_revival.errors import UserError
 from t2t_revival.hparams import HParams
 from t2t_revival.run_dir.best_checkpoint import BestCheckpoint
 from t2t_revival.run_dir.file_names import (AVERAGED_DIR, CTRANSLATE2_EXPORT_DIR, EXPORT_DIR,
+                                            LITERT_EXPORT_DIR,
                                             HPARAMS_FILE, RUN_FILE, VOCAB_FILE, checkpoint_step)
 from t2t_revival.run_dir.run_lock import RunLock
 from t2t_revival.run_dir.run_record import RunRecord
@@ -115,6 +116,10 @@ class TrainingDirectory:
     @property
     def ctranslate2_export_dir(self) -> str:
         return os.path.join(self.export_dir, CTRANSLATE2_EXPORT_DIR)
+
+    @property
+    def litert_export_dir(self) -> str:
+        return os.path.join(self.export_dir, LITERT_EXPORT_DIR)
 
     @property
     def best(self) -> BestCheckpoint:

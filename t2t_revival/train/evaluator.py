@@ -65,8 +65,12 @@ class Evaluator:
         self.config, self.problem, self.model = config, problem, model
         self.strategy, self.chief, self.directory = strategy, chief, directory
         self.checkpoints, self.faults, self.log = checkpoints, faults, log
-        self.loss_sums = tf.function(self._loss_sums, jit_compile=config.xla,
-                                     reduce_retracing=True, autograph=False)
+        # Uncompiled, with or without --xla: the dev batches come in as many
+        # shapes as length buckets, and XLA compiles a program per shape
+        # (seconds each: the first evaluation took minutes, issue 61) for a
+        # forward pass that runs uncompiled in seconds. Traced once for any
+        # shape (reduce_retracing generalizes after the second).
+        self.loss_sums = tf.function(self._loss_sums, reduce_retracing=True, autograph=False)
         self.on_new_best: OnNewBest | None = None
         self.stop_reason = ""
         self.dev_metric: DevMetricEvaluator | None = None
@@ -158,10 +162,11 @@ class Evaluator:
         if self._last is not None and self._last.step == step:
             return self._last   # stopped early right after evaluating
         self.start()
-        # The first evaluation compiles the dev loss and the dev decoding's
-        # search (minutes on a CPU); it says so, as t2t-decoder does.
+        # The first evaluation traces the dev loss, and the dev decoding
+        # compiles its search once it pays off (xla=auto); each says so, as
+        # t2t-decoder does.
         loss_notice = contextlib.nullcontext() if self._compiled else \
-            compile_notice(self.log, "the dev loss", self.config.xla, "its first evaluation")
+            compile_notice(self.log, "the dev loss", False, "its first evaluation")
         self._compiled = True
         with self.faults.out_of_memory_named(f"the dev loss at step {step}"):
             with loss_notice:
