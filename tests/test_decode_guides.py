@@ -29,8 +29,7 @@ def plain(run):
 
 def test_outputs_meet_the_constraints_and_prefixes(plain):
     # (The compiled search equals the uncompiled one on toy steps,
-    # test_constrained_search.py; through the decoder's XLA programs, in the
-    # docs' decoding-modes commands (the slow README test) and
+    # test_constrained_search.py; through the decoder's XLA programs, in
     # benchmarks/constrained_decoding.py's xla_equal_uncompiled: an XLA
     # compile of the guided search is too slow for a fast test.)
     vocab = plain.vocab
