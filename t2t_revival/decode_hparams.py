@@ -86,6 +86,19 @@ class DecodeHParams:
     length penalty of max_decode_length) or "best_finished" (once the best
     finished one beats every live one scored as if it ended at the next
     step; fewer steps, not guaranteed to find the same best)."""
+    constraints: bool = False
+    """t2t-decoder's input lines are `source<TAB>phrase<TAB>phrase...`: every
+    output contains every phrase (hard lexical constraints, beam search
+    only; `t2t_revival.decode.lexical_constraints`). With prefix=true too:
+    `source<TAB>prefix<TAB>phrase...`."""
+    prefix: bool = False
+    """t2t-decoder's input lines are `source<TAB>prefix`: every output starts
+    with the prefix's tokens, the rest searched as usual (beam search only)."""
+    max_constraint_tokens: int = 32
+    """The constraint tokens (subwords, all phrases of a sentence together)
+    that a sentence may have: the fixed width of the compiled search's
+    constraint tensors. A line with more is skipped (an empty output, counted
+    and reported with its line number)."""
 
     # ---- tensor2tensor's keys (its utils/decoding.py decode_hparams) ----
     num_samples: int = -1
@@ -172,6 +185,11 @@ class DecodeHParams:
                 "decode hparam 'alignment_heatmap' draws an alignment; add "
                 "alignments=true to --decode_hparams. "
                 f"Received: alignment_heatmap={self.alignment_heatmap}")
+        if self.sampling and (self.constraints or self.prefix):
+            raise DecodeHParamsError(
+                "decode hparams 'constraints' and 'prefix' are for beam search; drop "
+                f"sampling=true. Received: constraints={self.constraints}, "
+                f"prefix={self.prefix}")
         defaults = DecodeHParams.__dataclass_fields__
         changed = [name for name in SAMPLING_ONLY
                    if getattr(self, name) != defaults[name].default]

@@ -98,6 +98,9 @@ RANGES: dict[str, Range] = {
                                   "CPU (4 at batch_size=1), 1 on a GPU or with sampling"),
     "alignment_heatmap": Range(**_NOT_NEGATIVE, why="the input line to draw, from 1; "
                                                    "0 draws none"),
+    "max_constraint_tokens": Range(**_POSITIVE_INT,
+                                   why="constraint subwords per sentence, the width of "
+                                       "the search's constraint tensors"),
     # Sampling (DecodeHParams).
     "temperature": Range(**_POSITIVE, why="logits / temperature; top_k=1 samples greedily"),
     "top_k": Range(**_NOT_NEGATIVE, why="0 keeps every token"),

@@ -132,6 +132,14 @@ def test_export_matches_our_model_and_beam_search(variant, vocab_file, tmp_path)
         got = CTranslate2Translator(path, beam_size=beam, intra_threads=1).translate(SENTENCES)
         assert [vocab.encode(s) for s in got] == [vocab.encode(s) for s in expected], beam
         assert all(expected), expected
+    if variant == sorted(VARIANTS)[0]:   # target prefixes: the decoder's outputs
+        prefixes = ["Ein Mann", "", "Zwei Hunde", "Die"]
+        got = CTranslate2Translator(path, beam_size=4, intra_threads=1).translate(
+            SENTENCES, prefixes=prefixes)
+        assert all(g.startswith(p) for g, p in zip(got, prefixes)), got
+        expected = decoder_of(out_dir, settings="beam_size=4").translate(
+            SENTENCES, prefixes=prefixes)
+        assert [vocab.encode(s) for s in got] == [vocab.encode(s) for s in expected]
     # inter_threads=2: two batches (of one sentence) at once, the same outputs.
     one_at_a_time, parallel = (
         CTranslate2Translator(path, beam_size=4, intra_threads=1, inter_threads=n,

@@ -18,6 +18,15 @@ repaired where malformed, are also written bracketed to
         --decode_from_file=test.en --decode_to_file=test.hyp.de \\
         --decode_reference=test.de --decode_hparams="beam_size=4,alpha=0.6"
 
+Constraints and prefixes (beam search): with `--decode_hparams
+constraints=true` each input line is `source<TAB>phrase<TAB>phrase...` and
+every output contains every phrase; with `prefix=true` it is
+`source<TAB>prefix` and every output starts with the prefix (both:
+`source<TAB>prefix<TAB>phrase...`). A line whose phrases or prefix cannot
+be met (an empty phrase, more than max_constraint_tokens subwords, longer
+than its outputs may be) is skipped: its output is an empty line, and each
+is reported on stderr with its line number, then counted.
+
 Reads hparams.json, run.json, vocab.model and the latest checkpoint (or
 --checkpoint_path) from --output_dir: no training flag is needed again.
 """
@@ -71,6 +80,9 @@ flags.DEFINE_string("decode_hparams", "",
                     'sampling instead of beam search: "sampling=true,temperature=1.0,'
                     'top_k=0,top_p=1.0,samples_per_input=1,seed=1" (top_k 0 and top_p 1.0 keep '
                     'every token; return_beams=true writes all samples_per_input, best first). '
+                    'constraints=true: input lines source<TAB>phrase<TAB>... (every output '
+                    'contains every phrase; max_constraint_tokens=32 subwords a line); '
+                    'prefix=true: lines source<TAB>prefix (outputs start with it). '
                     "tensor2tensor's keys: num_samples=N decodes the first N inputs (-1 all), "
                     'max_input_size, write_beam_scores, delimiter, shards, shard_id, '
                     'log_results. Word alignments: "alignments=true,alignment_layer=-1,'
@@ -187,17 +199,51 @@ def _report_cut(decoder, total: int) -> None:
               file=sys.stderr)
 
 
+def _guided_inputs(lines: list[str], files) -> tuple[list[str], dict, dict[int, str]]:
+    """(sources, `Decoder.translate`'s prefixes/constraints keywords, {index:
+    why} of lines refused) of input lines, split on tabs as the decode hparams
+    constraints and prefix say (`split_guided_line`); plain lines without them."""
+    if not (files.constraints or files.prefix):
+        return lines, {}, {}
+    from t2t_revival.decode.search_guides import split_guided_line
+    from t2t_revival.errors import UserError
+
+    sources, prefixes, phrases, refused = [], [], [], {}
+    for i, line in enumerate(lines):
+        try:
+            source, prefix, line_phrases = split_guided_line(line, files.prefix, files.constraints)
+        except UserError as e:
+            source, prefix, line_phrases, refused[i] = "", "", [], str(e)
+        sources.append(source)
+        prefixes.append(prefix)
+        phrases.append(line_phrases)
+    return sources, {"prefixes": prefixes if files.prefix else None,
+                     "constraints": phrases if files.constraints else None}, refused
+
+
+def _report_skipped(skipped: dict[int, str], total: int) -> None:
+    """Each skipped line (index: why) on stderr with its number, then the count."""
+    for i in sorted(skipped):
+        print(f"{PROG}: line {i + 1} skipped (an empty output): {skipped[i]}", file=sys.stderr)
+    if skipped:
+        print(f"{PROG}: skipped {len(skipped)} of {total} lines whose prefix or constraints "
+              "cannot be met; their outputs are empty lines", file=sys.stderr)
+
+
 def _translate_file(decoder, sources: list[str], out_path: str,
-                    delimiter: str = "\n") -> list[str]:
+                    delimiter: str = "\n", guides: dict | None = None) -> list[str]:
     """Translate `sources` into out_path (each ended by `delimiter`), each
     batch written as it is decoded to out_path.partial (`DecodeJournal`): a
-    rerun continues from it."""
+    rerun continues from it. guides: `Decoder.translate`'s prefixes and
+    constraints keywords, one entry per source; the lines it skips are
+    reported with their numbers."""
     from t2t_revival.decode.decode_journal import DecodeJournal
     from t2t_revival.decode.decoder import ProgressBar
     from t2t_revival.phase_times import phase
 
     journal = DecodeJournal(out_path, sources, {"checkpoint": decoder.checkpoint_path,
-                                                "decode_hparams": str(decoder.decode_hparams)})
+                                                "decode_hparams": str(decoder.decode_hparams),
+                                                **({"guides": guides} if guides else {})})
     if journal.resume():
         print(f"Continuing from {journal.path}: {len(journal.done)} of {len(sources)} lines "
               f"decoded before", file=sys.stderr)
@@ -213,7 +259,11 @@ def _translate_file(decoder, sources: list[str], out_path: str,
     if remaining:
         bar = ProgressBar()
         decoder.translate([sources[i] for i in remaining], progress=bar,
-                          compiling=bar.compiling, on_batch=on_batch)
+                          compiling=bar.compiling, on_batch=on_batch,
+                          **{key: None if values is None else [values[i] for i in remaining]
+                             for key, values in (guides or {}).items()})
+        _report_skipped({remaining[i]: why for i, why in decoder.skipped.items()},
+                        len(sources))
     translations = [journal.done.get(i, "") for i in range(len(sources))]
     journal.finish(translations, delimiter)
     return translations
@@ -307,6 +357,7 @@ def main(argv: list[str]) -> int:
     sources = _read_inputs(from_file, files.delimiter) if from_file else []
     if files.num_samples >= 0:
         sources = sources[:files.num_samples]
+    sources, guides, refused = _guided_inputs(sources, files)
     references = read_text_lines(FLAGS.decode_reference, "decode_reference") \
         if FLAGS.decode_reference else None
     if references is not None and files.num_samples >= 0:
@@ -333,7 +384,8 @@ def main(argv: list[str]) -> int:
     if FLAGS.decode_from_file:
         out_path = to_file or _default_output(decoder, from_file)
         path_flags.check_output_file("decode_to_file", out_path)  # before decoding, not after
-        translations = _translate_file(decoder, sources, out_path, files.delimiter)
+        _report_skipped(refused, len(sources))
+        translations = _translate_file(decoder, sources, out_path, files.delimiter, guides)
         if files.log_results:
             for source, translation in zip(sources, translations):
                 print(f"INPUT: {source}\nOUTPUT: {translation}", file=sys.stderr)
@@ -349,9 +401,14 @@ def main(argv: list[str]) -> int:
         for number, raw in enumerate(sys.stdin.buffer, start=1):
             try:
                 line = _interactive_line(raw, number)
-                output = decoder.translate([line], compiling=ProgressBar().compiling)[0]
+                lines, guides, refused = _guided_inputs([line], files)
+                if refused:
+                    raise UserError(refused[0])
+                output = decoder.translate(lines, compiling=ProgressBar().compiling, **guides)[0]
+                if decoder.skipped:
+                    raise UserError(f"line {number}: {decoder.skipped[0]}")
                 if aligner:   # the translation, a tab, its alignment
-                    output = f"{output}\t{aligner.align_lines([line], [output])[0]}"
+                    output = f"{output}	{aligner.align_lines(lines, [output])[0]}"
                 print(output, flush=True)
                 _report_cut(decoder, 1)
             except UserError as e:  # a bad line is reported; the session goes on

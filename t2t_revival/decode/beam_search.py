@@ -39,6 +39,8 @@ from typing import Any, Callable
 import keras
 from keras import ops
 
+from t2t_revival.decode.lexical_constraints import (advance, all_met, allocate_banks,
+                                                    phrase_tables)
 from t2t_revival.decode_length import EARLY_STOP_RULES
 from t2t_revival.sentence_cache import map_cache, map_caches
 from t2t_revival.special_ids import EOS_ID, PAD_ID
@@ -131,13 +133,15 @@ def chunked_top_k(x, k: int):
     return values, chunk * TOP_K_CHUNK + where % TOP_K_CHUNK
 
 
-def best_extensions(live_log_probs, logits, n: int):
+def best_extensions(live_log_probs, logits, n: int, normalized: bool = False):
     """The n best one-token extensions of each sentence's live hypotheses.
 
     Args:
         live_log_probs: float32 [B, k], the hypotheses' log-probs.
         logits: [B * k, V], the step's logits for them (sentence-major rows).
         n: how many (2k in beam search), at most k * V.
+        normalized: `logits` are log-probs already (a guided search's, some
+            set to NEG_INF): taken as they are, not log-softmaxed.
     Returns:
         (log_probs float32 [B, n], parents int32 [B, n], tokens int32 [B, n]):
         what `ops.top_k` over the [B, k * V] candidates (a hypothesis's
@@ -159,10 +163,10 @@ def best_extensions(live_log_probs, logits, n: int):
     logits = ops.cast(logits, "float32")
     per_row = min(n, logits.shape[-1])
     top_logits, row_tokens = chunked_top_k(logits, per_row)                    # [B*k, m]
-    with keras.name_scope("log_softmax"):  # a part of benchmarks/decode_profile.py
-        row_max = ops.max(logits, axis=-1, keepdims=True)                     # [B*k, 1]
-        log_norm = ops.log(ops.sum(ops.exp(logits - row_max), axis=-1, keepdims=True))
-        row_log_probs = (top_logits - row_max) - log_norm                     # [B*k, m]
+    if normalized:
+        row_log_probs = top_logits
+    else:
+        row_log_probs = _row_log_softmax(logits, top_logits)
     candidates = live_log_probs[:, :, None] + ops.reshape(row_log_probs, (-1, k, per_row))
     log_probs, picks = ops.top_k(ops.reshape(candidates, (-1, k * per_row)), n)  # [B, n]
     picks = ops.cast(picks, "int32")
@@ -171,11 +175,19 @@ def best_extensions(live_log_probs, logits, n: int):
     return log_probs, picks // per_row, tokens
 
 
+def _row_log_softmax(logits, top_logits):
+    """The log-softmax over each row of logits [R, V] of its top_logits [R, m]."""
+    with keras.name_scope("log_softmax"):  # a part of benchmarks/decode_profile.py
+        row_max = ops.max(logits, axis=-1, keepdims=True)                     # [B*k, 1]
+        log_norm = ops.log(ops.sum(ops.exp(logits - row_max), axis=-1, keepdims=True))
+        return (top_logits - row_max) - log_norm                              # [B*k, m]
+
+
 def beam_search(step: StepFn, cache, batch_size, beam_size: int, alpha: float,
                 max_decode_length: int, eos_id: int = EOS_ID,
                 return_beams: bool = True, early_stop: str = "exact",
                 resize_cache: Callable[[Any, int], Any] | None = None,
-                on_step: OnStep | None = None):
+                on_step: OnStep | None = None, prefix=None, constraints=None):
     """Beam search with the GNMT length penalty and early stopping.
 
     Args:
@@ -210,6 +222,18 @@ def beam_search(step: StepFn, cache, batch_size, beam_size: int, alpha: float,
             traced: eagerly once per step, under tf.function or XLA once per
             trace of the loop body; not with beam_size 1 (greedy search).
             None adds nothing to the search.
+        prefix: None, or int32 [B, P]: each sentence's forced first tokens,
+            PAD (0) after them (`lexical_constraints.pack_prefixes`; P <
+            max_decode_length). Every hypothesis takes them; their log-probs
+            count in its score as the model gives them.
+        constraints: None, or (ids int32 [B, C], starts bool [B, C]): each
+            sentence's phrases that every finished hypothesis must contain
+            (`lexical_constraints.pack_constraints`; PAD rows: none). A
+            hypothesis may end only once all its sentence's phrases have
+            appeared, and the beam is shared among hypotheses by how many
+            constraint tokens they have met (`_guided_search`'s docstring).
+        (With either, the search is `_guided_search`; without, neither
+        changes a thing of it.)
 
     Returns:
         (sequences, scores): with return_beams, sequences int32
@@ -266,7 +290,8 @@ def beam_search(step: StepFn, cache, batch_size, beam_size: int, alpha: float,
     if early_stop not in EARLY_STOP_RULES:
         raise ValueError(f"early_stop must be one of {', '.join(EARLY_STOP_RULES)}. "
                          f"Received: early_stop={early_stop!r}")
-    if beam_size == 1:
+    guided = prefix is not None or constraints is not None
+    if beam_size == 1 and not guided:
         # tensor2tensor decodes beam 1 greedily. (The two-set search below
         # with one beam would differ: it keeps the best EOS hypothesis met
         # along the way while the live beam goes on.)
@@ -329,36 +354,18 @@ def beam_search(step: StepFn, cache, batch_size, beam_size: int, alpha: float,
             state["live_log_probs"], logits, 2 * k)                           # [B, 2k] each
         top_seqs = _gather_beams(state["live_seqs"], parents)                 # [B, 2k, L]
         top_seqs = _write_position(top_seqs, tokens, index, length)
-        is_eos = ops.equal(tokens, eos_id)
-        alive = top_log_probs > DEAD
-
         # New live set: the k best extensions that do not end in EOS.
-        live_candidates = ops.where(ops.logical_or(is_eos, ops.logical_not(alive)),
-                                    NEG_INF, top_log_probs)
-        live_log_probs, live_pick = ops.top_k(live_candidates, k)             # [B, k]
-        live_pick = ops.cast(live_pick, "int32")
+        is_eos, alive, live_log_probs, live_pick = _best_live(top_log_probs, tokens, eos_id, k)
         live_seqs = _gather_beams(top_seqs, live_pick)                        # [B, k, L]
         live_ids = ops.take_along_axis(tokens, live_pick, axis=1)             # [B, k]
         live_parents = ops.take_along_axis(parents, live_pick, axis=1)        # [B, k]
 
-        # Reorder the cache: new beam j continues old beam live_parents[:, j].
-        # A leaf the step handed back unchanged (the same tensor) is the same
-        # in every beam of a sentence (it was tiled from [B, ...] and never
-        # written), so it is not gathered; nor is the per-sentence part.
-        offsets = ops.arange(ops.shape(live_parents)[0], dtype="int32")[:, None] * k
-        flat_parents = ops.reshape(live_parents + offsets, (-1,))             # [B*k]
-        new_cache = map_caches(
-            new_cache, state["cache"],
-            lambda new, old: new if new is old else ops.take(new, flat_parents, axis=0),
-            lambda new, old: new)
+        new_cache = _reorder_cache(new_cache, state["cache"], live_parents, k)
 
         # New finished set: the k best of the old finished and the new EOS ones.
         new_scores = top_log_probs / length_penalty(index + 1, alpha)
         new_scores = ops.where(ops.logical_and(is_eos, alive), new_scores, NEG_INF)
-        all_scores = ops.concatenate([state["finished_scores"], new_scores], axis=1)  # [B, 3k]
-        all_seqs = ops.concatenate([state["finished_seqs"], top_seqs], axis=1)        # [B, 3k, L]
-        finished_scores, finished_pick = ops.top_k(all_scores, k)                     # [B, k]
-        finished_seqs = _gather_beams(all_seqs, ops.cast(finished_pick, "int32"))
+        finished_scores, finished_seqs = _merge_finished(state, new_scores, top_seqs, k)
 
         new_state = {
             "index": index + 1,
@@ -369,6 +376,10 @@ def beam_search(step: StepFn, cache, batch_size, beam_size: int, alpha: float,
             "finished_seqs": finished_seqs,
             "cache": new_cache,
         }
+        return settle(state, new_state)
+
+    def settle(state, new_state):
+        """new_state with `searching`; the stopped elements' results kept."""
         # A batch element that had stopped keeps its result (it may share a
         # loop with others that search on): so each element's result is the
         # same whatever batch it is decoded in. Under the exact rule no later
@@ -377,7 +388,7 @@ def beam_search(step: StepFn, cache, batch_size, beam_size: int, alpha: float,
         # those selects are left out (they cost at batch 1).
         searching = state["searching"]                                        # [B]
         if early_stop != "exact":
-            for name in _RESULT_FIELDS:
+            for name in result_fields:
                 value = new_state[name]
                 keep = ops.reshape(searching, (-1,) + (1,) * (len(value.shape) - 1))
                 new_state[name] = ops.where(keep, value, state[name])
@@ -387,8 +398,16 @@ def beam_search(step: StepFn, cache, batch_size, beam_size: int, alpha: float,
         new_state["searching"] = searching
         return new_state
 
+    result_fields = _RESULT_FIELDS
+    if guided:
+        state, body = _guided_search(state, step, k, length, alpha, eos_id, prefix,
+                                     constraints, settle, on_step)
+        if constraints is not None:
+            result_fields += ("live_active", "live_met")
     grow = (buffer_lengths, resize_cache) if buffer_lengths else None
-    state = _staged_loop(state, body, batch_size, k, length, grow)
+    state = _staged_loop(state, body, batch_size, k, length, grow, result_fields)
+    if constraints is not None:   # the cut live ones that met every constraint first
+        state = _met_first(state, constraints)
 
     # Slots of the finished set that no EOS hypothesis filled (the loop ran to
     # max_decode_length) take the live hypotheses cut there, best first, after
@@ -407,6 +426,149 @@ def beam_search(step: StepFn, cache, batch_size, beam_size: int, alpha: float,
     return sequences[:, 0], scores[:, 0]
 
 
+def _guided_search(state, step: StepFn, k: int, length: int, alpha: float, eos_id: int,
+                   prefix, constraints, settle, on_step):
+    """(state, body) of a beam search with a prefix and/or constraints.
+
+    The step's log-probs are computed in full (log-softmax over [B*k, V]);
+    a token the search may not take gets NEG_INF there: while index < a
+    sentence's prefix length, every token but the prefix's; with
+    constraints, EOS after a hypothesis that has not met them all. The
+    scores of the tokens taken are the model's.
+
+    With constraints, the candidates are (Post & Vilar 2018): the 2k best
+    extensions, each hypothesis's best token, and each hypothesis extended by
+    every constraint token (k * C), repeats dropped; the k live ones are
+    chosen by `allocate_banks` (banks: constraint tokens met, `advance`);
+    the finished set takes their EOS ones. Without constraints (a prefix
+    only), the live and finished sets are chosen from the 2k best as in the
+    plain search.
+    """
+    if prefix is not None:
+        state["prefix"] = ops.convert_to_tensor(prefix, dtype="int32")          # [B, P]
+        prefix_width = ops.shape(state["prefix"])[1]   # a tensor where not static
+    if constraints is not None:
+        ids, starts = constraints
+        state["constraint_ids"] = ops.convert_to_tensor(ids, dtype="int32")     # [B, C]
+        state["constraint_starts"] = ops.convert_to_tensor(starts, dtype="bool")
+        width = state["constraint_ids"].shape[1]
+        shape = (ops.shape(state["live_ids"])[0], k, width)
+        state["live_active"] = ops.zeros(shape, dtype="bool")                     # [B, k, C]
+        state["live_met"] = ops.zeros(shape, dtype="bool")                        # [B, k, C]
+
+    def body(state):
+        if on_step is not None:
+            on_step(state)
+        index = state["index"]
+        logits, new_cache = step(ops.reshape(state["live_ids"], (-1,)), state["cache"], index)
+        vocab = logits.shape[-1]
+        log_probs = ops.reshape(ops.log_softmax(ops.cast(logits, "float32"), axis=-1),
+                                (-1, k, vocab))                                  # [B, k, V]
+        token_ids = ops.arange(vocab, dtype="int32")
+        if prefix is not None:
+            forced = ops.take(state["prefix"], ops.minimum(index, prefix_width - 1), axis=1)
+            forcing = ops.logical_and(ops.less(index, prefix_width),
+                                      ops.not_equal(forced, PAD_ID))              # [B]
+            allowed = ops.logical_or(ops.logical_not(forcing)[:, None],
+                                     ops.equal(token_ids[None, :], forced[:, None]))
+            log_probs = ops.where(allowed[:, None, :], log_probs, NEG_INF)
+        live_log_probs = state["live_log_probs"]                                 # [B, k]
+        if constraints is not None:
+            tables = phrase_tables(state["constraint_ids"], state["constraint_starts"])
+            unmet = ops.logical_not(all_met(tables, state["live_met"]))          # [B, k]
+            log_probs = ops.where(ops.logical_and(unmet[:, :, None],
+                                                  ops.equal(token_ids, eos_id)[None, None, :]),
+                                  NEG_INF, log_probs)
+        top_log_probs, parents, tokens = best_extensions(
+            live_log_probs, ops.reshape(log_probs, (-1, vocab)), 2 * k, normalized=True)
+        new_state = {}
+        if constraints is None:
+            is_eos, alive, new_log_probs, live_pick = _best_live(top_log_probs, tokens,
+                                                                 eos_id, k)
+            eos_scores = ops.where(ops.logical_and(is_eos, alive), top_log_probs, NEG_INF)
+            eos_parents = parents                                              # [B, 2k]
+        else:
+            width = tables["ids"].shape[1]
+            beams = ops.arange(k, dtype="int32")
+            row_best = ops.cast(ops.argmax(log_probs, axis=-1), "int32")        # [B, k]
+            has_constraints = ops.any(tables["valid"], axis=1)[:, None]          # [B, 1]
+            row_log_probs = ops.where(has_constraints,
+                                      live_log_probs + ops.max(log_probs, axis=-1), NEG_INF)
+            wanted = ops.repeat(tables["ids"][:, None, :], k, axis=1)           # [B, k, C]
+            wanted_log_probs = ops.where(
+                tables["valid"][:, None, :],
+                live_log_probs[:, :, None] + ops.take_along_axis(log_probs, wanted, axis=2),
+                NEG_INF)
+            log_probs_n = ops.concatenate(
+                [top_log_probs, row_log_probs, ops.reshape(wanted_log_probs, (-1, k * width))],
+                axis=1)                                                          # [B, N]
+            parents = ops.concatenate(
+                [parents, ops.zeros_like(row_best) + beams[None, :],
+                 ops.reshape(ops.zeros_like(wanted) + beams[None, :, None], (-1, k * width))],
+                axis=1)
+            tokens = ops.concatenate([tokens, row_best, ops.reshape(wanted, (-1, k * width))],
+                                     axis=1)
+            n = tokens.shape[1]
+            keys = parents * vocab + tokens
+            earlier = ops.less(ops.arange(n)[None, :], ops.arange(n)[:, None])  # [i, j]: j < i
+            repeated = ops.any(ops.logical_and(ops.equal(keys[:, :, None], keys[:, None, :]),
+                                               earlier[None]), axis=2)           # [B, N]
+            active, met, banks, _ = advance(
+                tables, _gather_beams(state["live_active"], parents),
+                _gather_beams(state["live_met"], parents), tokens)               # [B, N, C]
+            is_eos = ops.equal(tokens, eos_id)
+            fresh = ops.logical_and(log_probs_n > DEAD, ops.logical_not(repeated))
+            usable = ops.logical_and(fresh, ops.logical_not(is_eos))
+            live_pick = allocate_banks(log_probs_n, banks, usable, k)           # [B, k]
+            new_log_probs = ops.where(ops.take_along_axis(usable, live_pick, axis=1),
+                                      ops.take_along_axis(log_probs_n, live_pick, axis=1),
+                                      NEG_INF)
+            new_state["live_active"] = _gather_beams(active, live_pick)
+            new_state["live_met"] = _gather_beams(met, live_pick)
+            eos_scores, eos_pick = ops.top_k(
+                ops.where(ops.logical_and(fresh, is_eos), log_probs_n, NEG_INF), k)
+            eos_parents = ops.take_along_axis(parents, ops.cast(eos_pick, "int32"), axis=1)
+        live_ids = ops.take_along_axis(tokens, live_pick, axis=1)                # [B, k]
+        live_parents = ops.take_along_axis(parents, live_pick, axis=1)           # [B, k]
+        live_seqs = _write_position(_gather_beams(state["live_seqs"], live_parents),
+                                    live_ids, index, length)                     # [B, k, L]
+        eos_seqs = _write_position(_gather_beams(state["live_seqs"], eos_parents),
+                                   ops.full_like(eos_parents, eos_id), index, length)
+        new_scores = ops.where(eos_scores > DEAD,
+                               eos_scores / length_penalty(index + 1, alpha), NEG_INF)
+        finished_scores, finished_seqs = _merge_finished(state, new_scores, eos_seqs, k)
+        new_state.update({
+            "index": index + 1,
+            "live_ids": live_ids,
+            "live_log_probs": new_log_probs,
+            "live_seqs": live_seqs,
+            "finished_scores": finished_scores,
+            "finished_seqs": finished_seqs,
+            "cache": _reorder_cache(new_cache, state["cache"], live_parents, k),
+        })
+        for name in ("prefix", "constraint_ids", "constraint_starts"):
+            if name in state:
+                new_state[name] = state[name]
+        return settle(state, new_state)
+
+    return state, body
+
+
+def _met_first(state, constraints):
+    """state with its live hypotheses reordered: those that met every
+    constraint first, each group best log-prob first (the fallback of a
+    search cut at max_decode_length takes them in that order)."""
+    ids, starts = constraints
+    tables = phrase_tables(ops.convert_to_tensor(ids, dtype="int32"),
+                           ops.convert_to_tensor(starts, dtype="bool"))
+    met = all_met(tables, state["live_met"])                                    # [B, k]
+    log_probs = state["live_log_probs"]
+    _, order = ops.top_k(ops.where(met, log_probs, log_probs + NEG_INF / 10), log_probs.shape[1])
+    order = ops.cast(order, "int32")
+    return {**state, "live_log_probs": ops.take_along_axis(log_probs, order, axis=1),
+            "live_seqs": _gather_beams(state["live_seqs"], order)}
+
+
 # The fields of the beam search state that hold its result (the rest, the
 # last tokens and the cache, only feed the next step).
 _RESULT_FIELDS = ("live_log_probs", "live_seqs", "finished_scores", "finished_seqs")
@@ -423,7 +585,43 @@ _SMALLEST_STAGE = 4
 _BUFFER_LENGTHS = (16, 32)
 
 
-def _staged_loop(state, body, batch_size, k: int, length: int, grow=None):
+def _best_live(top_log_probs, tokens, eos_id: int, k: int):
+    """The k best of the candidates (log-probs and tokens [B, n]) that do not
+    end in EOS: (is_eos bool [B, n], alive bool [B, n], their log-probs
+    float32 [B, k] best first, their picks int32 [B, k])."""
+    is_eos = ops.equal(tokens, eos_id)
+    alive = top_log_probs > DEAD
+    live_candidates = ops.where(ops.logical_or(is_eos, ops.logical_not(alive)),
+                                NEG_INF, top_log_probs)
+    live_log_probs, live_pick = ops.top_k(live_candidates, k)                 # [B, k]
+    return is_eos, alive, live_log_probs, ops.cast(live_pick, "int32")
+
+
+def _reorder_cache(new_cache, old_cache, live_parents, k: int):
+    """The cache of the new live beams: new beam j continues old beam
+    live_parents[:, j] ([B, k]). A leaf the step handed back unchanged (the
+    same tensor as in `old_cache`) is the same in every beam of a sentence
+    (it was tiled from [B, ...] and never written), so it is not gathered;
+    nor is the per-sentence part."""
+    offsets = ops.arange(ops.shape(live_parents)[0], dtype="int32")[:, None] * k
+    flat_parents = ops.reshape(live_parents + offsets, (-1,))                 # [B*k]
+    return map_caches(
+        new_cache, old_cache,
+        lambda new, old: new if new is old else ops.take(new, flat_parents, axis=0),
+        lambda new, old: new)
+
+
+def _merge_finished(state, new_scores, new_seqs, k: int):
+    """The k best of the finished set and new EOS-ended hypotheses (scores
+    [B, n], NEG_INF where none; seqs [B, n, L]): (scores [B, k], seqs [B, k, L])."""
+    all_scores = ops.concatenate([state["finished_scores"], new_scores], axis=1)  # [B, k+n]
+    all_seqs = ops.concatenate([state["finished_seqs"], new_seqs], axis=1)        # [B, k+n, L]
+    finished_scores, finished_pick = ops.top_k(all_scores, k)                     # [B, k]
+    return finished_scores, _gather_beams(all_seqs, ops.cast(finished_pick, "int32"))
+
+
+def _staged_loop(state, body, batch_size, k: int, length: int, grow=None,
+                 result_fields=_RESULT_FIELDS):
     """Run `body` until no batch element is `state["searching"]` (or `length` steps),
     in stages of halving batch size when `batch_size` is a Python int.
 
@@ -471,10 +669,10 @@ def _staged_loop(state, body, batch_size, k: int, length: int, grow=None):
                  else ops.while_loop(cond, body, state))
         # Write this stage's rows back (stage 0: every row, in order).
         if rows == batch_size:
-            result = {name: state[name] for name in _RESULT_FIELDS}
+            result = {name: state[name] for name in result_fields}
         else:
             result = {name: ops.scatter_update(result[name], origin[:, None], state[name])
-                      for name in _RESULT_FIELDS}
+                      for name in result_fields}
         if not half:
             break
         # The `half` rows to keep (distinct, as top_k's indices are): every

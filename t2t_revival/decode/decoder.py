@@ -23,6 +23,7 @@ from t2t_revival.decode.beam_search import OnStep, beam_search
 from t2t_revival.decode.ensemble import Ensemble
 from t2t_revival.decode.forced_scoring import score_targets
 from t2t_revival.decode.sampling import sample_search
+from t2t_revival.decode.search_guides import SearchGuides, guide_specs, search_arguments
 from t2t_revival.decode.search_memory import (available_bytes, beam_batch_size,
                                               out_of_memory_advice, sample_in_chunks)
 from t2t_revival.decode_hparams import DecodeHParams, DecodeOverrides
@@ -68,6 +69,7 @@ class Decoder:
         self.model = trained.model
         # How many inputs of the last `translate` call were cut to max_length.
         self.cut_inputs = 0
+        self.skipped: dict[int, str] = {}   # {index: why}: `SearchGuides.refuse_unmet`
         # autograph=False: the model and beam search use no Python control flow
         # on tensors (beam search loops with ops.while_loop), and autograph's
         # conversion cache can hand back a stale function in long processes.
@@ -134,17 +136,19 @@ class Decoder:
     # ------------------------------------------------------------------
     @property
     def compiled_searches(self) -> dict[int, tf.types.experimental.PolymorphicFunction]:
-        """{rows: the compiled search of batches of `rows` inputs} made so far."""
+        """{rows (or (rows, guides)): the compiled search of `rows` inputs} made so far."""
         return dict(self._compiled_searches)
 
-    def search_batch(self, inputs, max_decode_length, samples_per_input: int | None = None):
+    def search_batch(self, inputs, max_decode_length, samples_per_input: int | None = None,
+                     guides: dict | None = None):
         """inputs int32 [B, S] -> (sequences [B, (beam,) L], scores [B, (beam)]).
 
         The search itself, in Python (`search` and `compiled_search` are its
         tf.functions). max_decode_length: a Python int, or an int32 scalar
         tensor that follows from S (`compiled_search`: a constant under XLA).
         samples_per_input: with sampling, the samples of this call (default
-        the decode hparams'; `sample_in_chunks` draws them in chunks)."""
+        the decode hparams'; `sample_in_chunks` draws them in chunks).
+        guides: beam search's prefixes and constraints (`SearchGuides.tensors`)."""
         encoder_output, encoder_padding = self.model.encode(inputs, training=False)
         cache = self.model.init_cache(encoder_output, encoder_padding, max_decode_length)
         dhp = self.decode_hparams
@@ -162,15 +166,16 @@ class Decoder:
                            beam_size=dhp.beam_size, alpha=dhp.alpha,
                            max_decode_length=max_decode_length,
                            return_beams=dhp.return_beams, early_stop=dhp.early_stop,
-                           resize_cache=self.model.resize_cache, on_step=self.on_beam_step)
+                           resize_cache=self.model.resize_cache, on_step=self.on_beam_step,
+                           **search_arguments(guides))
 
-    def _search_padded(self, inputs):
+    def _search_padded(self, inputs, guides=None):
         """inputs int32 [B, S] -> `search_batch`'s outputs, the length limit
-        following from S (in the graph)."""
+        following from S (in the graph); guides: `search_batch`'s."""
         hp = self.hparams
         return self.search_batch(inputs, max_decode_length(
             tf.shape(inputs)[1], self.decode_hparams.extra_length,
-            position_limit(hp.position_encoding, hp.max_length)))
+            position_limit(hp.position_encoding, hp.max_length)), guides=guides)
 
     def compiles(self, sentences: int, programs: int) -> bool:
         """Whether a `translate` call of `sentences` non-empty inputs that needs
@@ -186,20 +191,22 @@ class Decoder:
         return self._uncompiled_sentences + sentences >= \
             AUTO_XLA_SENTENCES_PER_PROGRAM * programs
 
-    def compiled_search(self, rows: int):
+    def compiled_search(self, rows: int, guided: tuple[str, ...] = ()):
         """The XLA search of batches of `rows` inputs: inputs int32 [rows, S]
         -> `_search_batch`'s outputs. It is traced once, for any S (the
         length limit follows from S in the graph, as in the SavedModel's
         search), and XLA compiles a program per padded length S: tracing the
         search costs seconds, so a file of many input lengths traces it once
-        per batch bucket, not once per length."""
+        per batch bucket, not once per length. guided: `SearchGuides.kinds`."""
+        key = (rows, guided) if guided else rows
         with self._compiled_searches_lock:
-            search = self._compiled_searches.get(rows)
+            search = self._compiled_searches.get(key)
             if search is None:
                 search = tf.function(
                     self._search_padded, jit_compile=True, autograph=False,
-                    input_signature=[tf.TensorSpec([rows, None], tf.int32)])
-                self._compiled_searches[rows] = search
+                    input_signature=[tf.TensorSpec([rows, None], tf.int32)] + ([guide_specs(
+                        rows, guided, self.decode_hparams.max_constraint_tokens)] if guided else []))
+                self._compiled_searches[key] = search
         return search
 
     def encode(self, sentences: Sequence[str]) -> list[list[int]]:
@@ -223,8 +230,9 @@ class Decoder:
     def translate(self, sentences: Sequence[str],
                   progress: Callable[[int, int], None] | None = None,
                   compiling: Callable[[int], None] | None = None,
-                  on_batch: Callable[[list[int], list[str]], None] | None = None
-                  ) -> list[str]:
+                  on_batch: Callable[[list[int], list[str]], None] | None = None,
+                  prefixes: Sequence[str] | None = None,
+                  constraints: Sequence[Sequence[str]] | None = None) -> list[str]:
         """Translations in input order, one line each (a line break or tab a
         model spells becomes a space); an empty line gives an empty line.
 
@@ -241,12 +249,16 @@ class Decoder:
             when it compiles none.
         on_batch: called with each batch's input indices and translations as
             it is decoded (`decode_in_length_order`'s).
+        prefixes, constraints: None, or each input's output start and phrases (`SearchGuides`).
         """
         encoded = self.encode(sentences)
         hp, dhp = self.hparams, self.decode_hparams
         if self._seed_generator is not None:  # each call draws the same samples
             self._seed_generator.state.assign([dhp.seed, 0])
         limit = position_limit(hp.position_encoding, hp.max_length)
+        guides = SearchGuides.of_inputs(self.vocab, dhp, prefixes, constraints)
+        self.skipped = guides.refuse_unmet(encoded, lambda n: max_decode_length(
+            padded_length(n, hp.max_length), dhp.extra_length, limit)) if guides else {}
         largest = None if dhp.batch_tokens else dhp.batch_size
         # Sentence batches, more inputs than one batch holds: the last,
         # partial batch runs the full batches' program too (its rows
@@ -268,14 +280,19 @@ class Decoder:
             rows = list(chunk) + [chunk[-1]] * (rows - len(chunk))
             inputs = tf.constant([encoded[i] + [PAD_ID] * (length - len(encoded[i]))
                                   for i in rows], tf.int32)
+            extra = guides and guides.tensors(rows, max_decode_length(length, dhp.extra_length,
+                                                                      limit))
             if self.compiled:
-                sequences, scores = self.compiled_search(len(rows))(inputs)
+                sequences, scores = self.compiled_search(len(rows), guides.kinds)(inputs, extra) \
+                    if guides else self.compiled_search(len(rows))(inputs)
                 self._compiled_programs.add((len(rows), length))
             elif dhp.sampling:
                 sequences, scores = sample_in_chunks(self.search, inputs, max_decode_length(
                     length, dhp.extra_length, limit), self.hparams, dhp)
             else:
-                sequences, scores = self.uncompiled_search(inputs)
+                sequences, scores = self.uncompiled_search(inputs) if extra is None else \
+                    self.search(inputs, max_decode_length(length, dhp.extra_length, limit),
+                                guides=extra)
             sequences, scores = np.asarray(sequences)[:len(chunk)], np.asarray(scores)[:len(chunk)]
 
             def text(sequence, score) -> str:

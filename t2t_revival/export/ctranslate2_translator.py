@@ -182,17 +182,24 @@ class CTranslate2Translator:
         # extra_length; a larger extra_length given here stops there.
         return min(limit, int(self.settings["max_decode_length"]))
 
-    def translate_pieces(self, pieces: Sequence[Sequence[str]]) -> list[tuple[list[str], float]]:
+    def translate_pieces(self, pieces: Sequence[Sequence[str]],
+                         prefixes: Sequence[Sequence[str]] | None = None
+                         ) -> list[tuple[list[str], float]]:
         """Best hypothesis (pieces, without EOS) and its GNMT score, for one batch.
 
         Args:
             pieces: the vocabulary's pieces of each source sentence, without EOS
                 (the model appends it), none empty.
+            prefixes: None, or each sentence's target prefix as pieces
+                (CTranslate2's `target_prefix`; [] none): the hypotheses
+                start with it.
         """
         longest = max(len(p) for p in pieces) + 1  # + EOS
         beam = self.beam_size
+        prefix = None if prefixes is None or not any(prefixes) else \
+            [list(p) or None for p in prefixes]
         results = self.translator.translate_batch(
-            [list(p) for p in pieces], beam_size=beam, num_hypotheses=beam,
+            [list(p) for p in pieces], target_prefix=prefix, beam_size=beam, num_hypotheses=beam,
             length_penalty=self.alpha, return_scores=True, return_end_token=True,
             max_input_length=0, max_decoding_length=self._max_decode_length(longest))
         best = []
@@ -209,10 +216,14 @@ class CTranslate2Translator:
         return best
 
     def translate(self, sentences: Sequence[str],
-                  progress: Callable[[int, int], None] | None = None) -> list[str]:
+                  progress: Callable[[int, int], None] | None = None,
+                  prefixes: Sequence[str] | None = None) -> list[str]:
         """Translations in input order, one line each; an empty line gives an
         empty line. A sentence longer than max_length is cut to it (counted in
-        `cut_inputs`), or refused with `long_inputs="refuse"`, as by `Decoder`."""
+        `cut_inputs`), or refused with `long_inputs="refuse"`, as by `Decoder`.
+        prefixes: None, or each sentence's target prefix ("" none), which its
+        translation starts with (CTranslate2's `target_prefix`). CTranslate2
+        has no hard lexical constraints: `Decoder` and the SavedModel do."""
         encoded = []
         max_input = int(self.settings["max_input_length"])
         self.cut_inputs = 0
@@ -226,9 +237,13 @@ class CTranslate2Translator:
                 self.cut_inputs += 1
             encoded.append(pieces)
 
+        prefix_pieces = None if prefixes is None else [
+            self.vocab.encode_pieces(p) if p.strip() else [] for p in prefixes]
+
         def decode_batch(chunk: list[int]) -> list[str]:
             return [one_field(self.vocab.decode_pieces(hypothesis)) for hypothesis, _ in
-                    self.translate_pieces([encoded[i] for i in chunk])]
+                    self.translate_pieces([encoded[i] for i in chunk], None if prefix_pieces
+                                          is None else [prefix_pieces[i] for i in chunk])]
 
         # The same order and batches as `Decoder.translate`.
         return decode_length.decode_in_length_order(

@@ -13,7 +13,7 @@ from t2t_revival.run_dir.training_directory import TrainingDirectory, require_di
 
 # The decode settings each export fixes (t2t-exporter --decode_hparams).
 SAVED_MODEL_FIXES = ("beam_size", "alpha", "extra_length", "early_stop", "alignments",
-                     "alignment_layer", "alignment_heads")
+                     "alignment_layer", "alignment_heads", "max_constraint_tokens")
 CTRANSLATE2_FIXES = ("beam_size", "alpha", "extra_length", "batch_size")
 LITERT_FIXES = ("beam_size", "alpha", "extra_length", "early_stop")
 

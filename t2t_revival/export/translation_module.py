@@ -19,6 +19,15 @@ Signatures:
         -> serving_default's outputs and scores, and "alignments": tf.string
            [None], each output's word alignment in Pharaoh format (`0-0 1-2
            ...`, `t2t-decoder`'s `.align` lines; `export/alignment_graph.py`)
+    translate_constrained(sentences: tf.string [None], prefixes: tf.string [None],
+                          constraints: tf.string [None])
+        -> serving_default's outputs; each output starts with its prefix ("":
+           none) and contains every phrase of its constraints (tab-separated
+           phrases, "": none; empty phrases are ignored). A request whose
+           constraints take more than `max_constraint_tokens` subwords in a
+           row fails (InvalidArgument, naming the limit). This search runs
+           uncompiled, in an --xla export too (its shapes vary with the
+           prefixes).
 
 Max decode length: `t2t_revival.decode_length`'s rule, as `Decoder`
 uses it: the batch is padded to a multiple of 16 tokens (not past
@@ -55,6 +64,7 @@ import tensorflow as tf
 from t2t_revival import decode_length
 from t2t_revival.decode.beam_search import beam_search
 from t2t_revival.decode.word_alignment import check_alignment_settings
+from t2t_revival.decode.search_guides import search_arguments
 from t2t_revival.decode_length import batch_bucket, cut_to_max_length, padded_length
 from t2t_revival.run_dir.checkpoint_variables import model_variables
 from t2t_revival.special_ids import EOS_ID, PAD_ID
@@ -96,6 +106,7 @@ class TranslationModule(tf.Module):
         self._alpha = float(decode_hparams.alpha)
         self._extra_length = int(decode_hparams.extra_length)
         self._early_stop = str(decode_hparams.early_stop)
+        self._max_constraint_tokens = int(decode_hparams.max_constraint_tokens)
         self._xla = bool(xla)
         self._alignment = (check_alignment_settings(
             decode_hparams.alignment_layer, decode_hparams.alignment_heads,
@@ -107,8 +118,9 @@ class TranslationModule(tf.Module):
                 self._beam_search, jit_compile=True, autograph=False)
 
     # ------------------------------------------------------------------
-    def _search(self, ids):
-        """ids int32 [B, S] (EOS-terminated, 0-padded) -> (ids [B, L], scores [B])."""
+    def _search(self, ids, guides=None):
+        """ids int32 [B, S] (EOS-terminated, 0-padded) -> (ids [B, L], scores [B]).
+        guides: None, or the rows' prefix and constraints (`_guides`)."""
         ids = tf.cast(ids, tf.int32)
         batch = tf.shape(ids)[0]
         length = tf.shape(ids)[1]
@@ -123,7 +135,7 @@ class TranslationModule(tf.Module):
         ids, length = cut_to_max_length(ids, self._max_length, PAD_ID, EOS_ID)
         padded = padded_length(length, self._max_length)
         ids = tf.pad(ids, [[0, 0], [0, padded - length]])
-        if self._xla:
+        if self._xla and guides is None:
             # A power-of-two batch: rows past the last are copies of it (a
             # lone EOS row stands in for an empty batch).
             ids = tf.concat([ids, tf.one_hot([0], padded, on_value=EOS_ID,
@@ -133,7 +145,7 @@ class TranslationModule(tf.Module):
             sequences, scores = self._compiled_search_of_bucket(tf.gather(ids, rows), bucket)
             sequences, scores = sequences[:batch], scores[:batch]
         else:
-            sequences, scores = self._beam_search(ids)
+            sequences, scores = self._beam_search(ids, guides)
         sequences = tf.where(empty[:, None], tf.zeros_like(sequences), sequences)
         scores = tf.where(empty, tf.zeros_like(scores), scores)
         return sequences, scores
@@ -154,7 +166,7 @@ class TranslationModule(tf.Module):
         return tf.switch_case(branch, [static(rows) for rows in _STAGED_BUCKETS],
                               default=lambda: self._compiled_beam_search(ids))
 
-    def _beam_search(self, ids):
+    def _beam_search(self, ids, guides=None):
         """ids int32 [B, S], S already padded -> (ids [B, L], scores [B]).
 
         Every length here follows from the shape of `ids`, so under XLA it is
@@ -169,7 +181,28 @@ class TranslationModule(tf.Module):
         return beam_search(
             self._model.decode_step, cache, batch, beam_size=self._beam_size,
             alpha=self._alpha, max_decode_length=max_decode_length, return_beams=False,
-            early_stop=self._early_stop, resize_cache=self._model.resize_cache)
+            early_stop=self._early_stop, resize_cache=self._model.resize_cache,
+            **search_arguments(guides))
+
+    def _guides(self, prefixes, constraints) -> dict:
+        """`SearchGuides.tensors`'s of tf.string [B] prefixes and tab-joined phrases."""
+        prefix = self._tokenizer.tokenize(prefixes).to_tensor(default_value=PAD_ID)
+        phrases = tf.strings.split(constraints, "\t")                          # [B, (p)]
+        tokens = self._tokenizer.tokenize(phrases.flat_values)                 # [P, (t)]
+        first = tf.equal(tf.ragged.range(tokens.row_lengths()), 0)
+        ids = phrases.with_values(tokens).merge_dims(1, 2)                      # [B, (c)]
+        starts = phrases.with_values(first).merge_dims(1, 2)
+        width = self._max_constraint_tokens
+        check = tf.debugging.assert_less_equal(
+            tf.reduce_max(tf.concat([ids.row_lengths(), [0]], 0)), tf.cast(width, tf.int64),
+            message=f"a row's constraints take more than max_constraint_tokens={width} "
+                    "subwords (the export's --decode_hparams); send fewer phrases")
+        with tf.control_dependencies([check]):
+            batch = tf.shape(constraints)[0]
+            return {"prefix": tf.cast(prefix, tf.int32),
+                    "constraint_ids": tf.cast(ids.to_tensor(PAD_ID, shape=[batch, width]),
+                                              tf.int32),
+                    "constraint_starts": starts.to_tensor(False, shape=[batch, width])}
 
     @tf.function(input_signature=[tf.TensorSpec([None, None], tf.int32, name="ids")],
                  autograph=False)
@@ -199,7 +232,16 @@ class TranslationModule(tf.Module):
                                       sequences, sentences, text)
         return {"outputs": text, "scores": scores, "alignments": alignments}
 
-    def _translate(self, sentences):
+    @tf.function(input_signature=[tf.TensorSpec([None], tf.string, name="sentences"),
+                                  tf.TensorSpec([None], tf.string, name="prefixes"),
+                                  tf.TensorSpec([None], tf.string, name="constraints")],
+                 autograph=False)
+    def translate_constrained(self, sentences, prefixes, constraints):
+        """`serve` with each row's prefix and tab-joined constraint phrases."""
+        text, scores, _, _ = self._translate(sentences, self._guides(prefixes, constraints))
+        return {"outputs": text, "scores": scores}
+
+    def _translate(self, sentences, guides=None):
         """tf.string [B] -> (translations tf.string [B], scores float32 [B], the
         EOS-terminated input ids int32 [B, S], the output ids int32 [B, L])."""
         blank = tf.equal(tf.strings.strip(sentences), "")
@@ -208,7 +250,7 @@ class TranslationModule(tf.Module):
         eos = tf.fill([tf.shape(sentences)[0], 1], EOS_ID)
         tokens = tf.concat([tokens, tf.RaggedTensor.from_tensor(eos)], axis=1)
         tokens = tokens.to_tensor(default_value=PAD_ID)
-        sequences, scores = self._search(tokens)
+        sequences, scores = self._search(tokens, guides)
         # Keep the tokens before the first EOS, drop PAD.
         before_eos = tf.equal(tf.cumsum(tf.cast(tf.equal(sequences, EOS_ID), tf.int32),
                                         axis=1), 0)
