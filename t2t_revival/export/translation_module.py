@@ -113,6 +113,12 @@ class TranslationModule(tf.Module):
             hparams.num_hidden_layers, hparams.num_heads),
             decode_hparams.alignment_heads) if decode_hparams.alignments else None
         """(layer, heads) of `translate_with_alignments`, None without it."""
+        if self._alignment is not None:
+            # An attribute only where asked for: tf.saved_model.save traces
+            # (and saves) every tf.function of the module with a signature.
+            self.translate_with_alignments = tf.function(
+                self._translate_with_alignments, autograph=False,
+                input_signature=[tf.TensorSpec([None], tf.string, name="sentences")])
         if self._xla:
             self._compiled_beam_search = tf.function(
                 self._beam_search, jit_compile=True, autograph=False)
@@ -218,10 +224,9 @@ class TranslationModule(tf.Module):
         text, scores, _, _ = self._translate(sentences)
         return {"outputs": text, "scores": scores}
 
-    @tf.function(input_signature=[tf.TensorSpec([None], tf.string, name="sentences")],
-                 autograph=False)
-    def translate_with_alignments(self, sentences):
-        """`serve`'s outputs and scores, and each one's Pharaoh word alignment."""
+    def _translate_with_alignments(self, sentences):
+        """`serve`'s outputs and scores, and each one's Pharaoh word alignment
+        (the `translate_with_alignments` signature, with alignments=true)."""
         from t2t_revival.export.alignment_graph import graph_alignments
 
         text, scores, tokens, sequences = self._translate(sentences)
