@@ -518,7 +518,8 @@ def test_a_device_out_of_memory_while_decoding_is_one_line(runs, decode_hparams,
             None, None, _OOM + "\n\t [[{{node while/body/...}}]]\nHint: ...")
 
     decoder.search = out_of_memory
-    decoder.compiled_search = lambda rows: out_of_memory
+    decoder.uncompiled_search = out_of_memory
+    decoder.compiled_search = lambda rows, *guided: out_of_memory
     with pytest.raises(UserError) as error:
         decoder.translate(SOURCES)
     if advice is None:   # nothing left to lower

@@ -182,7 +182,9 @@ def test_a_device_out_of_memory_while_evaluating_saves_the_run_first(where, tiny
     else:
         trainer.evaluator.start()   # makes the dev decoder, which the evaluations use
         trainer.evaluator.dev_metric.decoder.search = out_of_memory
-        trainer.evaluator.dev_metric.decoder.compiled_search = lambda rows: out_of_memory
+        trainer.evaluator.dev_metric.decoder.uncompiled_search = out_of_memory
+        trainer.evaluator.dev_metric.decoder.compiled_search = \
+            lambda rows, *guided: out_of_memory
     with pytest.raises(UserError) as error:
         trainer.train()
     checkpoint = tmp_path / "run" / "ckpt-2"
