@@ -366,7 +366,9 @@ def test_the_exporters_refuse_what_they_cannot_fix_before_loading(runs, tmp_path
     from t2t_revival.export.saved_model_export import export_saved_model
 
     pytest.importorskip("ctranslate2")
-    for export, name, allowed in ((export_saved_model, "SavedModel", "early_stop"),
+    for export, name, allowed in ((export_saved_model, "SavedModel",
+                                   "early_stop, alignments, alignment_layer, alignment_heads, "
+                                   "max_constraint_tokens"),
                                   (export_ctranslate2, "CTranslate2", "batch_size")):
         for settings in ("sampling=true,top_p=0.9", "long_inputs=refuse",
                          "batch_tokens=512", "return_beams=true", "sampling=true,samples_per_input=3"):
