@@ -18,6 +18,9 @@ ROOT = pathlib.Path(__file__).resolve().parents[1]
 SHARED_DATA = pathlib.Path(os.environ.get("T2T_SHARED") or ROOT.parent / "shared") / "data"
 
 os.environ.setdefault("TF_CPP_MIN_LOG_LEVEL", "2")
+# No XLA compile cache in the tests (it would write to ~/.cache and carry
+# programs from test to test): test_xla_compile_cache turns it on where tested.
+os.environ["T2T_COMPILE_CACHE"] = "off"
 
 # The environment of a CLI run in a subprocess: this checkout's code.
 ENV = dict(os.environ, PYTHONPATH=str(ROOT), TF_CPP_MIN_LOG_LEVEL="2")

@@ -473,7 +473,7 @@ def test_parallel_batches_give_the_same_translations_and_scores(runs):
                 lambda *a: threads.add(threading.current_thread().name) or search(*a))
         assert three.translate(sources) == one.translate(sources)
         # (With xla, the first batch of each program runs ahead, in threads
-        # of their own: `Decoder._first_batch_of_each_program`.)
+        # of their own: `decoder.first_batch_of_each_program`.)
         assert any(name.startswith("decode_batch") for name in threads)
         assert all(name.startswith(("decode_batch", "compile_ahead")) for name in threads)
         np.testing.assert_allclose(three.score(pairs), one.score(pairs), atol=1e-6)

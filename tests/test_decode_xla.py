@@ -21,9 +21,15 @@ FAST = "extra_length=6"
 
 @pytest.fixture(scope="module")
 def random_run(shared_data, tmp_path_factory):
+    """`random_run_dir`, once per module."""
+    return random_run_dir(shared_data, tmp_path_factory.mktemp("random_run"))
+
+
+def random_run_dir(shared_data, work):
     """A training directory holding transformer_tiny (1 layer, vocab 2000,
     max_length 32) with random weights: hparams.json, run.json, vocab.model,
-    ckpt-1. Returns (output_dir, 40 validation sentences that fit in 32 tokens)."""
+    ckpt-1, made in the folder `work`. Returns (output_dir, 40 validation
+    sentences that fit in 32 tokens)."""
     import tensorflow as tf
 
     from t2t_revival import registry
@@ -33,7 +39,7 @@ def random_run(shared_data, tmp_path_factory):
     from t2t_revival.run_dir.run_record import RunRecord
     from t2t_revival.run_dir.training_directory import TrainingDirectory
 
-    work = tmp_path_factory.mktemp("random_run")
+    work.mkdir(parents=True, exist_ok=True)
     with gzip.open(shared_data / "multi30k" / "train.en.gz", "rt", encoding="utf-8") as f:
         lines = [next(f).strip() for _ in range(3000)]
     vocab = str(work / "vocab.src.model")

@@ -370,6 +370,8 @@ def main(argv: list[str]) -> int:
                         f"--decode_from_file has {len(sources)}; they must align. "
                         f"Received: decode_reference={FLAGS.decode_reference!r}")
     from t2t_revival.phase_times import phase
+    from t2t_revival.xla_compile_cache import XlaCompileCache
+    XlaCompileCache.for_process(PROG)   # before the first compile
     phase("checked")
     from t2t_revival.decode.decoder import Decoder, ProgressBar
     from t2t_revival.decode.search_memory import check_decode_fits

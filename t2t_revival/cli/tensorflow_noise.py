@@ -146,11 +146,17 @@ def quiet_tensorflow_startup(argv: list[str]) -> None:
     """Before TensorFlow is imported: hide its start-up noise unless asked for.
 
     Keeps a `TF_CPP_MIN_LOG_LEVEL` the user set; otherwise 2 (C++ errors only),
-    or 0 with `--verbose`. Does nothing to a TensorFlow already imported.
+    3 while the XLA compile cache is on (TensorFlow logs an error line, "Error
+    parsing text-format tensorflow.XlaSerializedCacheEntry", for every entry
+    it loads: it tries the binary entry as text first), or 0 with `--verbose`.
+    Does nothing to a TensorFlow already imported.
     """
+    from t2t_revival.xla_compile_cache import root_from_environment
+
     global _quiet
     verbose = verbose_requested(argv)
-    level = os.environ.setdefault("TF_CPP_MIN_LOG_LEVEL", "0" if verbose else "2")
+    quiet_level = "3" if root_from_environment() else "2"
+    level = os.environ.setdefault("TF_CPP_MIN_LOG_LEVEL", "0" if verbose else quiet_level)
     if verbose or level == "0" or "tensorflow" in sys.modules:
         return
     _quiet = True

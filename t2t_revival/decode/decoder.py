@@ -85,9 +85,13 @@ class Decoder:
         self._uncompiled_sentences = 0
         self.search = tf.function(self.search_batch, reduce_retracing=True, autograph=False)
         """The uncompiled search: (inputs int32 [B, S], max_decode_length) -> outputs."""
+        # Its step, a function of its own that beam search's loops (one per buffer
+        # length) call: traced twice, not thrice (history 2026-11-28).
+        self._uncompiled_step = tf.function(self.model.decode_step, autograph=False,
+                                            reduce_retracing=True)
         self.uncompiled_search = tf.function(
-            self._search_padded, autograph=False,
-            input_signature=[tf.TensorSpec([None, None], tf.int32)])
+            lambda inputs: self._search_padded(inputs, step=self._uncompiled_step),
+            autograph=False, input_signature=[tf.TensorSpec([None, None], tf.int32)])
         """The uncompiled beam search traced once for every batch size and
         input length: inputs int32 [B, S] -> outputs (a new shape costs no
         tracing, which takes seconds)."""
@@ -140,7 +144,7 @@ class Decoder:
         return dict(self._compiled_searches)
 
     def search_batch(self, inputs, max_decode_length, samples_per_input: int | None = None,
-                     guides: dict | None = None):
+                     guides: dict | None = None, step=None):
         """inputs int32 [B, S] -> (sequences [B, (beam,) L], scores [B, (beam)]).
 
         The search itself, in Python (`search` and `compiled_search` are its
@@ -148,7 +152,8 @@ class Decoder:
         tensor that follows from S (`compiled_search`: a constant under XLA).
         samples_per_input: with sampling, the samples of this call (default
         the decode hparams'; `sample_in_chunks` draws them in chunks).
-        guides: beam search's prefixes and constraints (`SearchGuides.tensors`)."""
+        guides: beam search's prefixes and constraints (`SearchGuides.tensors`).
+        step: beam search's step (default the model's `decode_step`)."""
         encoder_output, encoder_padding = self.model.encode(inputs, training=False)
         cache = self.model.init_cache(encoder_output, encoder_padding, max_decode_length)
         dhp = self.decode_hparams
@@ -162,20 +167,20 @@ class Decoder:
         # A static batch size (the compiled search always has one) lets the
         # search drop the batch elements that have stopped (`beam_search`).
         batch = inputs.shape[0] if inputs.shape[0] is not None else tf.shape(inputs)[0]
-        return beam_search(self.model.decode_step, cache, batch,
+        return beam_search(step or self.model.decode_step, cache, batch,
                            beam_size=dhp.beam_size, alpha=dhp.alpha,
                            max_decode_length=max_decode_length,
                            return_beams=dhp.return_beams, early_stop=dhp.early_stop,
                            resize_cache=self.model.resize_cache, on_step=self.on_beam_step,
                            **search_arguments(guides))
 
-    def _search_padded(self, inputs, guides=None):
+    def _search_padded(self, inputs, guides=None, step=None):
         """inputs int32 [B, S] -> `search_batch`'s outputs, the length limit
-        following from S (in the graph); guides: `search_batch`'s."""
+        following from S (in the graph); guides, step: `search_batch`'s."""
         hp = self.hparams
         return self.search_batch(inputs, max_decode_length(
             tf.shape(inputs)[1], self.decode_hparams.extra_length,
-            position_limit(hp.position_encoding, hp.max_length)), guides=guides)
+            position_limit(hp.position_encoding, hp.max_length)), guides=guides, step=step)
 
     def compiles(self, sentences: int, programs: int) -> bool:
         """Whether a `translate` call of `sentences` non-empty inputs that needs
@@ -308,7 +313,8 @@ class Decoder:
 
         lengths = [len(ids) for ids in encoded]
         first = {} if dhp.xla == "false" or dhp.sampling else \
-            self._first_batch_of_each_program(lengths, program)
+            first_batch_of_each_program(lengths, program, dhp, self.hparams.max_length,
+                                        self._compiled_programs)
         sentences = sum(1 for n in lengths if n)
         self.compiled = self.compiles(sentences, len(first))
         if not self.compiled:
@@ -338,19 +344,6 @@ class Decoder:
     def out_of_memory_advice(self, settings: str = "the decode hparams'", then: str = "") -> str:
         """`search_memory.out_of_memory_advice` of these decode hparams."""
         return out_of_memory_advice(self.decode_hparams, settings, then)
-
-    def _first_batch_of_each_program(self, lengths: list[int], program
-                                     ) -> dict[tuple[int, int], list[int]]:
-        """{program: its first batch} of each compiled program a file needs
-        that this decoder has not run yet (`translate`'s `program`)."""
-        dhp = self.decode_hparams
-        first: dict[tuple[int, int], list[int]] = {}
-        for chunk in length_sorted_batches(lengths, dhp.batch_size, dhp.batch_tokens,
-                                           self.hparams.max_length):
-            key = program(chunk)
-            if key not in self._compiled_programs:
-                first.setdefault(key, chunk)
-        return first
 
     # ------------------------------------------------------------------ scoring
     def _score_batch(self, inputs, targets):
@@ -443,3 +436,16 @@ class ProgressBar:
         if done >= total:
             self.stream.write("\n")
         self.stream.flush()
+
+
+def first_batch_of_each_program(lengths: list[int], program, dhp: DecodeHParams,
+                                max_length: int, done: set[tuple[int, int]]
+                                ) -> dict[tuple[int, int], list[int]]:
+    """{program: its first batch} of each compiled program a file needs that
+    is not in `done` (`Decoder.translate`'s `program`: (rows, padded length))."""
+    first: dict[tuple[int, int], list[int]] = {}
+    for chunk in length_sorted_batches(lengths, dhp.batch_size, dhp.batch_tokens, max_length):
+        key = program(chunk)
+        if key not in done:
+            first.setdefault(key, chunk)
+    return first

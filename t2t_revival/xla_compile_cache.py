@@ -1,0 +1,339 @@
+"""`XlaCompileCache`: compiled XLA programs kept on disk between processes,
+written atomically, checked before use, a damaged entry reported and ignored
+(issue 61).
+
+Compiling is most of what a fresh `t2t-decoder` or `t2t-trainer` spends before
+its first output (the search: seconds per program; the training step: tens
+of seconds). TensorFlow can keep what XLA compiles on disk
+(`TF_XLA_FLAGS=--tf_xla_persistent_cache_directory=DIR`), but it writes an
+entry in place, with no temporary name, and reads one back with no check:
+a truncated entry (a kill or a full disk mid-write) makes every later run
+fail on its first batch, and two processes sharing the folder read each
+other's half-written entries (benchmarks/history/decoding.md, 2026-11-27).
+So TensorFlow never sees the shared folder itself:
+
+- The cache is a folder per TensorFlow version and CPU
+  (`<root>/tf<version>-<cpu>/`; a program compiled for one CPU may not run on
+  another) holding the entries and `manifest.json`: each entry's size,
+  modification time and SHA-256, written when it was published.
+- A process (`open`) checks every entry the manifest lists against the file
+  (size and time; the SHA-256 when those changed) and hard-links those that
+  pass into a private folder of its own, which it names to TensorFlow. An
+  entry that fails (truncated, garbage, written by another TensorFlow version
+  or CPU, or not in the manifest) is deleted and said in one line; it is
+  compiled anew.
+- At the end of the process (or at `publish`), what TensorFlow wrote into the
+  private folder is checked (a complete protocol-buffer message), copied into
+  the shared folder under a temporary name and renamed, and the manifest is
+  rewritten atomically, under a lock; the private folder goes. A process
+  killed before that leaves only its private folder, which the next `open`
+  removes.
+- The least recently used entries go once the folder passes `MAX_BYTES`.
+
+`T2T_COMPILE_CACHE` names the root (default `~/.cache/t2t-revival/xla`, or
+`$XDG_CACHE_HOME/t2t-revival/xla`); `T2T_COMPILE_CACHE=off` turns it off. A
+`--tf_xla_persistent_cache_directory` of the user's own in `TF_XLA_FLAGS` is
+left alone (and this cache stays off).
+"""
+
+from __future__ import annotations
+
+import atexit
+import contextlib
+import dataclasses
+import hashlib
+import json
+import os
+import platform
+import shutil
+import sys
+import time
+
+ENV = "T2T_COMPILE_CACHE"
+"""The environment variable naming the cache's root folder, or `off`."""
+OFF = ("off", "none", "0", "false")
+MAX_BYTES = 2 << 30
+"""The shared folder's size beyond which the least recently used entries go."""
+_FLAG = "--tf_xla_persistent_cache_directory"
+_MANIFEST = "manifest.json"
+_FORMAT = 1
+_WORK_PREFIX = ".work-"
+_ENTRY_SUFFIX = ".pb"
+_process = None   # this process's cache (`XlaCompileCache.for_process`), False when off
+
+
+def default_root() -> str:
+    base = os.environ.get("XDG_CACHE_HOME") or os.path.join(os.path.expanduser("~"), ".cache")
+    return os.path.join(base, "t2t-revival", "xla")
+
+
+def root_from_environment() -> str | None:
+    """The cache root `T2T_COMPILE_CACHE` names (or the default); None when off."""
+    value = os.environ.get(ENV, "").strip()
+    if value.lower() in OFF:
+        return None
+    return os.path.expanduser(value) if value else default_root()
+
+
+def _cpu_fingerprint() -> str:
+    """A short hash of this CPU's model and instruction-set flags."""
+    described = platform.machine()
+    with contextlib.suppress(OSError):
+        with open("/proc/cpuinfo", encoding="utf-8", errors="replace") as f:
+            lines = f.read().split("\n\n", 1)[0].splitlines()
+        described += "".join(line for line in lines
+                             if line.startswith(("model name", "flags", "Features")))
+    return hashlib.sha256(described.encode()).hexdigest()[:12]
+
+
+def _tensorflow_version() -> str:
+    from importlib import metadata
+
+    for name in ("tensorflow", "tensorflow-cpu", "tf-nightly"):
+        with contextlib.suppress(metadata.PackageNotFoundError):
+            return metadata.version(name)
+    return "unknown"
+
+
+def is_complete_message(data: bytes) -> bool:
+    """Whether `data` parses as protocol-buffer fields to its last byte with
+    the three fields of TensorFlow's XlaSerializedCacheEntry (key, the HLO
+    module, the executable): what a truncated or garbled entry is not."""
+    from t2t_revival.protobuf_wire import top_level_fields
+
+    try:
+        numbers = {number for number, _ in top_level_fields(data)}
+    except ValueError:
+        return False
+    return {1, 2, 3} <= numbers
+
+
+def _sha256(path: str) -> str:
+    digest = hashlib.sha256()
+    with open(path, "rb") as f:
+        for block in iter(lambda: f.read(1 << 20), b""):
+            digest.update(block)
+    return digest.hexdigest()
+
+
+@dataclasses.dataclass
+class XlaCompileCache:
+    """The compile cache of this process: `open` it before the first XLA compile."""
+
+    shared: str
+    """The folder of this TensorFlow version and CPU: entries and manifest."""
+    private: str
+    """This process's folder, named to TensorFlow (entries hard-linked in)."""
+    prog: str
+    published: bool = False
+    _linked: dict = dataclasses.field(default_factory=dict)
+
+    @classmethod
+    def for_process(cls, prog: str) -> "XlaCompileCache | None":
+        """The process's cache, opened on the first call (`open`); None when off."""
+        global _process
+        if _process is None:
+            _process = cls.open(prog) or False
+        return _process or None
+
+    @classmethod
+    def open(cls, prog: str, root: str | None = None) -> "XlaCompileCache | None":
+        """Check the shared entries, link the good ones into a private folder,
+        and name it to TensorFlow (`TF_XLA_FLAGS`). None (nothing done) when
+        the cache is off, the user named a folder of their own, or the root
+        cannot be written (said in one line)."""
+        root = root_from_environment() if root is None else root
+        flags = _strip_private_folder(os.environ.get("TF_XLA_FLAGS", ""))
+        if root is None or _FLAG in flags:
+            return None
+        shared = os.path.join(root, f"tf{_tensorflow_version()}-{_cpu_fingerprint()}")
+        try:
+            os.makedirs(shared, exist_ok=True)
+            private = os.path.join(shared, f"{_WORK_PREFIX}{os.getpid()}-{time.time_ns()}")
+            os.mkdir(private)
+        except OSError as e:
+            _say(prog, f"the XLA compile cache is off: cannot write {root} ({e.strerror}); "
+                       f"set {ENV}=DIR to a writable folder, or {ENV}=off")
+            return None
+        cache = cls(shared, private, prog)
+        with contextlib.suppress(OSError):
+            cache._link_good_entries()
+        os.environ["TF_XLA_FLAGS"] = f"{flags} {_FLAG}={private}".strip()
+        atexit.register(cache.close)
+        return cache
+
+    def _link_good_entries(self) -> None:
+        with _locked(self.shared):
+            _remove_abandoned_private_folders(self.shared)
+            manifest = _read_manifest(self.shared)
+            bad: dict[str, str] = {}
+            for name in sorted(os.listdir(self.shared)):
+                path = os.path.join(self.shared, name)
+                if not name.endswith(_ENTRY_SUFFIX) or not os.path.isfile(path):
+                    continue
+                problem = _entry_problem(path, manifest.get(name))
+                if problem:
+                    bad[name] = problem
+                    manifest.pop(name, None)
+                    with contextlib.suppress(OSError):
+                        os.unlink(path)
+                    continue
+                link = os.path.join(self.private, name)
+                try:
+                    os.link(path, link)
+                except OSError:
+                    shutil.copyfile(path, link)
+                manifest[name]["used"] = time.time()
+                self._linked[name] = manifest[name]["sha256"]
+            for name in set(manifest) - set(os.listdir(self.shared)):
+                manifest.pop(name)
+            _write_manifest(self.shared, manifest)
+        if bad:
+            kinds = sorted(set(bad.values()))
+            _say(self.prog, f"ignored {len(bad)} damaged XLA compile cache "
+                            f"entr{'y' if len(bad) == 1 else 'ies'} in {self.shared} "
+                            f"({'; '.join(kinds)}); removed, and compiled anew when needed")
+
+    def publish(self) -> int:
+        """Move what TensorFlow wrote since `open` (complete entries only) into
+        the shared folder; returns how many entries it added."""
+        added = 0
+        with contextlib.suppress(OSError), _locked(self.shared):
+            manifest = _read_manifest(self.shared)
+            for name in sorted(os.listdir(self.private)):
+                path = os.path.join(self.private, name)
+                if not name.endswith(_ENTRY_SUFFIX) or name in manifest:
+                    continue
+                with open(path, "rb") as f:
+                    data = f.read()
+                if self._linked.get(name) or not is_complete_message(data):
+                    continue   # linked in (or rewritten), or half-written
+                target = os.path.join(self.shared, name)
+                tmp = os.path.join(self.shared, f".{name}.{os.getpid()}.incomplete")
+                try:
+                    with open(tmp, "wb") as f:
+                        f.write(data)
+                        f.flush()
+                        os.fsync(f.fileno())
+                    os.replace(tmp, target)
+                finally:
+                    with contextlib.suppress(FileNotFoundError):
+                        os.unlink(tmp)
+                stat = os.stat(target)
+                manifest[name] = {"bytes": stat.st_size, "mtime_ns": stat.st_mtime_ns,
+                                  "sha256": hashlib.sha256(data).hexdigest(),
+                                  "tensorflow": _tensorflow_version(),
+                                  "cpu": _cpu_fingerprint(), "used": time.time()}
+                self._linked[name] = manifest[name]["sha256"]
+                added += 1
+            _evict(self.shared, manifest)
+            _write_manifest(self.shared, manifest)
+        return added
+
+    def close(self) -> None:
+        """`publish`, then remove the private folder (at the process's end)."""
+        if self.published:
+            return
+        self.published = True
+        with contextlib.suppress(Exception):
+            self.publish()
+        shutil.rmtree(self.private, ignore_errors=True)
+
+
+def _say(prog: str, message: str) -> None:
+    print(f"{prog}: {message}", file=sys.stderr, flush=True)
+
+
+def _strip_private_folder(flags: str) -> str:
+    """TF_XLA_FLAGS without a private folder of ours (a parent process's, inherited)."""
+    kept = [flag for flag in flags.split()
+            if not (flag.startswith(f"{_FLAG}=")
+                    and os.path.basename(flag.split("=", 1)[1]).startswith(_WORK_PREFIX))]
+    return " ".join(kept)
+
+
+def _remove_abandoned_private_folders(shared: str) -> None:
+    """The private folders of processes that are gone (killed before `close`),
+    and the temporary files of a publish that was killed (under the lock)."""
+    for name in os.listdir(shared):
+        if not name.startswith(_WORK_PREFIX):
+            continue
+        pid = name[len(_WORK_PREFIX):].split("-", 1)[0]
+        if pid.isdigit() and not _alive(int(pid)):
+            shutil.rmtree(os.path.join(shared, name), ignore_errors=True)
+        elif name.endswith(".incomplete"):
+            with contextlib.suppress(OSError):
+                os.unlink(os.path.join(shared, name))
+
+
+def _alive(pid: int) -> bool:
+    try:
+        os.kill(pid, 0)
+    except ProcessLookupError:
+        return False
+    except PermissionError:
+        return True
+    return True
+
+
+def _entry_problem(path: str, record: dict | None) -> str | None:
+    """Why the entry at `path` cannot be used, or None when it can."""
+    if record is None:
+        return "not written by this cache"
+    if record.get("tensorflow") != _tensorflow_version() or record.get("cpu") != _cpu_fingerprint():
+        return f"written by TensorFlow {record.get('tensorflow')} on another CPU" \
+            if record.get("cpu") != _cpu_fingerprint() else \
+            f"written by TensorFlow {record.get('tensorflow')}"
+    stat = os.stat(path)
+    if stat.st_size != record.get("bytes"):
+        return f"truncated or overwritten: {stat.st_size:,} bytes of {record.get('bytes'):,}"
+    if stat.st_mtime_ns != record.get("mtime_ns"):
+        if _sha256(path) != record.get("sha256"):
+            return "its contents changed since it was written"
+        record["mtime_ns"] = stat.st_mtime_ns
+    return None
+
+
+def _read_manifest(shared: str) -> dict:
+    try:
+        with open(os.path.join(shared, _MANIFEST), encoding="utf-8") as f:
+            data = json.load(f)
+    except (OSError, ValueError):
+        return {}
+    if not isinstance(data, dict) or data.get("format") != _FORMAT:
+        return {}
+    entries = data.get("entries")
+    return {name: record for name, record in entries.items() if isinstance(record, dict)} \
+        if isinstance(entries, dict) else {}
+
+
+def _write_manifest(shared: str, entries: dict) -> None:
+    from t2t_revival.atomic_file import write_atomically
+
+    write_atomically(os.path.join(shared, _MANIFEST),
+                     json.dumps({"format": _FORMAT, "entries": entries}, indent=1,
+                                sort_keys=True) + "\n")
+
+
+def _evict(shared: str, manifest: dict) -> None:
+    """Remove the least recently used entries while the folder holds over MAX_BYTES."""
+    total = sum(record.get("bytes", 0) for record in manifest.values())
+    for name in sorted(manifest, key=lambda n: manifest[n].get("used", 0)):
+        if total <= MAX_BYTES:
+            break
+        total -= manifest.pop(name).get("bytes", 0)
+        with contextlib.suppress(OSError):
+            os.unlink(os.path.join(shared, name))
+
+
+@contextlib.contextmanager
+def _locked(shared: str):
+    """An exclusive lock on the shared folder (its manifest's readers and writers)."""
+    import fcntl
+
+    with open(os.path.join(shared, ".lock"), "a") as lock:
+        fcntl.flock(lock, fcntl.LOCK_EX)
+        try:
+            yield
+        finally:
+            fcntl.flock(lock, fcntl.LOCK_UN)
