@@ -35,6 +35,10 @@ decoder_2 and the mistakes, under a minute on a quiet machine):
   a missing run directory (`tensorflow_imported` says whether it loaded
   TensorFlow first: it should not).
 
+`compile_cache` gives the XLA compile cache's root (`T2T_COMPILE_CACHE`;
+null when off) and its entries before and after: a run on a warm cache loads
+the programs a cold one compiles (run it twice to see both).
+
 The machine may be shared: `loadavg_before`/`loadavg_after` come with the
 figures, and only figures from a quiet machine belong in RESULTS.md.
 """
@@ -53,6 +57,7 @@ import time
 from benchmarks import harness
 from t2t_revival.errors import UserError
 from t2t_revival.phase_times import ENV_VAR, PREFIX
+from t2t_revival.xla_compile_cache import root_from_environment
 
 PROG = "first_translation"
 DECODER_ROWS = {"decoder_1": 1, "decoder_2": 2, "decoder_100": 100, "decoder_1000": 1000}
@@ -213,6 +218,15 @@ def run_row(name: str, args, sources: list[str], work: str) -> dict:
     return result
 
 
+def compile_cache_entries() -> int | None:
+    """The XLA compile cache's entries (`xla_compile_cache`; None when it is off):
+    a run with a warm cache loads what a cold one compiles."""
+    import glob
+
+    root = root_from_environment()
+    return None if root is None else len(glob.glob(os.path.join(root, "*", "*.pb")))
+
+
 def _trainer_row(args, work: str) -> dict:
     if not args.data_dir:
         raise UserError("the trainer row needs --data_dir (translate_ende_multi30k's "
@@ -291,6 +305,7 @@ def main():
     if not sources:
         raise UserError(f"--source has no lines. Received: --source={args.source!r}")
     load_before = harness.load_average()
+    cache_before = compile_cache_entries()
     work = tempfile.mkdtemp(prefix="first_translation_")
     results = {}
     try:
@@ -314,6 +329,8 @@ def main():
         "benchmark": PROG, "output_dir": args.output_dir,
         "decode_hparams": args.decode_hparams, "rows": list(rows), "results": results,
         "failed_rows": failed,
+        "compile_cache": {"root": root_from_environment(), "entries_before": cache_before,
+                          "entries_after": compile_cache_entries()},
         "machine": harness.describe(), "loadavg_before": load_before,
         "loadavg_after": harness.load_average()})
     if failed:
