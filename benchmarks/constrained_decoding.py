@@ -61,8 +61,8 @@ def main():
     harness.add_model_arguments(parser)
     parser.add_argument("--reference", default=str(DEFAULT_REFERENCE),
                         help="the references of --source, one per line (.gz read as gzip)")
-    parser.add_argument("--max_sentences", type=int, default=0,
-                        help="decode only the first N sentences (0 = all)")
+    parser.add_argument("--max_sentences", type=int, default=None,
+                        help="decode only the first N sentences (default all)")
     parser.add_argument("--phrases_per_sentence", type=int, default=2)
     parser.add_argument("--beam_size", type=int, default=4)
     parser.add_argument("--batch_size", type=int, default=32)
@@ -70,8 +70,9 @@ def main():
     from t2t_revival.errors import UserError
     from t2t_revival.text_lines import read_text_lines
 
-    if args.max_sentences < 0 or args.phrases_per_sentence < 1:
-        raise UserError("--max_sentences must be >= 0 and --phrases_per_sentence >= 1. "
+    if (args.max_sentences is not None and args.max_sentences < 1) \
+            or args.phrases_per_sentence < 1:
+        raise UserError("--max_sentences must be >= 1 and --phrases_per_sentence >= 1. "
                         f"Received: --max_sentences={args.max_sentences}, "
                         f"--phrases_per_sentence={args.phrases_per_sentence}")
     load_before = harness.load_average()
