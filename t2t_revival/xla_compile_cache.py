@@ -2,9 +2,10 @@
 written atomically, checked before use, a damaged entry reported and ignored
 (issue 61).
 
-Compiling is most of what a fresh `t2t-decoder` or `t2t-trainer` spends before
-its first output (the search: seconds per program; the training step: tens
-of seconds). TensorFlow can keep what XLA compiles on disk
+Compiling is most of what a fresh `t2t-decoder` spends before its first
+output on a test set (seconds per search program). (Not the trainer: its
+programs' keys differ from run to run, measured 2026-11-28, so a cache
+would only fill up.) TensorFlow can keep what XLA compiles on disk
 (`TF_XLA_FLAGS=--tf_xla_persistent_cache_directory=DIR`), but it writes an
 entry in place, with no temporary name, and reads one back with no check:
 a truncated entry (a kill or a full disk mid-write) makes every later run
@@ -49,11 +50,15 @@ import shutil
 import sys
 import time
 
+from t2t_revival.atomic_file import DiskWriteError
+
 ENV = "T2T_COMPILE_CACHE"
 """The environment variable naming the cache's root folder, or `off`."""
 OFF = ("off", "none", "0", "false")
 MAX_BYTES = 2 << 30
 """The shared folder's size beyond which the least recently used entries go."""
+MAX_ENTRIES = 500
+"""As many entries, at most (each process checks every entry the manifest lists)."""
 _FLAG = "--tf_xla_persistent_cache_directory"
 _MANIFEST = "manifest.json"
 _FORMAT = 1
@@ -156,7 +161,7 @@ class XlaCompileCache:
                        f"set {ENV}=DIR to a writable folder, or {ENV}=off")
             return None
         cache = cls(shared, private, prog)
-        with contextlib.suppress(OSError):
+        with contextlib.suppress(OSError, DiskWriteError):   # a full disk: start empty
             cache._link_good_entries()
         os.environ["TF_XLA_FLAGS"] = f"{flags} {_FLAG}={private}".strip()
         atexit.register(cache.close)
@@ -198,7 +203,7 @@ class XlaCompileCache:
         """Move what TensorFlow wrote since `open` (complete entries only) into
         the shared folder; returns how many entries it added."""
         added = 0
-        with contextlib.suppress(OSError), _locked(self.shared):
+        with contextlib.suppress(OSError, DiskWriteError), _locked(self.shared):
             manifest = _read_manifest(self.shared)
             for name in sorted(os.listdir(self.private)):
                 path = os.path.join(self.private, name)
@@ -308,7 +313,7 @@ def _read_manifest(shared: str) -> dict:
 
 
 def _write_manifest(shared: str, entries: dict) -> None:
-    from t2t_revival.atomic_file import write_atomically
+    from t2t_revival.atomic_file import write_atomically  # (DiskWriteError on a full disk)
 
     write_atomically(os.path.join(shared, _MANIFEST),
                      json.dumps({"format": _FORMAT, "entries": entries}, indent=1,
@@ -316,10 +321,11 @@ def _write_manifest(shared: str, entries: dict) -> None:
 
 
 def _evict(shared: str, manifest: dict) -> None:
-    """Remove the least recently used entries while the folder holds over MAX_BYTES."""
+    """Remove the least recently used entries while the folder holds over
+    MAX_BYTES or MAX_ENTRIES."""
     total = sum(record.get("bytes", 0) for record in manifest.values())
     for name in sorted(manifest, key=lambda n: manifest[n].get("used", 0)):
-        if total <= MAX_BYTES:
+        if total <= MAX_BYTES and len(manifest) <= MAX_ENTRIES:
             break
         total -= manifest.pop(name).get("bytes", 0)
         with contextlib.suppress(OSError):

@@ -158,6 +158,10 @@ def test_the_least_recently_used_entries_go_past_the_size_limit(cache_env, monke
         shared = fill(names=(name,)).shared
     kept = sorted(n for n in os.listdir(shared) if n.endswith(".pb"))
     assert kept == ["b__1__XLA_CPU_JIT.pb", "c__1__XLA_CPU_JIT.pb"]
+    monkeypatch.setattr(xla_compile_cache, "MAX_BYTES", 1 << 30)
+    monkeypatch.setattr(xla_compile_cache, "MAX_ENTRIES", 1)
+    fill(names=("d__1__XLA_CPU_JIT.pb",))
+    assert sorted(n for n in os.listdir(shared) if n.endswith(".pb")) == ["d__1__XLA_CPU_JIT.pb"]
 
 
 @pytest.mark.slow

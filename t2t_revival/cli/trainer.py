@@ -209,8 +209,6 @@ def main(argv: list[str]) -> int:
         warm_start_from=FLAGS.warm_start_from or "",
         skip_corrupt_records=FLAGS.skip_corrupt_records)
     from t2t_revival.phase_times import phase
-    from t2t_revival.xla_compile_cache import XlaCompileCache
-    XlaCompileCache.for_process(PROG)   # before the first compile
     phase("checked")
     from t2t_revival.train.trainer import train
     phase("imported")
