@@ -29,7 +29,11 @@ So TensorFlow never sees the shared folder itself:
   rewritten atomically, under a lock; the private folder goes. A process
   killed before that leaves only its private folder, which the next `open`
   removes.
-- The least recently used entries go once the folder passes `MAX_BYTES`.
+- The least recently used entries go once the folder passes `MAX_BYTES` or
+  `MAX_ENTRIES`. With less than `MIN_FREE_BYTES` free on its disk the cache
+  stays off for the process (one line): TensorFlow fails a compile whose
+  program it cannot write, which the decoder says in one line should the
+  disk fill up during the job.
 
 `T2T_COMPILE_CACHE` names the root (default `~/.cache/t2t-revival/xla`, or
 `$XDG_CACHE_HOME/t2t-revival/xla`); `T2T_COMPILE_CACHE=off` turns it off. A
@@ -57,6 +61,9 @@ ENV = "T2T_COMPILE_CACHE"
 OFF = ("off", "none", "0", "false")
 MAX_BYTES = 2 << 30
 """The shared folder's size beyond which the least recently used entries go."""
+MIN_FREE_BYTES = 512 << 20
+"""Free space below which the cache stays off: TensorFlow fails a compile
+whose program it cannot write (the decoder then says so in one line)."""
 MAX_ENTRIES = 500
 """As many entries, at most (each process checks every entry the manifest lists)."""
 _FLAG = "--tf_xla_persistent_cache_directory"
@@ -154,6 +161,12 @@ class XlaCompileCache:
         shared = os.path.join(root, f"tf{_tensorflow_version()}-{_cpu_fingerprint()}")
         try:
             os.makedirs(shared, exist_ok=True)
+            free = shutil.disk_usage(shared).free
+            if free < MIN_FREE_BYTES:   # TensorFlow fails a compile it cannot write
+                _say(prog, f"the XLA compile cache is off: {free >> 20} MB free on the disk "
+                           f"of {root}; free some space, or set {ENV}=DIR to another "
+                           f"disk, or {ENV}=off")
+                return None
             private = os.path.join(shared, f"{_WORK_PREFIX}{os.getpid()}-{time.time_ns()}")
             os.mkdir(private)
         except OSError as e:

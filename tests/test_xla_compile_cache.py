@@ -152,6 +152,32 @@ def test_off_a_folder_of_the_users_own_and_an_unwritable_root(cache_env, monkeyp
     assert "T2T_COMPILE_CACHE=off" in err[0]
 
 
+def test_a_nearly_full_disk_leaves_the_cache_off_in_one_line(cache_env, monkeypatch, capsys):
+    monkeypatch.setattr(xla_compile_cache, "MIN_FREE_BYTES", 1 << 62)
+    assert XlaCompileCache.open("t2t-decoder") is None
+    err = capsys.readouterr().err.splitlines()
+    assert len(err) == 1 and err[0].startswith("t2t-decoder: the XLA compile cache is off: "), err
+    assert "MB free on the disk" in err[0] and "T2T_COMPILE_CACHE=off" in err[0]
+    assert "TF_XLA_FLAGS" not in os.environ
+
+
+def test_a_compile_the_full_cache_disk_fails_is_one_line_not_out_of_memory():
+    """TensorFlow fails the compile when it cannot write the program (a
+    ResourceExhaustedError naming the file): the decoder says the disk."""
+    import tensorflow as tf
+
+    from t2t_revival.atomic_file import DiskWriteError
+    from t2t_revival.decode.decoder import Decoder
+
+    error = tf.errors.ResourceExhaustedError(
+        None, None, "/c/.work-1-2/xla_compile_cache__1__2__XLA_CPU_JIT.pbvm-1.tmp; "
+                    "No space left on device [Op:__inference__search_padded_6945]")
+    said = Decoder._out_of_memory(None, error)
+    assert isinstance(said, DiskWriteError)
+    assert "XLA compile cache (No space left on device)" in str(said)
+    assert "T2T_COMPILE_CACHE=off" in str(said) and "out of memory" not in str(said)
+
+
 def test_the_least_recently_used_entries_go_past_the_size_limit(cache_env, monkeypatch):
     monkeypatch.setattr(xla_compile_cache, "MAX_BYTES", 2 * len(entry()) + 10)
     for name in ("a__1__XLA_CPU_JIT.pb", "b__1__XLA_CPU_JIT.pb", "c__1__XLA_CPU_JIT.pb"):
