@@ -46,6 +46,7 @@ from __future__ import annotations
 import atexit
 import contextlib
 import dataclasses
+import functools
 import hashlib
 import json
 import os
@@ -87,6 +88,7 @@ def root_from_environment() -> str | None:
     return os.path.expanduser(value) if value else default_root()
 
 
+@functools.lru_cache(maxsize=None)
 def _cpu_fingerprint() -> str:
     """A short hash of this CPU's model and instruction-set flags."""
     described = platform.machine()
@@ -98,6 +100,7 @@ def _cpu_fingerprint() -> str:
     return hashlib.sha256(described.encode()).hexdigest()[:12]
 
 
+@functools.lru_cache(maxsize=None)
 def _tensorflow_version() -> str:
     from importlib import metadata
 
@@ -256,6 +259,21 @@ class XlaCompileCache:
         with contextlib.suppress(Exception):
             self.publish()
         shutil.rmtree(self.private, ignore_errors=True)
+
+
+def cache_disk_full(error: BaseException) -> DiskWriteError | None:
+    """The one line for a search whose compile failed because TensorFlow could
+    not write the program into the cache (it fails the compile, with a
+    ResourceExhaustedError naming the file); None for any other error."""
+    from t2t_revival.atomic_file import disk_failure, disk_failure_fix
+
+    reason = disk_failure(error)
+    if reason is None:
+        return None
+    return DiskWriteError(
+        f"decoding stopped: TensorFlow could not write a compiled program to the XLA "
+        f"compile cache ({reason}); {disk_failure_fix(reason)}, or set {ENV}=off, "
+        f"then rerun", reason)
 
 
 def _say(prog: str, message: str) -> None:

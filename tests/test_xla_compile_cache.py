@@ -167,12 +167,13 @@ def test_a_compile_the_full_cache_disk_fails_is_one_line_not_out_of_memory():
     import tensorflow as tf
 
     from t2t_revival.atomic_file import DiskWriteError
-    from t2t_revival.decode.decoder import Decoder
+    from t2t_revival.xla_compile_cache import cache_disk_full
 
     error = tf.errors.ResourceExhaustedError(
         None, None, "/c/.work-1-2/xla_compile_cache__1__2__XLA_CPU_JIT.pbvm-1.tmp; "
                     "No space left on device [Op:__inference__search_padded_6945]")
-    said = Decoder._out_of_memory(None, error)
+    assert cache_disk_full(tf.errors.ResourceExhaustedError(None, None, "OOM when ...")) is None
+    said = cache_disk_full(error)
     assert isinstance(said, DiskWriteError)
     assert "XLA compile cache (No space left on device)" in str(said)
     assert "T2T_COMPILE_CACHE=off" in str(said) and "out of memory" not in str(said)

@@ -31,7 +31,6 @@ from t2t_revival.decode_length import (AUTO_XLA_SENTENCES_PER_PROGRAM, batch_buc
                                        check_input_length, cut_line,
                                        decode_in_length_order, length_sorted_batches,
                                        max_decode_length, padded_length, position_limit)
-from t2t_revival.atomic_file import DiskWriteError, disk_failure, disk_failure_fix
 from t2t_revival.device_memory import out_of_memory_error
 from t2t_revival.errors import UserError
 from t2t_revival.models.trained_model import TrainedModel
@@ -41,6 +40,7 @@ from t2t_revival.special_ids import EOS_ID, PAD_ID
 from t2t_revival.text_lines import one_field
 from t2t_revival.text_lines import read_text_lines, write_text_lines  # noqa: F401
 from t2t_revival.usable_cores import usable_cores
+from t2t_revival.xla_compile_cache import cache_disk_full
 
 
 class Decoder:
@@ -339,16 +339,10 @@ class Decoder:
             raise self._out_of_memory(e) from None
 
     def _out_of_memory(self, error: Exception) -> UserError:
-        """A device out of memory in the search: the decode hparams that need
-        less; or the XLA compile cache's disk full (TensorFlow writes each
-        program there, and fails the compile when it cannot)."""
-        reason = disk_failure(error)
-        if reason is not None:
-            return DiskWriteError(
-                f"decoding stopped: TensorFlow could not write a compiled program to the "
-                f"XLA compile cache ({reason}); {disk_failure_fix(reason)}, or set "
-                f"T2T_COMPILE_CACHE=off, then rerun", reason)
-        return out_of_memory_error("decoding", error, self.out_of_memory_advice())
+        """A device out of memory in the search (the decode hparams that need
+        less), or the XLA compile cache's disk full (`cache_disk_full`)."""
+        return cache_disk_full(error) or out_of_memory_error("decoding", error,
+                                                             self.out_of_memory_advice())
 
     def out_of_memory_advice(self, settings: str = "the decode hparams'", then: str = "") -> str:
         """`search_memory.out_of_memory_advice` of these decode hparams."""
