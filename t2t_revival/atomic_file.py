@@ -94,6 +94,18 @@ def remove_leftover_temporaries(directory: str, prefixes: Sequence[str]) -> list
     return removed
 
 
+def pid_alive(pid: int) -> bool:
+    """Whether process `pid` still runs (on this machine): whether what it left
+    (a temporary file or folder named after it) may still be in use."""
+    try:
+        os.kill(pid, 0)
+    except ProcessLookupError:
+        return False
+    except PermissionError:
+        return True
+    return True
+
+
 _pending: set[str] = set()
 """The temporary files of the `atomic_output` blocks in progress in this process."""
 

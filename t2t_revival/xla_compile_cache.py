@@ -55,7 +55,7 @@ import shutil
 import sys
 import time
 
-from t2t_revival.atomic_file import DiskWriteError
+from t2t_revival.atomic_file import DiskWriteError, pid_alive
 
 ENV = "T2T_COMPILE_CACHE"
 """The environment variable naming the cache's root folder, or `off`."""
@@ -295,21 +295,12 @@ def _remove_abandoned_private_folders(shared: str) -> None:
         if not name.startswith(_WORK_PREFIX):
             continue
         pid = name[len(_WORK_PREFIX):].split("-", 1)[0]
-        if pid.isdigit() and not _alive(int(pid)):
+        if pid.isdigit() and not pid_alive(int(pid)):
             shutil.rmtree(os.path.join(shared, name), ignore_errors=True)
         elif name.endswith(".incomplete"):
             with contextlib.suppress(OSError):
                 os.unlink(os.path.join(shared, name))
 
-
-def _alive(pid: int) -> bool:
-    try:
-        os.kill(pid, 0)
-    except ProcessLookupError:
-        return False
-    except PermissionError:
-        return True
-    return True
 
 
 def _entry_problem(path: str, record: dict | None) -> str | None:

@@ -14,7 +14,7 @@ import sys
 import time
 from typing import Callable
 
-from t2t_revival.atomic_file import disk_failure, disk_failure_fix, replace_directory
+from t2t_revival.atomic_file import disk_failure, disk_failure_fix, pid_alive, replace_directory
 from t2t_revival.errors import UserError
 from t2t_revival.run_dir.file_names import checkpoint_step
 
@@ -73,10 +73,10 @@ def _remove_leftovers_of_dead_exports(export_dir: str) -> None:
             continue
         version, kind, pid = match.groups()
         path = os.path.join(export_dir, name)
-        if kind == "incomplete" and pid and not _pid_alive(int(pid)):
+        if kind == "incomplete" and pid and not pid_alive(int(pid)):
             shutil.rmtree(path, ignore_errors=True)
             print(f"Removed {path}, left by an interrupted export.", file=sys.stderr)
-        elif kind == "old" and (not pid or not _pid_alive(int(pid))):
+        elif kind == "old" and (not pid or not pid_alive(int(pid))):
             final = os.path.join(export_dir, version)
             if os.path.exists(final):
                 shutil.rmtree(path, ignore_errors=True)
@@ -85,13 +85,3 @@ def _remove_leftovers_of_dead_exports(export_dir: str) -> None:
                 os.replace(path, final)
                 print(f"Put back {final} from {path}, where an interrupted export left "
                       f"it.", file=sys.stderr)
-
-
-def _pid_alive(pid: int) -> bool:
-    try:
-        os.kill(pid, 0)
-    except ProcessLookupError:
-        return False
-    except PermissionError:
-        return True
-    return True
