@@ -55,7 +55,8 @@ import shutil
 import sys
 import time
 
-from t2t_revival.atomic_file import DiskWriteError, pid_alive
+from t2t_revival.atomic_file import (DiskWriteError, disk_failure, disk_failure_fix, pid_alive,
+                                     write_atomically)
 
 ENV = "T2T_COMPILE_CACHE"
 """The environment variable naming the cache's root folder, or `off`."""
@@ -141,7 +142,8 @@ class XlaCompileCache:
     """This process's folder, named to TensorFlow (entries hard-linked in)."""
     prog: str
     published: bool = False
-    _linked: dict = dataclasses.field(default_factory=dict)
+    _linked: set = dataclasses.field(default_factory=set)
+    """The entries linked in from, or published to, the shared folder."""
 
     @classmethod
     def for_process(cls, prog: str) -> "XlaCompileCache | None":
@@ -205,7 +207,7 @@ class XlaCompileCache:
                 except OSError:
                     shutil.copyfile(path, link)
                 manifest[name]["used"] = time.time()
-                self._linked[name] = manifest[name]["sha256"]
+                self._linked.add(name)
             for name in set(manifest) - set(os.listdir(self.shared)):
                 manifest.pop(name)
             _write_manifest(self.shared, manifest)
@@ -227,7 +229,7 @@ class XlaCompileCache:
                     continue
                 with open(path, "rb") as f:
                     data = f.read()
-                if self._linked.get(name) or not is_complete_message(data):
+                if name in self._linked or not is_complete_message(data):
                     continue   # linked in (or rewritten), or half-written
                 target = os.path.join(self.shared, name)
                 tmp = os.path.join(self.shared, f".{name}.{os.getpid()}.incomplete")
@@ -245,7 +247,7 @@ class XlaCompileCache:
                                   "sha256": hashlib.sha256(data).hexdigest(),
                                   "tensorflow": _tensorflow_version(),
                                   "cpu": _cpu_fingerprint(), "used": time.time()}
-                self._linked[name] = manifest[name]["sha256"]
+                self._linked.add(name)
                 added += 1
             _evict(self.shared, manifest)
             _write_manifest(self.shared, manifest)
@@ -265,8 +267,6 @@ def cache_disk_full(error: BaseException) -> DiskWriteError | None:
     """The one line for a search whose compile failed because TensorFlow could
     not write the program into the cache (it fails the compile, with a
     ResourceExhaustedError naming the file); None for any other error."""
-    from t2t_revival.atomic_file import disk_failure, disk_failure_fix
-
     reason = disk_failure(error)
     if reason is None:
         return None
@@ -307,10 +307,10 @@ def _entry_problem(path: str, record: dict | None) -> str | None:
     """Why the entry at `path` cannot be used, or None when it can."""
     if record is None:
         return "not written by this cache"
-    if record.get("tensorflow") != _tensorflow_version() or record.get("cpu") != _cpu_fingerprint():
-        return f"written by TensorFlow {record.get('tensorflow')} on another CPU" \
-            if record.get("cpu") != _cpu_fingerprint() else \
-            f"written by TensorFlow {record.get('tensorflow')}"
+    if record.get("cpu") != _cpu_fingerprint():
+        return f"written by TensorFlow {record.get('tensorflow')} on another CPU"
+    if record.get("tensorflow") != _tensorflow_version():
+        return f"written by TensorFlow {record.get('tensorflow')}"
     stat = os.stat(path)
     if stat.st_size != record.get("bytes"):
         return f"truncated or overwritten: {stat.st_size:,} bytes of {record.get('bytes'):,}"
@@ -335,8 +335,7 @@ def _read_manifest(shared: str) -> dict:
 
 
 def _write_manifest(shared: str, entries: dict) -> None:
-    from t2t_revival.atomic_file import write_atomically  # (DiskWriteError on a full disk)
-
+    # (write_atomically raises DiskWriteError on a full disk)
     write_atomically(os.path.join(shared, _MANIFEST),
                      json.dumps({"format": _FORMAT, "entries": entries}, indent=1,
                                 sort_keys=True) + "\n")
