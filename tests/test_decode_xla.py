@@ -177,7 +177,7 @@ def test_the_first_batch_of_each_program_is_decoded_side_by_side(random_run):
 def test_the_progress_bar_says_what_the_wait_for_compilation_is():
     import io
 
-    from t2t_revival.decode.decoder import ProgressBar
+    from t2t_revival.progress_bar import ProgressBar
 
     stream = io.StringIO()
     bar = ProgressBar(stream)

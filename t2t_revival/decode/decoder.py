@@ -10,9 +10,7 @@ from __future__ import annotations
 
 import concurrent.futures
 import dataclasses
-import sys
 import threading
-import time
 from typing import Callable, Sequence
 
 import keras
@@ -410,35 +408,6 @@ def decode_side_by_side(first: dict[tuple[int, int], list[int]], decode_batch
             workers, thread_name_prefix="compile_ahead") as pool:
         return {tuple(chunk): outputs for chunk, outputs in
                 zip(first.values(), pool.map(decode_batch, first.values()))}
-
-
-class ProgressBar:
-    """A one-line progress display on stderr: `decoded 320/1000 (12.1 sentences/s)`.
-
-    Its `compiling` method is `Decoder.translate`'s `compiling` callback: a
-    line before the bar, so that the compilations' wait (about 8 s a program
-    on 2 cores, before the first batch is done) says what it is.
-    """
-
-    def __init__(self, stream=sys.stderr):
-        self.stream = stream
-        self.start = time.time()
-
-    def compiling(self, programs: int) -> None:
-        self.stream.write(f"compiling the search for XLA: {programs} program"
-                          f"{'s' if programs > 1 else ''} (one per batch size and "
-                          "padded input length; seconds each, once)\n")
-        self.stream.flush()
-
-    def __call__(self, done: int, total: int) -> None:
-        rate = done / max(time.time() - self.start, 1e-9)
-        width = 30
-        filled = int(width * done / max(total, 1))
-        self.stream.write(f"\rdecoding [{'#' * filled}{'.' * (width - filled)}] "
-                          f"{done}/{total} ({rate:.1f} sentences/s)")
-        if done >= total:
-            self.stream.write("\n")
-        self.stream.flush()
 
 
 def first_batch_of_each_program(lengths: list[int], program, dhp: DecodeHParams,

@@ -1,14 +1,17 @@
-"""What both exports are made from: a training directory's restored model and
-the beam settings fixed in the export."""
+"""What the exports are made from: a training directory's restored model and
+the beam settings fixed in the export (no TensorFlow at import: t2t-decoder's
+LiteRT path reads `LITERT_FIXES`)."""
 
 from __future__ import annotations
 
-from typing import Sequence
+from typing import TYPE_CHECKING, Sequence
 
 from t2t_revival.decode_hparams import DecodeHParams, DecodeOverrides
 from t2t_revival.errors import UserError
-from t2t_revival.models.trained_model import TrainedModel
 from t2t_revival.run_dir.training_directory import TrainingDirectory, require_directory
+
+if TYPE_CHECKING:
+    from t2t_revival.models.trained_model import TrainedModel
 
 
 # The decode settings each export fixes (t2t-exporter --decode_hparams).
@@ -39,6 +42,8 @@ def load_export_source(output_dir: str, checkpoint_path: str | None,
             does not fix (before the model is loaded), or what
             `TrainedModel.load` refuses.
     """
+    from t2t_revival.models.trained_model import TrainedModel   # (TensorFlow)
+
     require_directory(output_dir)
     overrides = dict(overrides or {})
     unfixed = [key for key in overrides if key not in fixes]

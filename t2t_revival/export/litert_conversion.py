@@ -6,9 +6,7 @@
 
 LiteRT (TensorFlow Lite) runs a graph of fixed shapes through XNNPACK's CPU
 kernels. The decoding cache (`Transformer.init_cache`: nested dicts) crosses
-the program's boundary as flat, named tensors (`flat_cache`): the names join
-the cache's keys with "__" ("layer_0__self__key",
-"layer_0__per_sentence__cross__key", "per_sentence__encoder_padding").
+the program's boundary as flat, named tensors (`flat_cache`, which names them).
 
     encoder:  inputs int32 [sentences, source_length]
               -> the cache's per-sentence leaves (`PER_SENTENCE`), by name
@@ -31,47 +29,12 @@ converted program names them Identity, Identity_1, ...), in the order
 
 from __future__ import annotations
 
-from typing import Any
-
 import numpy as np
 import tensorflow as tf
 from keras import ops
 
-from t2t_revival.sentence_cache import PER_SENTENCE, map_cache
-
-SEPARATOR = "__"
-"""Joins a cache leaf's keys into its name in the LiteRT programs."""
-LOGITS = "logits"
-"""The step's first output: float32 [rows, vocab]."""
-
-
-def flat_cache(cache, prefix: str = "") -> dict[str, Any]:
-    """{name: leaf} of a nested-dict cache, in sorted key order (tf.nest's)."""
-    flat = {}
-    for key in sorted(cache):
-        name = f"{prefix}{SEPARATOR}{key}" if prefix else key
-        if isinstance(cache[key], dict):
-            flat.update(flat_cache(cache[key], name))
-        else:
-            flat[name] = cache[key]
-    return flat
-
-
-def nested_cache(flat: dict[str, Any]) -> dict:
-    """The nested-dict cache of `flat_cache`'s {name: leaf}."""
-    cache: dict = {}
-    for name, leaf in flat.items():
-        *keys, last = name.split(SEPARATOR)
-        node = cache
-        for key in keys:
-            node = node.setdefault(key, {})
-        node[last] = leaf
-    return cache
-
-
-def is_per_sentence(name: str) -> bool:
-    """Whether the leaf `name` is a sentence's (`PER_SENTENCE`), not a row's."""
-    return PER_SENTENCE in name.split(SEPARATOR)
+from t2t_revival.export.flat_cache import LOGITS, flat_cache, is_per_sentence, nested_cache
+from t2t_revival.sentence_cache import map_cache
 
 
 def cache_specs(model, sentences: int, rows: int, source_length: int,

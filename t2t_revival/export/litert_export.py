@@ -77,10 +77,10 @@ def export_litert(output_dir: str, checkpoint_path: str | None = None,
     import tensorflow as tf
 
     from t2t_revival.export.export_source import LITERT_FIXES, load_export_source
+    from t2t_revival.export.flat_cache import is_per_sentence
     from t2t_revival.export.litert_conversion import (cache_specs, encoder_function,
-                                                      encoder_output_names, is_per_sentence,
-                                                      step_function, step_output_names,
-                                                      to_litert)
+                                                      encoder_output_names, step_function,
+                                                      step_output_names, to_litert)
 
     from t2t_revival.errors import UserError
     from t2t_revival.run_dir.training_directory import TrainingDirectory
