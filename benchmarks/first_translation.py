@@ -35,9 +35,12 @@ decoder_2 and the mistakes, under a minute on a quiet machine):
   a missing run directory (`tensorflow_imported` says whether it loaded
   TensorFlow first: it should not).
 
-`compile_cache` gives the XLA compile cache's root (`T2T_COMPILE_CACHE`;
-null when off) and its entries before and after: a run on a warm cache loads
-the programs a cold one compiles (run it twice to see both).
+`compile_cache` gives the compile cache's root (`T2T_COMPILE_CACHE`; null
+when off) and its entries before and after (XLA programs, LiteRT program
+sets): a run on a warm cache loads the programs a cold one compiles or
+converts (run it twice to see both). Each decoder row says its `engine`
+(`litert`: t2t-decoder's small jobs without TensorFlow, litert=auto; or
+`tensorflow`) and whether it `converted` the LiteRT programs first.
 
 The machine may be shared: `loadavg_before`/`loadavg_after` come with the
 figures, and only figures from a quiet machine belong in RESULTS.md.
@@ -213,18 +216,29 @@ def run_row(name: str, args, sources: list[str], work: str) -> dict:
         result = _mistake_row(name, args, work)
     else:
         raise UserError(f"unknown row {name!r}; rows: {', '.join(ROWS)}, all, quick")
+    if name in DECODER_ROWS or name == "interactive":
+        # litert=auto's path (no TensorFlow), and whether it converted first.
+        said = [line for _, _, line in result["lines"]]
+        result["engine"] = "litert" if any("on its LiteRT programs" in line
+                                           for line in said) else "tensorflow"
+        result["converted"] = any(line.startswith("Converting ") for line in said)
     result.pop("lines")
     result.pop("stderr_tail")   # said above when a row failed
     return result
 
 
-def compile_cache_entries() -> int | None:
-    """The XLA compile cache's entries (`xla_compile_cache`; None when it is off):
-    a run with a warm cache loads what a cold one compiles."""
+def compile_cache_entries() -> dict | None:
+    """The compile cache's XLA programs (`xla_compile_cache`) and LiteRT
+    program sets (`litert_program_cache`); None when it is off: a run with a
+    warm cache loads what a cold one compiles or converts."""
     import glob
 
+    from t2t_revival.export.litert_program_cache import FOLDER
+
     root = root_from_environment()
-    return None if root is None else len(glob.glob(os.path.join(root, "*", "*.pb")))
+    return None if root is None else {
+        "xla": len(glob.glob(os.path.join(root, "*", "*.pb"))),
+        "litert": len(glob.glob(os.path.join(root, FOLDER, "[0-9a-f]*")))}
 
 
 def _trainer_row(args, work: str) -> dict:

@@ -16,7 +16,8 @@ import typing
 from typing import Any, Mapping
 
 from t2t_revival.decode_length import (CPU_PARALLEL_BATCHES, CPU_PARALLEL_SINGLE_SENTENCES,
-                                       EARLY_STOP_RULES, LONG_INPUTS, XLA_CHOICES,
+                                       EARLY_STOP_RULES, LITERT_CHOICES, LONG_INPUTS,
+                                       XLA_CHOICES,
                                        max_decode_length)
 from t2t_revival.errors import UserError
 from t2t_revival.hparams import HParams
@@ -77,6 +78,19 @@ class DecodeHParams:
     from `AUTO_XLA_SENTENCES_PER_PROGRAM` sentences a program on (so a short
     file answers in seconds, a test set compiles). Python callers may pass a
     bool."""
+    litert: str = "auto"
+    """t2t-decoder only: decode on the run's LiteRT programs (the encoder and
+    the cached decoder step through XNNPACK's CPU kernels, under the same
+    beam search; `LiteRTDecoder`), one sentence at a time, without
+    TensorFlow in the process: "auto" (the default) for a job of at most
+    `AUTO_LITERT_SENTENCES` sentences or --decode_interactive that they
+    serve (beam search's best output, one checkpoint of this run;
+    `litert_unsupported`), when the compile cache holds the programs or the
+    model is small enough to convert in seconds
+    (`AUTO_LITERT_MAX_PARAMETERS`); "true" for any such job (converting the
+    programs first, once per checkpoint: `LiteRTProgramCache`); "false"
+    never. The same translations as the TensorFlow search (1,000 of 1,000
+    on test_2016). Python callers may pass a bool."""
     long_inputs: str = "cut"
     """An input longer than the model's max_length: "cut" it to max_length
     tokens (counted, reported at the end) or "refuse" it (stop with an error)."""
@@ -154,11 +168,12 @@ class DecodeHParams:
     install t2t-revival[plots]); 0 draws none."""
 
     def __post_init__(self):
-        if isinstance(self.xla, (bool, str)):   # xla=True (Python) or xla=True: "true"
-            object.__setattr__(self, "xla", str(self.xla).lower())
+        for name in ("xla", "litert"):   # xla=True (Python) or xla=True: "true"
+            if isinstance(getattr(self, name), (bool, str)):
+                object.__setattr__(self, name, str(getattr(self, name)).lower())
         check_settings(self, "decode hparam", DecodeHParamsError)
         for name, choices in (("long_inputs", LONG_INPUTS), ("early_stop", EARLY_STOP_RULES),
-                              ("xla", XLA_CHOICES)):
+                              ("xla", XLA_CHOICES), ("litert", LITERT_CHOICES)):
             if getattr(self, name) not in choices:
                 raise DecodeHParamsError(
                     f"decode hparam '{name}' must be one of {', '.join(choices)}. "
@@ -185,6 +200,16 @@ class DecodeHParams:
                 "decode hparam 'alignment_heatmap' draws an alignment; add "
                 "alignments=true to --decode_hparams. "
                 f"Received: alignment_heatmap={self.alignment_heatmap}")
+        if self.litert == "true" and self.xla == "true":
+            raise DecodeHParamsError(
+                "decode hparams litert=true and xla=true name two engines for the search; "
+                "keep one. Received: litert=true, xla=true")
+        if self.litert == "true" and litert_unsupported(self):
+            name = litert_unsupported(self)[0]
+            raise DecodeHParamsError(
+                f"decode hparam litert=true decodes beam search's best output (the LiteRT "
+                f"programs); drop {name} or litert=true. Received: {name}="
+                f"{getattr(self, name)!r}")
         if self.sampling and (self.constraints or self.prefix):
             raise DecodeHParamsError(
                 "decode hparams 'constraints' and 'prefix' are for beam search; drop "
@@ -227,6 +252,17 @@ class DecodeHParams:
         base = cls(beam_size=hparams.beam_size, alpha=hparams.alpha,
                    extra_length=hparams.extra_length)
         return dataclasses.replace(base, **dict(overrides or {}))
+
+
+def litert_unsupported(settings: DecodeHParams) -> list[str]:
+    """The settings of `settings` that the LiteRT programs do not serve (they
+    run beam search for the best output of each sentence): those changed from
+    their defaults among sampling, return_beams, write_beam_scores,
+    constraints, prefix, alignments and max_input_size."""
+    defaults = DecodeHParams.__dataclass_fields__
+    return [name for name in ("sampling", "return_beams", "write_beam_scores", "constraints",
+                              "prefix", "alignments", "max_input_size")
+            if getattr(settings, name) != defaults[name].default]
 
 
 ALIGNMENT_HEADS = ("mean", "max")

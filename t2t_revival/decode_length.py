@@ -67,6 +67,8 @@ LONG_INPUTS = ("cut", "refuse")
 # XLA only where its compile time is repaid (`AUTO_XLA_SENTENCES_PER_PROGRAM`),
 # "true" always, "false" never (the uncompiled search: the same translations).
 XLA_CHOICES = ("auto", "true", "false")
+# `litert`, the same three: "auto" where `AUTO_LITERT_SENTENCES` says.
+LITERT_CHOICES = XLA_CHOICES
 
 # With xla=auto, a decoder compiles the programs a call needs (one per batch
 # bucket and padded length) once it has decoded, or is about to decode, this
@@ -80,6 +82,22 @@ XLA_CHOICES = ("auto", "true", "false")
 # before, for the larger models whose compiled search gains more
 # (benchmarks/RESULTS.md).
 AUTO_XLA_SENTENCES_PER_PROGRAM = 200
+
+# With litert=auto (the decode hparams), t2t-decoder decodes a job of at most
+# this many sentences (or --decode_interactive) on the run's LiteRT programs,
+# without TensorFlow (`LiteRTDecoder`). Measured on the 2-core machine with
+# the tiny README model (2026-11-28): a fresh process translates 2 lines in
+# 3.5 s that way (the TensorFlow path: 15-17 s), 100 lines in 15 s (19-23 s),
+# and 1,000 in 110-135 s, one sentence at a time at 7-9 a second, where the
+# TensorFlow path's batched XLA search takes 33-62 s: so up to 100.
+AUTO_LITERT_SENTENCES = 100
+# ... and converts the programs first (once; kept in the compile cache) only
+# for a model of at most this many weights (`estimated_parameters`): the tiny
+# model (1.6 M) converts in about 10 s, as long as the TensorFlow path's
+# trace; transformer_base's (60 M) would make a 2-line job wait for its
+# conversion, and transformer_big's programs hold 1.7 GB. Larger models use
+# programs already converted (litert=true converts them).
+AUTO_LITERT_MAX_PARAMETERS = 20_000_000
 
 # When a batch element's beam search stops (`beam_search`'s docstring):
 # "exact" (tensor2tensor's bound: no live hypothesis can still win) or

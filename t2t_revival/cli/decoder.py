@@ -37,7 +37,7 @@ import sys
 
 from absl import flags
 
-from t2t_revival.cli import entry_point, path_flags, tensor2tensor_flags
+from t2t_revival.cli import entry_point, path_flags, tensor2tensor_flags, tensorflow_noise
 
 FLAGS = flags.FLAGS
 PROG = "t2t-decoder"
@@ -74,6 +74,10 @@ flags.DEFINE_string("decode_hparams", "",
                     'batch_tokens=0,xla=auto,long_inputs=cut" (batch_tokens > 0: batches of '
                     'that many source tokens; xla=auto compiles the search with XLA where a '
                     'job is big enough to repay it, xla=true always, xla=false never; '
+                    'litert=auto decodes a job of up to 100 lines, or --decode_interactive, '
+                    "on the run's LiteRT programs without TensorFlow (converted once, "
+                    'kept in T2T_COMPILE_CACHE), litert=true any job they serve, '
+                    'litert=false never; '
                     'long_inputs=refuse: stop at a line longer than max_length; '
                     'parallel_batches=N: N batches at once, a thread each; the default 0 '
                     'decodes 2 at once on a CPU, 4 at batch_size=1, and 1 on a GPU); '
@@ -135,7 +139,7 @@ def _problem(name: str):
 
 def _score(decoder, predictions, references, sources, out_path) -> None:
     """Print the problem's metric; write its extra outputs beside out_path."""
-    from t2t_revival.decode.decoder import write_text_lines
+    from t2t_revival.text_lines import write_text_lines
 
     scored = _problem(decoder.run_record.problem).score_predictions(
         predictions, references, sources, language=FLAGS.language)
@@ -174,8 +178,9 @@ def _checkpoint_paths() -> list[str]:
 
 def _score_pairs(overrides) -> int:
     """--score_file: each pair's log-probability and score, in input order."""
-    from t2t_revival.decode.decoder import Decoder, ProgressBar, write_text_lines
-    from t2t_revival.text_lines import read_text_pairs
+    from t2t_revival.decode.decoder import Decoder
+    from t2t_revival.progress_bar import ProgressBar
+    from t2t_revival.text_lines import read_text_pairs, write_text_lines
 
     pairs = read_text_pairs(FLAGS.score_file, "score_file")
     decoder = Decoder.load(FLAGS.output_dir, _checkpoint_paths(), overrides)
@@ -238,7 +243,7 @@ def _translate_file(decoder, sources: list[str], out_path: str,
     constraints keywords, one entry per source; the lines it skips are
     reported with their numbers."""
     from t2t_revival.decode.decode_journal import DecodeJournal
-    from t2t_revival.decode.decoder import ProgressBar
+    from t2t_revival.progress_bar import ProgressBar
     from t2t_revival.phase_times import phase
 
     journal = DecodeJournal(out_path, sources, {"checkpoint": decoder.checkpoint_path,
@@ -295,7 +300,8 @@ def _write_alignments(aligner, sources: list[str], translations: list[str],
     """<out_path>.align, one Pharaoh line per translation line; with
     alignment_heatmap=N, input line N's heatmap beside it."""
     from t2t_revival.decode.alignment_heatmap import heatmap_path, write_heatmap
-    from t2t_revival.decode.decoder import ProgressBar, write_text_lines
+    from t2t_revival.progress_bar import ProgressBar
+    from t2t_revival.text_lines import write_text_lines
 
     print("Aligning the translations", file=sys.stderr)
     lines = aligner.align_lines(sources, translations, progress=ProgressBar())
@@ -312,6 +318,30 @@ def _write_alignments(aligner, sources: list[str], translations: list[str],
         write_heatmap(path, aligner.matrices([source], [output])[0], source.split(),
                       output.split())
         print(f"Drew input line {line}'s word attention to {path}", file=sys.stderr)
+
+
+def _litert_decoder(settings, sentences: int):
+    """The `LiteRTDecoder` of this job (`litert` in the decode hparams), or
+    None: the TensorFlow `Decoder` decodes it. Keras takes its numpy backend
+    (the LiteRT path's beam search), so TensorFlow is never imported."""
+    import os
+
+    from t2t_revival.export.litert_decoder import LiteRTDecoder
+    from t2t_revival.phase_times import phase
+
+    found = LiteRTDecoder.programs_for_job(
+        PROG, FLAGS.output_dir, _checkpoint_paths(), settings, sentences,
+        interactive=FLAGS.decode_interactive, usr_dir=FLAGS.t2t_usr_dir)
+    if found is None:
+        return None
+    programs, checkpoint = found
+    phase("checked")
+    if "keras" not in sys.modules:   # (a caller's Keras keeps its backend)
+        os.environ["KERAS_BACKEND"] = "numpy"
+    with tensorflow_noise.quiet_native_stderr():   # LiteRT's XNNPACK line
+        decoder = LiteRTDecoder(programs, settings, FLAGS.output_dir, checkpoint)
+    phase("imported")
+    return decoder
 
 
 def main(argv: list[str]) -> int:
@@ -369,17 +399,22 @@ def main(argv: list[str]) -> int:
         raise UserError(f"--decode_reference has {len(references)} lines but "
                         f"--decode_from_file has {len(sources)}; they must align. "
                         f"Received: decode_reference={FLAGS.decode_reference!r}")
+    from t2t_revival.progress_bar import ProgressBar
     from t2t_revival.phase_times import phase
-    from t2t_revival.xla_compile_cache import XlaCompileCache
-    XlaCompileCache.for_process(PROG)   # before the first compile
-    phase("checked")
-    from t2t_revival.decode.decoder import Decoder, ProgressBar
-    from t2t_revival.decode.search_memory import check_decode_fits
-    phase("imported")
-    check_decode_fits(hparams, DecodeHParams.from_hparams(hparams, overrides),
-                      max(len(sources), 1))   # before the model loads
-    decoder = Decoder.load(FLAGS.output_dir, _checkpoint_paths(), overrides)
-    print(f"Decoding with {decoder.checkpoint_path} ({decoder.decode_hparams})",
+    settings = DecodeHParams.from_hparams(hparams, overrides)
+    decoder = _litert_decoder(settings, len(sources))
+    if decoder is None:
+        from t2t_revival.xla_compile_cache import XlaCompileCache
+        XlaCompileCache.for_process(PROG)   # before the first compile
+        phase("checked")
+        from t2t_revival.decode.decoder import Decoder
+        from t2t_revival.decode.search_memory import check_decode_fits
+        phase("imported")
+        check_decode_fits(hparams, settings, max(len(sources), 1))   # before the model loads
+        decoder = Decoder.load(FLAGS.output_dir, _checkpoint_paths(), overrides)
+    engine = f" on its LiteRT programs ({decoder.programs})" if hasattr(decoder, "programs") \
+        else ""
+    print(f"Decoding with {decoder.checkpoint_path}{engine} ({decoder.decode_hparams})",
           file=sys.stderr)
     aligner = _aligner(decoder, sources)
 

@@ -44,6 +44,8 @@ _STARTUP_NOISE = re.compile("|".join((
     r"oneDNN custom operations", r"TF_ENABLE_ONEDNN_OPTS",
     # SentencePiece inside tensorflow-text, when the exporter builds its tokenizer.
     r"normalizer\.cc.*precompiled_charsmap is empty",
+    # LiteRT's interpreter (t2t-decoder's LiteRT path), once per program.
+    r"Created TensorFlow Lite XNNPACK delegate for CPU",
 )))
 # TensorFlow's and Keras's own Python INFO lines ("Function `serve` contains
 # input name(s) ... which will be renamed ... in the SavedModel", "Sharding

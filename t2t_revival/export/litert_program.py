@@ -3,28 +3,15 @@
     program = LiteRTProgram(flatbuffer_or_path, input_names, output_names, num_threads=2)
     outputs = program(ids=ids, index=np.int32(3), **cache)   # {name: array}
 
-The interpreter is `ai_edge_litert`'s where that package is installed (the
-LiteRT runtime alone, without TensorFlow: what a device ships), else
-TensorFlow's own `tf.lite.Interpreter` (the same runtime; TF 2.21 warns that
-it moves to ai_edge_litert, and that warning is silenced here). Both run
-float32 models through the XNNPACK delegate by default.
+The interpreter is `ai_edge_litert`'s (the LiteRT runtime alone, without
+TensorFlow: what a device ships, and what lets t2t-decoder's small jobs
+skip TensorFlow's import). It runs float32 models through the XNNPACK
+delegate by default.
 """
 
 from __future__ import annotations
 
-import warnings
-
 import numpy as np
-
-
-def _interpreter_class():
-    try:
-        from ai_edge_litert.interpreter import Interpreter
-    except ImportError:
-        import tensorflow as tf
-
-        Interpreter = tf.lite.Interpreter
-    return Interpreter
 
 
 class LiteRTProgram:
@@ -45,13 +32,12 @@ class LiteRTProgram:
 
     def __init__(self, model: bytes | str, input_names: list[str], output_names: list[str],
                  num_threads: int = 1):
-        Interpreter = _interpreter_class()
-        with warnings.catch_warnings():
-            warnings.simplefilter("ignore")  # tf.lite.Interpreter's move to ai_edge_litert
-            if isinstance(model, bytes):
-                self.interpreter = Interpreter(model_content=model, num_threads=num_threads)
-            else:
-                self.interpreter = Interpreter(model_path=model, num_threads=num_threads)
+        from ai_edge_litert.interpreter import Interpreter
+
+        if isinstance(model, bytes):
+            self.interpreter = Interpreter(model_content=model, num_threads=num_threads)
+        else:
+            self.interpreter = Interpreter(model_path=model, num_threads=num_threads)
         self.interpreter.allocate_tensors()
         details = {d["name"]: d for d in self.interpreter.get_input_details()}
         missing = [name for name in input_names if name not in details]

@@ -33,7 +33,7 @@ kernels against TensorFlow's: about 1e-6 on the logits).
 from __future__ import annotations
 
 import os
-from typing import Sequence
+from typing import Callable, Sequence
 
 import numpy as np
 
@@ -103,8 +103,8 @@ class LiteRTTranslator:
         """The best translation's ids (up to and without EOS) of one source's
         ids (EOS-terminated, at most max_input_length of them)."""
         from t2t_revival.decode.beam_search import beam_search
-        from t2t_revival.export.litert_conversion import (LOGITS, flat_cache, is_per_sentence,
-                                                          nested_cache)
+        from t2t_revival.export.flat_cache import (LOGITS, flat_cache, is_per_sentence,
+                                                   nested_cache)
 
         inputs = np.full((1, int(self.settings["max_input_length"])), PAD_ID, np.int32)
         inputs[0, :len(ids)] = ids
@@ -131,22 +131,27 @@ class LiteRTTranslator:
         best = [int(i) for i in np.asarray(sequences)[0]]
         return best[:best.index(EOS_ID)] if EOS_ID in best else best
 
-    def translate(self, sentences: Sequence[str]) -> list[str]:
+    def translate(self, sentences: Sequence[str],
+                  on_sentence: Callable[[int, str], None] | None = None) -> list[str]:
         """Translations in input order, one line each; an empty line gives an
         empty line. A sentence longer than max_input_length is cut to it
-        (counted in `cut_inputs`), or refused with long_inputs="refuse"."""
+        (counted in `cut_inputs`), or refused with long_inputs="refuse".
+        on_sentence: called with each sentence's index and translation as it
+        is done."""
         max_input = int(self.settings["max_input_length"])
         self.cut_inputs = 0
         outputs = []
         for i, sentence in enumerate(sentences):
             if not sentence.strip():
                 outputs.append("")
-                continue
-            ids = self.vocab.encode(sentence) + [EOS_ID]
-            if len(ids) > max_input:
-                if self.long_inputs == "refuse":
-                    decode_length.check_input_length(i + 1, len(ids), max_input, sentence)
-                ids = decode_length.cut_line(ids, max_input, EOS_ID)
-                self.cut_inputs += 1
-            outputs.append(one_field(self.vocab.decode(self.translate_ids(ids))))
+            else:
+                ids = self.vocab.encode(sentence) + [EOS_ID]
+                if len(ids) > max_input:
+                    if self.long_inputs == "refuse":
+                        decode_length.check_input_length(i + 1, len(ids), max_input, sentence)
+                    ids = decode_length.cut_line(ids, max_input, EOS_ID)
+                    self.cut_inputs += 1
+                outputs.append(one_field(self.vocab.decode(self.translate_ids(ids))))
+            if on_sentence:
+                on_sentence(i, outputs[-1])
         return outputs
