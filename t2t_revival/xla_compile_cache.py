@@ -124,7 +124,8 @@ def is_complete_message(data: bytes) -> bool:
     return {1, 2, 3} <= numbers
 
 
-def _sha256(path: str) -> str:
+def file_sha256(path: str) -> str:
+    """The SHA-256 of a file's bytes, hex (read a megabyte at a time)."""
     digest = hashlib.sha256()
     with open(path, "rb") as f:
         for block in iter(lambda: f.read(1 << 20), b""):
@@ -315,7 +316,7 @@ def _entry_problem(path: str, record: dict | None) -> str | None:
     if stat.st_size != record.get("bytes"):
         return f"truncated or overwritten: {stat.st_size:,} bytes of {record.get('bytes'):,}"
     if stat.st_mtime_ns != record.get("mtime_ns"):
-        if _sha256(path) != record.get("sha256"):
+        if file_sha256(path) != record.get("sha256"):
             return "its contents changed since it was written"
         record["mtime_ns"] = stat.st_mtime_ns
     return None

@@ -128,6 +128,7 @@ def test_which_jobs_take_the_litert_path(random_run, tmp_path, monkeypatch):
 
     assert job(litert="false") is None
     assert job(sentences=AUTO_LITERT_SENTENCES + 1) is None
+    assert job(sentences=0) is None and job(sentences=0, litert="true") is None
     assert job(xla="true") is None
     assert job(sampling=True) is None and job(return_beams=True) is None
     assert job(alignments=True) is None and job(prefix=True) is None
@@ -205,3 +206,15 @@ def test_litert_settings_that_cannot_be_served_are_one_line(random_run, source):
     one_line_error(run_cli("decoder", f"--output_dir={random_run}",
                            f"--decode_from_file={source}", "--decode_hparams=litert=maybe"),
                    "t2t-decoder", "'litert' must be one of auto, true, false")
+
+
+def test_the_litert_speed_benchmark_refuses_bad_flags_in_one_line(tmp_path):
+    out = subprocess.run([sys.executable, "-m", "benchmarks.litert_decode_speed",
+                          f"--litert={tmp_path}", f"--ctranslate2={tmp_path}", "--rounds=0"],
+                         capture_output=True, text=True, env=ENV, timeout=300)
+    one_line_error(out, "litert_decode_speed", "--rounds and --max_sentences must be at least 1",
+                   "--rounds=0")
+    out = subprocess.run([sys.executable, "-m", "benchmarks.litert_decode_speed",
+                          f"--litert={tmp_path}", f"--ctranslate2={tmp_path}"],
+                         capture_output=True, text=True, env=ENV, timeout=300)
+    one_line_error(out, "litert_decode_speed", "t2t_export.json")

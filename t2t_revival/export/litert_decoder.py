@@ -28,6 +28,7 @@ from t2t_revival.decode_hparams import DecodeHParams, litert_unsupported
 from t2t_revival.decode_length import AUTO_LITERT_MAX_PARAMETERS, AUTO_LITERT_SENTENCES
 from t2t_revival.export.litert_program_cache import (ConversionFailed, LiteRTProgramCache,
                                                      checkpoint_prefix, program_key)
+from t2t_revival.errors import UserError
 from t2t_revival.hparams import HParams
 from t2t_revival.run_dir.training_directory import TrainingDirectory
 
@@ -97,19 +98,26 @@ class LiteRTDecoder:
             return _refused(settings, "an ensemble or another run's checkpoint")
         if litert_unsupported(settings):
             return None   # (litert=true with them is refused by DecodeHParams)
+        if not interactive and sentences == 0:
+            return None   # nothing to translate, so nothing to convert for
         if settings.litert == "auto" and not interactive and sentences > AUTO_LITERT_SENTENCES:
             return None
         prefix = checkpoint_prefix(output_dir, checkpoint_paths[0] if checkpoint_paths else None)
         if prefix is None:
             return None   # the TensorFlow path says what is wrong
         cache = LiteRTProgramCache.from_environment(prog)
-        key = program_key(output_dir, prefix, settings)
+        if settings.litert == "auto" and cache.root is None:
+            return None   # nowhere to keep programs: not worth converting for one job
+        try:
+            key = program_key(output_dir, prefix, settings)
+            hparams = directory.read_hparams()
+        except (OSError, UserError):
+            return None   # a run file missing or damaged: the TensorFlow path says which
         found = cache.find(key)
         if found:
             return found, prefix
-        hparams = directory.read_hparams()
-        if settings.litert == "auto" and (cache.root is None or estimated_parameters(
-                hparams) > AUTO_LITERT_MAX_PARAMETERS):
+        if settings.litert == "auto" and estimated_parameters(
+                hparams) > AUTO_LITERT_MAX_PARAMETERS:
             return None
         print(f"Converting {prefix} to LiteRT programs for a quick start (once for this "
               f"checkpoint and beam setting; kept in {cache.root or 'a temporary folder'})",
@@ -150,8 +158,6 @@ class LiteRTDecoder:
 def _refused(settings: DecodeHParams, what: str) -> None:
     """None for litert=auto; a UserError for litert=true."""
     if settings.litert == "true":
-        from t2t_revival.errors import UserError
-
         raise UserError(f"decode hparam litert=true decodes one checkpoint of this run, not "
                         f"{what}; drop litert=true. Received: litert=true")
     return None

@@ -51,7 +51,7 @@ from t2t_revival.decode_hparams import DecodeHParams
 from t2t_revival.export.export_source import LITERT_FIXES
 from t2t_revival.run_dir.file_names import CHECKPOINT_PREFIX
 from t2t_revival.run_dir.training_directory import TrainingDirectory
-from t2t_revival.xla_compile_cache import ENV, MIN_FREE_BYTES, root_from_environment
+from t2t_revival.xla_compile_cache import ENV, MIN_FREE_BYTES, file_sha256, root_from_environment
 
 FORMAT = 1
 """Bumped when the programs or the loop that runs them change meaning."""
@@ -91,7 +91,7 @@ def program_key(output_dir: str, prefix: str, settings: DecodeHParams) -> str:
          **{name: getattr(settings, name) for name in LITERT_FIXES}}, sort_keys=True).encode())
     for path in (prefix + ".index", directory.hparams_file,
                  directory.vocabulary_path(directory.read_run_record())):
-        digest.update(_sha256(path).encode())
+        digest.update(file_sha256(path).encode())
     for path in sorted(glob.glob(glob.escape(prefix) + ".data-*")):
         digest.update(f"{os.path.basename(path)}:{os.path.getsize(path)}".encode())
     return digest.hexdigest()[:32]
@@ -194,17 +194,9 @@ def run_exporter(work: str, output_dir: str, prefix: str, settings: DecodeHParam
         raise ConversionFailed(why.removeprefix("t2t-exporter: "))
 
 
-def _sha256(path: str) -> str:
-    digest = hashlib.sha256()
-    with open(path, "rb") as f:
-        for block in iter(lambda: f.read(1 << 20), b""):
-            digest.update(block)
-    return digest.hexdigest()
-
-
 def _write_manifest(folder: str) -> None:
     files = {name: {"size": os.path.getsize(os.path.join(folder, name)),
-                    "sha256": _sha256(os.path.join(folder, name))}
+                    "sha256": file_sha256(os.path.join(folder, name))}
              for name in sorted(os.listdir(folder))}
     write_atomically(os.path.join(folder, _MANIFEST),
                      json.dumps({"format": FORMAT, "files": files}, indent=1) + "\n")
@@ -223,7 +215,7 @@ def _entry_problem(folder: str) -> str | None:
             size = os.path.getsize(path)
             if size != record["size"]:
                 return f"{name} has {size:,} bytes of {record['size']:,}"
-            if _sha256(path) != record["sha256"]:
+            if file_sha256(path) != record["sha256"]:
                 return f"{name} has changed"
     except (OSError, ValueError, KeyError, TypeError, AttributeError):
         return "its manifest is missing or unreadable"
