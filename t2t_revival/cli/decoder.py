@@ -38,6 +38,7 @@ import sys
 from absl import flags
 
 from t2t_revival.cli import entry_point, path_flags, tensor2tensor_flags, tensorflow_noise
+from t2t_revival.decode_length import AUTO_LITERT_SENTENCES
 
 FLAGS = flags.FLAGS
 PROG = "t2t-decoder"
@@ -74,7 +75,8 @@ flags.DEFINE_string("decode_hparams", "",
                     'batch_tokens=0,xla=auto,long_inputs=cut" (batch_tokens > 0: batches of '
                     'that many source tokens; xla=auto compiles the search with XLA where a '
                     'job is big enough to repay it, xla=true always, xla=false never; '
-                    'litert=auto decodes a job of up to 100 lines, or --decode_interactive, '
+                    f'litert=auto decodes a job of up to {AUTO_LITERT_SENTENCES} lines, or '
+                    '--decode_interactive, '
                     "on the run's LiteRT programs without TensorFlow (converted once, "
                     'kept in T2T_COMPILE_CACHE), litert=true any job they serve, '
                     'litert=false never; '
