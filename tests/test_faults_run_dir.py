@@ -934,7 +934,9 @@ def _tmpfs(tmp_path, size):
         pytest.skip(f"cannot mount a tmpfs here ({done.stderr.decode().strip()}); the "
                     f"monkeypatched cases above cover the save")
     yield mount
-    subprocess.run(["umount", str(mount)], check=False)
+    # Lazy (-l): a file the test's process still holds open there (a TensorFlow
+    # writer) makes a plain umount fail as busy and leave the tmpfs mounted.
+    subprocess.run(["umount", "-l", str(mount)], check=False)
 
 
 @pytest.fixture
