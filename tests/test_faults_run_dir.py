@@ -934,8 +934,8 @@ def _tmpfs(tmp_path, size):
         pytest.skip(f"cannot mount a tmpfs here ({done.stderr.decode().strip()}); the "
                     f"monkeypatched cases above cover the save")
     yield mount
-    # Lazy (-l): a file the test's process still holds open there (a TensorFlow
-    # writer) makes a plain umount fail as busy and leave the tmpfs mounted.
+    # Lazy (-l): a plain umount failed here as busy after both tests (something
+    # still held the mount) and left the tmpfs mounted after the run.
     subprocess.run(["umount", "-l", str(mount)], check=False)
 
 
