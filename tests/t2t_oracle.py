@@ -26,9 +26,10 @@ import types
 
 os.environ["TF_USE_LEGACY_KERAS"] = "1"
 os.environ.setdefault("TF_CPP_MIN_LOG_LEVEL", "3")
-T2T_PACKAGE = pathlib.Path(os.environ.get("T2T_REFERENCE") or pathlib.Path(
-    __file__).resolve().parents[1] / ".venv" / "tensor2tensor-1.15.7")
-sys.path.insert(0, str(T2T_PACKAGE))
+sys.path.insert(0, str(pathlib.Path(__file__).resolve().parent))
+from t2t_reference import t2t_package  # noqa: E402  (tensor2tensor's wheel, unpacked once)
+
+sys.path.insert(0, str(t2t_package()))
 
 STUBS = ("tensorflow_addons", "tf_slim", "tensorflow_probability", "gin",
          "mesh_tensorflow", "tensorflow_gan", "tensorflow_estimator", "gym", "cv2",

@@ -1,13 +1,19 @@
 """tensor2tensor 1.15.7's own files, test-only: the reference for its hparam
-sets, its hparam names and its BLEU.
+sets, its hparam names, its BLEU, its SubwordTextEncoder and its Transformer.
 
-.ci/run installs the package without its dependencies into
-`.venv/tensor2tensor-1.15.7` (`pip install --no-deps --target`, so that its
-own t2t-* scripts stay out of `.venv/bin`, where ours are); T2T_REFERENCE
-names another folder. Its hparam sets are read from the source of its
-`models/transformer.py` and `layers/common_hparams.py` with `ast` (importing
-them needs TensorFlow 1 and a dozen stubbed packages); its `utils/bleu_hook`
-is imported as it is (it needs only numpy, six and TensorFlow).
+The code comes from tensor2tensor's own wheel in the shared data
+(`../shared/data/t2t_legacy/tensor2tensor-1.15.7-py2.py3-none-any.whl`, pure
+Python), unpacked once into `build/tensor2tensor-1.15.7/` of the checkout
+(`t2t_package`): no install step of its own, and its t2t-* scripts never
+reach `.venv/bin`, where ours are. T2T_REFERENCE names another folder that
+holds the `tensor2tensor` package. Its hparam sets are read from the source
+of its `models/transformer.py` and `layers/common_hparams.py` with `ast`
+(importing them needs TensorFlow 1 and a dozen stubbed packages); its
+`utils/bleu_hook` is imported as it is (it needs only numpy, six and
+TensorFlow).
+
+This module imports no pytest at import time, so that `tests/t2t_oracle.py`
+(a subprocess) reads the same package from the same owner.
 """
 
 from __future__ import annotations
@@ -16,25 +22,88 @@ import ast
 import functools
 import os
 import pathlib
+import shutil
 import sys
+import tempfile
+import zipfile
 from typing import Any
 
-import pytest
-
 ROOT = pathlib.Path(__file__).resolve().parents[1]
-T2T_PACKAGE = pathlib.Path(os.environ.get("T2T_REFERENCE")
-                           or ROOT / ".venv" / "tensor2tensor-1.15.7")
-INSTALL = ("python -m pip install --no-deps --target .venv/tensor2tensor-1.15.7 "
-           "tensor2tensor==1.15.7")
+WHEEL_NAME = "tensor2tensor-1.15.7-py2.py3-none-any.whl"
+# The shared folder beside the checkout (conftest.SHARED_DATA's rule, without
+# importing conftest: the oracle subprocess reads this module too).
+WHEEL = pathlib.Path(os.environ.get("T2T_SHARED") or ROOT.parent / "shared") / "data" / \
+    "t2t_legacy" / WHEEL_NAME
+UNPACKED = ROOT / "build" / "tensor2tensor-1.15.7"
+
+
+class MissingReference(Exception):
+    """tensor2tensor's wheel is not where the tests read it (one line, what to do)."""
+
+
+def t2t_package() -> pathlib.Path:
+    """The folder that holds tensor2tensor 1.15.7's `tensor2tensor` package:
+    T2T_REFERENCE, else the shared wheel unpacked once into `UNPACKED`.
+
+    The wheel is checked (every member's CRC) and unpacked into a temporary
+    folder beside `UNPACKED`, then renamed into place, so a killed or
+    concurrent unpack (two pytest-xdist workers) never leaves half a package
+    there. Raises MissingReference when the wheel is missing or damaged."""
+    if os.environ.get("T2T_REFERENCE"):
+        return pathlib.Path(os.environ["T2T_REFERENCE"])
+    if (UNPACKED / "tensor2tensor" / "__init__.py").is_file():
+        return UNPACKED
+    if not WHEEL.is_file():
+        raise MissingReference(
+            f"tensor2tensor's wheel, the tests' reference, is missing: {WHEEL}; it comes with "
+            f"the shared data (../shared/data/t2t_legacy/, or T2T_SHARED naming the shared "
+            f"folder), or download {WHEEL_NAME} from the package registry and put it there")
+    UNPACKED.parent.mkdir(parents=True, exist_ok=True)
+    work = tempfile.mkdtemp(prefix=f".{UNPACKED.name}.", dir=UNPACKED.parent)
+    try:
+        with zipfile.ZipFile(WHEEL) as wheel:
+            damaged = wheel.testzip()
+            if damaged:
+                raise MissingReference(f"tensor2tensor's wheel {WHEEL} is damaged (the CRC of "
+                                       f"{damaged} fails); copy it again from the shared data")
+            wheel.extractall(work)
+        try:
+            os.rename(work, UNPACKED)
+        except OSError:   # another process unpacked it first
+            if not (UNPACKED / "tensor2tensor" / "__init__.py").is_file():
+                raise
+    except zipfile.BadZipFile as e:
+        raise MissingReference(f"tensor2tensor's wheel {WHEEL} is not a zip file ({e}); copy "
+                               f"it again from the shared data") from None
+    finally:
+        shutil.rmtree(work, ignore_errors=True)
+    return UNPACKED
 
 
 def t2t_file(relative: str) -> pathlib.Path:
     """A file of the tensor2tensor package, e.g. "models/transformer.py"."""
-    path = T2T_PACKAGE / "tensor2tensor" / relative
+    import pytest
+
+    try:
+        path = t2t_package() / "tensor2tensor" / relative
+    except MissingReference as e:
+        pytest.fail(str(e))
     if not path.is_file():
-        pytest.fail(f"tensor2tensor 1.15.7 is missing ({path}); install it as .ci/run "
-                    f"does: {INSTALL}")
+        pytest.fail(f"tensor2tensor 1.15.7 has no {relative} at {path} (T2T_REFERENCE "
+                    f"names a folder without it?)")
     return path
+
+
+def import_t2t(module: str):
+    """`tensor2tensor.<module>`, imported from `t2t_package()` (its folder
+    put on sys.path once)."""
+    import importlib
+
+    t2t_file(module.replace(".", "/") + ".py")
+    folder = str(t2t_package())
+    if folder not in sys.path:
+        sys.path.append(folder)
+    return importlib.import_module(f"tensor2tensor.{module}")
 
 
 @functools.lru_cache(maxsize=None)
@@ -104,9 +173,4 @@ def t2t_hparam_names() -> set[str]:
 
 def bleu_hook():
     """tensor2tensor's own `utils/bleu_hook` module."""
-    t2t_file("utils/bleu_hook.py")
-    if str(T2T_PACKAGE) not in sys.path:
-        sys.path.append(str(T2T_PACKAGE))
-    from tensor2tensor.utils import bleu_hook as module
-
-    return module
+    return import_t2t("utils.bleu_hook")

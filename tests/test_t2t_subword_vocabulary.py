@@ -1,5 +1,6 @@
 """tensor2tensor SubwordTextEncoder vocabularies (issue 59): ours equals T2T's own
-`text_encoder.SubwordTextEncoder` (the test-only oracle in .venv/tensor2tensor-1.15.7)
+`text_encoder.SubwordTextEncoder` (the test-only oracle,
+unpacked from tensor2tensor's wheel in the shared data)
 on the shared text, in Python and in-graph; loaders pick it from the file; bad
 files are one line."""
 
@@ -13,13 +14,12 @@ import sys
 
 import pytest
 
-from conftest import ROOT, SHARED_DATA, one_line_error, run_cli
+from conftest import SHARED_DATA, one_line_error, run_cli
 from t2t_revival.data.data_error import DataError
 from t2t_revival.data.subword_vocabulary import SubwordVocabulary
 from t2t_revival.data.t2t_subword_vocabulary import T2TSubwordVocabulary
 from t2t_revival.data.vocabulary_file import is_t2t_vocabulary, load_vocabulary
 
-T2T_SOURCES = ROOT / ".venv" / "tensor2tensor-1.15.7"
 LEGACY = SHARED_DATA / "t2t_legacy"
 VOCABS = ("vocab.translate_ende_wmt8k.8192.subwords",
           "vocab.translate_ende_wmt32k.32768.subwords")
@@ -53,16 +53,10 @@ def _some_lines(per_file=40):
 
 @pytest.fixture(scope="module")
 def t2t_encoder():
-    """T2T 1.15.7's SubwordTextEncoder class (test-only oracle)."""
-    if not T2T_SOURCES.is_dir():
-        pytest.skip(f"tensor2tensor 1.15.7 (the test oracle) is not at {T2T_SOURCES}; "
-                    f"link it there to compare with T2T's own SubwordTextEncoder")
-    sys.path.insert(0, str(T2T_SOURCES))
-    try:
-        from tensor2tensor.data_generators import text_encoder
-    finally:
-        sys.path.remove(str(T2T_SOURCES))
-    return text_encoder.SubwordTextEncoder
+    """T2T 1.15.7's SubwordTextEncoder class (test-only oracle, `t2t_reference`)."""
+    from t2t_reference import import_t2t
+
+    return import_t2t("data_generators.text_encoder").SubwordTextEncoder
 
 
 @pytest.fixture(scope="module", params=VOCABS)
