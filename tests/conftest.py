@@ -120,16 +120,104 @@ def pytest_collection_modifyitems(config, items):
                                  rank.get(groups[item], len(LONG_GROUPS))))
 
 
-@pytest.fixture(scope="module")
+def built_once(tmp_path_factory, name: str, build) -> pathlib.Path:
+    """The folder `name`, built by `build(folder)` once per test session and
+    shared by every pytest-xdist worker: the first worker to ask builds it
+    while the others wait on a lock, then all read the same folder (a test
+    that changes it works on a copy: `shutil.copytree`; `unchanged` checks
+    that none changed it). Without xdist, the folder lives in this session's
+    base temp. A build that fails leaves no folder behind (the next ask
+    builds it anew)."""
+    import fcntl
+    import shutil
+
+    base = tmp_path_factory.getbasetemp()
+    root = base.parent if os.environ.get("PYTEST_XDIST_WORKER") else base
+    folder, done = root / name, root / f"{name}.built"
+    with open(root / f"{name}.lock", "w") as lock:
+        fcntl.flock(lock, fcntl.LOCK_EX)
+        if not done.exists():
+            shutil.rmtree(folder, ignore_errors=True)
+            folder.mkdir()
+            try:
+                build(folder)
+            except BaseException:
+                shutil.rmtree(folder, ignore_errors=True)
+                raise
+            done.touch()
+    return folder
+
+
+@contextlib.contextmanager
+def unchanged(folder: pathlib.Path):
+    """Fails the session's end if a test changed, added or removed a file
+    under the shared `folder` (`built_once`)."""
+    from tiny_runs import digests
+
+    before = digests(folder)
+    yield folder
+    after = digests(folder)
+    changed = sorted(k for k in before.keys() | after.keys() if before.get(k) != after.get(k))
+    assert not changed, (f"a test changed the shared folder {folder} (copy it to change it): "
+                         f"{changed[:5]}")
+
+
+@pytest.fixture(scope="session")
 def tiny_data(tmp_path_factory):
-    """The tiny synthetic corpus of `tiny_runs`, through datagen (one per test module)."""
+    """The tiny synthetic corpus of `tiny_runs`, through datagen: once per
+    session (`built_once`), read-only; copy it to change it."""
     from tiny_runs import TinyMulti30k, write_corpus
 
-    raw = tmp_path_factory.mktemp("raw")
-    write_corpus(str(raw))
-    data = tmp_path_factory.mktemp("data")
-    TinyMulti30k(download=False).generate_data(str(data), str(raw))
-    return data
+    def build(folder):
+        write_corpus(str(folder / "raw"))
+        TinyMulti30k(download=False).generate_data(str(folder / "data"), str(folder / "raw"))
+
+    with unchanged(built_once(tmp_path_factory, "tiny_data", build)) as folder:
+        yield folder / "data"
+
+
+@pytest.fixture(scope="session")
+def tiny_trained(tiny_data, tmp_path_factory):
+    """The tiny run of `tiny_runs` trained once per session (`built_once`) on
+    `tiny_data`: 3 updates, a checkpoint after each (ckpt-1, -2, -3), the
+    final dev evaluation at step 3 and its best/ (ckpt-3). Read-only: tests
+    that change it take `trained_copy`."""
+    from tiny_runs import trainer_args
+
+    def build(folder):
+        result = run_cli("trainer", *trainer_args(tiny_data, folder / "run", 3,
+                                                  "--save_checkpoints_steps=1"))
+        assert result.returncode == 0, result.stderr[-3000:]
+
+    with unchanged(built_once(tmp_path_factory, "tiny_trained", build)) as folder:
+        yield folder / "run"
+
+
+@pytest.fixture
+def trained_copy(tiny_trained, tmp_path):
+    """A copy of `tiny_trained` of this test's own, at tmp_path/run."""
+    import shutil
+
+    return pathlib.Path(shutil.copytree(tiny_trained, tmp_path / "run"))
+
+
+@pytest.fixture
+def fake_updates(monkeypatch):
+    """Every trainer this test makes in this process (t2t-trainer through
+    `run_cli` too) updates with `FakeUpdateStep`: the loop, saves,
+    evaluations and schedule as always, no model compute (tracing the real
+    update takes seconds). Returns the list of the fakes made, in order."""
+    import t2t_revival.train.trainer as trainer_module
+    from fake_update_step import FakeUpdateStep
+
+    made = []
+
+    def make(*args, **kwargs):
+        made.append(FakeUpdateStep(*args, **kwargs))
+        return made[-1]
+
+    monkeypatch.setattr(trainer_module, "UpdateStep", make)
+    return made
 
 
 @contextlib.contextmanager

@@ -52,6 +52,9 @@ class Trainer:
         strategy: a tf.distribute strategy (default: `make_strategy` from config).
         log: a print-like callable for progress lines.
         clock: training's clock (tests pass a fake).
+        update_step: makes the update step from (model, optimizer, strategy,
+            hparams, xla=...); default `UpdateStep` (tests of the loop's
+            scheduling pass a fake that moves the step without computing).
 
     Attributes:
         setup: the built parts (problem, strategy, model, optimizer).
@@ -60,7 +63,8 @@ class Trainer:
     """
 
     def __init__(self, config: TrainConfig, strategy: tf.distribute.Strategy | None = None,
-                 log: Callable[[str], None] = print, clock: Callable[[], float] = time.time):
+                 log: Callable[[str], None] = print, clock: Callable[[], float] = time.time,
+                 update_step: Callable[..., UpdateStep] | None = None):
         self.config = config
         self._print = log
         self._output_closed = False
@@ -76,8 +80,8 @@ class Trainer:
                                      lambda: self.signals.armed)
         self.checkpoints.before_save = self.faults.refuse_non_finite
         self.checkpoints.saving = self.signals.saving
-        self.update_step = UpdateStep(setup.model, setup.optimizer, setup.strategy,
-                                      config.hparams, xla=config.xla)
+        self.update_step = (update_step or UpdateStep)(
+            setup.model, setup.optimizer, setup.strategy, config.hparams, xla=config.xla)
         self.evaluator = Evaluator(config, setup.problem, setup.model, setup.strategy,
                                    setup.chief, self.directory, self.checkpoints, self.faults,
                                    self.log)
