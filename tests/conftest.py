@@ -12,6 +12,9 @@ import time
 
 import pytest
 
+# Every run writes its per-test durations to build/test-durations.json.
+pytest_plugins = ["durations_record"]
+
 ROOT = pathlib.Path(__file__).resolve().parents[1]
 # The shared folder beside the repository; T2T_SHARED names it for a checkout
 # elsewhere (as for the benchmarks, `benchmarks.harness.SHARED`).
@@ -66,7 +69,7 @@ README_RUN_GROUP = "readme_run"
 # started before the others, so that the workers end together instead of one
 # running a long group that started last while the other has nothing left.
 LONG_GROUPS = ("test_decode_modes", "test_decode_xla", "test_steps_per_execution",
-               "test_faults_run_dir", "test_ctranslate2_export", "test_trainer",
+               "test_stop_signals", "test_ctranslate2_export", "test_trainer",
                "test_training_faults", "test_quiet_start", "test_learning_rate_schedule")
 
 

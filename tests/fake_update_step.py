@@ -17,6 +17,8 @@ README run train for real.
 
 from __future__ import annotations
 
+import durations_record
+
 
 class FakeUpdateStep:
     """`UpdateStep`'s interface (made with its arguments) without compute.
@@ -47,6 +49,8 @@ class FakeUpdateStep:
         return self._updates(iterator, int(n))
 
     def _updates(self, iterator, n: int):
+        if not self.calls and int(self.optimizer.iterations.numpy()) == 0:
+            durations_record.FAKE_TRAININGS[0] += 1   # a training from scratch, counted
         self.calls.append(n)
         for _ in range(n * self.hparams.gradient_accumulation_steps):
             next(iterator)

@@ -31,30 +31,23 @@ from tiny_runs import (PROBLEM, TINY_HPARAMS, TinyMulti30k, cli_subprocess, dige
 registry.load_all()
 
 
-@pytest.fixture(scope="module")
-def raw_dir(tmp_path_factory):
-    d = tmp_path_factory.mktemp("raw")
-    write_corpus(str(d))
-    return d
+@pytest.fixture
+def raw_dir(tiny_data):
+    """The tiny corpus datagen made `tiny_data` from (the session's, read-only)."""
+    return tiny_data.parent / "raw"
 
 
-@pytest.fixture(scope="module")
-def data_dir(raw_dir, tmp_path_factory):
-    d = tmp_path_factory.mktemp("data")
-    TinyMulti30k(download=False).generate_data(str(d), str(raw_dir))
-    return d
+@pytest.fixture
+def data_dir(tiny_data):
+    """The session's `tiny_data` (read-only: the tests that change it copy it)."""
+    return tiny_data
 
 
-@pytest.fixture(scope="module")
-def run_dir(data_dir, tmp_path_factory):
-    """A training directory of one step (hparams.json, vocab, a checkpoint)."""
-    out = tmp_path_factory.mktemp("run") / "run"
-    result = run_cli("trainer", f"--problem={PROBLEM}", "--hparams_set=transformer_tiny",
-                     f"--hparams={TINY_HPARAMS}", f"--data_dir={data_dir}",
-                     f"--output_dir={out}", "--train_steps=1", "--noxla",
-                     "--local_eval_frequency=0", "--eval_decode_sentences=0")
-    assert result.returncode == 0, result.stderr[-3000:]
-    return out
+@pytest.fixture
+def run_dir(tiny_trained):
+    """A training directory (hparams.json, vocab, checkpoints): the session's
+    `tiny_trained` (read-only: the tests that change it copy it)."""
+    return tiny_trained
 
 
 @pytest.fixture
@@ -191,7 +184,7 @@ def test_an_empty_split_or_a_dev_split_filtered_away_is_refused_before_reading(
 # Data faults
 # ---------------------------------------------------------------------------
 
-def test_truncated_train_shard_is_named_with_what_to_do(data_dir, tmp_path):
+def test_truncated_train_shard_is_named_with_what_to_do(data_dir, tmp_path, fake_updates):
     copy = tmp_path / "data"
     shutil.copytree(data_dir, copy)
     shard = TinyMulti30k().data_files("train", str(copy))[3]
@@ -206,7 +199,7 @@ def test_truncated_train_shard_is_named_with_what_to_do(data_dir, tmp_path):
 
 
 def test_corrupt_dev_record_is_named_after_training_keeping_the_checkpoint(
-        data_dir, tmp_path):
+        data_dir, tmp_path, fake_updates):
     copy = tmp_path / "data"
     shutil.copytree(data_dir, copy)
     shard = TinyMulti30k().data_files("dev", str(copy))[0]
@@ -488,7 +481,7 @@ def test_a_damaged_best_json_stops_a_resume_before_it_trains(run_dir, data_dir, 
     shutil.copytree(run_dir, run)
     (run / "best").mkdir(exist_ok=True)
     (run / "best" / "best.json").write_bytes(b"\xff\xfe{")
-    result = run_cli("trainer", *trainer_args(data_dir, run, 2))
+    result = run_cli("trainer", *trainer_args(data_dir, run, 4))   # the run is at step 3
     one_line_error(result, "t2t-trainer", f"{run / 'best' / 'best.json'} is corrupt ('utf-8'",
                    "delete the folder holding it")
-    assert not list(run.glob("ckpt-2.*"))
+    assert not list(run.glob("ckpt-4.*"))

@@ -1,16 +1,21 @@
-"""The token-bucketed pipeline: declared shapes, token budget, filtering, sharding."""
+"""The token-bucketed pipeline: declared shapes, token budget, filtering, sharding;
+the trainer's --skip_corrupt_records (issue 20 item 8)."""
 
 import collections
+import os
 import random
+import shutil
 
 import numpy as np
 import pytest
 import tensorflow as tf
 
+from conftest import run_cli
 from t2t_revival.data.data_error import DataError
 from t2t_revival.data.input_pipeline import (bucket_shapes, default_bucket_boundaries,
                                              token_bucketed_dataset)
 from t2t_revival.data.sharded_record_writer import serialize_pair, shard_paths
+from tiny_runs import TinyMulti30k, digests, trainer_args
 
 
 def test_default_boundaries():
@@ -81,3 +86,22 @@ def test_input_context_splits_the_data_between_workers(records, num_files):
     assert got[0] and got[1] and not got[0] & got[1]
     expected = {i for i in range(400) if i % 4 < num_files}
     assert got[0] | got[1] == expected
+
+
+def test_skip_corrupt_records_counts_and_names_the_shards(tiny_data, tmp_path, fake_updates):
+    copy = tmp_path / "data"
+    shutil.copytree(tiny_data, copy)
+    shards = TinyMulti30k().data_files("train", str(copy))
+    os.truncate(shards[3], os.path.getsize(shards[3]) - 7)
+    before = digests(copy)
+    out = tmp_path / "run"
+    result = run_cli("trainer", *trainer_args(copy, out, 2), "--skip_corrupt_records")
+    stdout = result.stdout
+    assert result.returncode == 0, result.stderr[-3000:]
+    lines = [l for l in stdout.splitlines() if l.startswith("--skip_corrupt_records:")]
+    assert len(lines) == 1, stdout
+    assert lines[0].startswith("--skip_corrupt_records: skipping 1 record(s) of the train "
+                               "split of translate_ende_multi30k: 1 shard(s)")
+    assert f"first {shards[3]} (truncated record at" in lines[0]
+    assert (out / "ckpt-2.index").is_file()
+    assert digests(copy) == before

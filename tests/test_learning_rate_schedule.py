@@ -5,6 +5,7 @@ import re
 
 import pytest
 
+from fake_update_step import FakeUpdateStep
 from t2t_revival.train.noam_schedule import NoamSchedule
 
 
@@ -64,7 +65,9 @@ def test_trainer_runs_the_cooldown_to_its_train_steps(tiny_data, tmp_path):
                                   data_dir=str(tiny_data), output_dir=str(tmp_path / "run"),
                                   train_steps=4, log_step_count_steps=1, eval_steps=1,
                                   local_eval_frequency=0, eval_decode_sentences=0, xla=False)
-    trainer = Trainer(config, log=lines.append)
+    # The rate logged is the optimizer's schedule at its step: the fake
+    # update moves the step as a real one does.
+    trainer = Trainer(config, log=lines.append, update_step=FakeUpdateStep)
     trainer.train()
     logged = {int(m[1]): float(m[2]) for m in
               (re.search(r"step (\d+)/4 .*lr (\S+)", line) for line in lines) if m}
@@ -96,8 +99,8 @@ def test_trainer_refuses_a_cooldown_longer_than_train_steps(tiny_data, tmp_path)
         "start; a lower --train_steps fits it inside the budget."),
 ])
 def test_a_time_budget_that_cuts_the_cooldown_says_so(tiny_data, tmp_path, cooldown, message):
-    """--max_train_minutes stops the run at step 1 of 6 (0.6 s: the first
-    step's tracing spends it); the log says where that left the cooldown."""
+    """--max_train_minutes stops the run at step 1 of 6 (0.6 s: a fake clock
+    gives 10 s an update); the log says where that left the cooldown."""
     from tiny_runs import PROBLEM, TINY_HPARAMS
     from t2t_revival.config_resolution import resolve_train_config
     from t2t_revival.train.trainer import Trainer
@@ -109,7 +112,9 @@ def test_a_time_budget_that_cuts_the_cooldown_says_so(tiny_data, tmp_path, coold
         data_dir=str(tiny_data), output_dir=str(tmp_path / "run"), train_steps=6,
         max_train_minutes=0.01, log_step_count_steps=1, eval_steps=1, local_eval_frequency=0,
         eval_decode_sentences=0, xla=False)
-    Trainer(config, log=lines.append).train()
+    trainer = Trainer(config, log=lines.append, update_step=FakeUpdateStep,
+                      clock=lambda: 10.0 * trainer.step)
+    trainer.train()
     stop = lines.index("Stopping at step 1: the --max_train_minutes=0.01 budget is spent.")
     assert lines[stop + 1] == message
 
@@ -173,7 +178,7 @@ def _trainer_with_a_one_minute_budget(tiny_data, tmp_path, lines):
                                   train_steps=12, max_train_minutes=1.0, log_step_count_steps=1,
                                   eval_steps=1, local_eval_frequency=0,
                                   eval_decode_sentences=0, xla=False)
-    return Trainer(config, log=lines.append)
+    return Trainer(config, log=lines.append, update_step=FakeUpdateStep)
 
 
 def test_trainer_ends_the_cooldown_where_the_time_budget_runs_out(tiny_data, tmp_path):

@@ -8,7 +8,7 @@ import sys
 
 import pytest
 
-from conftest import ENV, ROOT, sigkill_once_saved
+from conftest import ENV, ROOT, run_cli, sigkill_once_saved
 from tiny_runs import PROBLEM, TINY_HPARAMS
 
 
@@ -68,6 +68,10 @@ def test_n_updates_per_call_give_the_same_weights_as_one_at_a_time(tmp_path, upd
 
 
 def _train(tiny_data, out_dir, steps_per_execution):
+    """A tiny run of 10 updates, `steps_per_execution` a call, with the fake
+    update (what the loop schedules around the calls is the subject here;
+    that n updates a call compute what n calls do is the test above)."""
+    from fake_update_step import FakeUpdateStep
     from t2t_revival.config_resolution import resolve_train_config
     from t2t_revival.train.trainer import Trainer
 
@@ -78,17 +82,9 @@ def _train(tiny_data, out_dir, steps_per_execution):
         eval_steps=1, eval_decode_sentences=0, xla=False,
         steps_per_execution=steps_per_execution)
     lines = []
-    trainer = Trainer(config, log=lines.append)
-    calls = []
-    for name in ("run", "run_many"):   # the update step's one and n updates per call
-        fn = getattr(trainer.update_step, name)
-
-        def counted(iterator, n=None, fn=fn):
-            calls.append(1 if n is None else int(n))
-            return fn(iterator) if n is None else fn(iterator, n)
-        setattr(trainer.update_step, name, counted)
+    trainer = Trainer(config, log=lines.append, update_step=FakeUpdateStep)
     trainer.train()
-    return trainer, lines, calls
+    return trainer, lines, trainer.update_step.calls   # the updates of each call
 
 
 def _summary_steps(directory, tag):
@@ -145,11 +141,10 @@ def test_sigkill_with_several_updates_per_call_resumes_from_the_saved_step(tiny_
     assert saved_step % 6 == 0
 
     final = saved_step + 5
-    out = subprocess.run(
-        [sys.executable, *_trainer_args(tiny_data, out_dir, final, "--steps_per_execution=8",
-                                        "--save_checkpoints_steps=6",
-                                        "--log_step_count_steps=100")],
-        capture_output=True, text=True, env=ENV, timeout=300)
+    # The resume in this process: its lines and files are the subject.
+    out = run_cli("trainer", *_trainer_args(tiny_data, out_dir, final, "--steps_per_execution=8",
+                                            "--save_checkpoints_steps=6",
+                                            "--log_step_count_steps=100")[1:])
     assert out.returncode == 0, out.stderr[-3000:]
     assert f"Resumed from {latest} at step {saved_step}." in out.stdout
     assert f"step {final}/{final}" in out.stdout

@@ -1,7 +1,7 @@
 """The process's StopController and the trainer's policy, SaveThenStop, in
 this process: which handler is installed when, and what a stop signal does
 under each policy. (What a CLI's stop looks like from outside, its line and
-exit status, is tested on subprocesses in test_faults_run_dir.py.)"""
+exit status, is tested on subprocesses in test_stop_signals.py.)"""
 
 import os
 import signal

@@ -41,7 +41,8 @@ def test_a_diverged_run_stops_with_one_line_and_keeps_its_checkpoints(tiny_data,
 
 
 def test_a_run_that_diverged_before_its_first_save_is_rerun_with_new_hparams(tiny_data,
-                                                                             tmp_path):
+                                                                             tmp_path,
+                                                                             monkeypatch):
     """learning_rate=1e45 is infinite in float32: the first update makes the
     weights infinite, and its save is refused. The output_dir then holds the
     run's hparams.json but no checkpoint: the rerun with a sane learning
@@ -59,6 +60,11 @@ def test_a_run_that_diverged_before_its_first_save_is_rerun_with_new_hparams(tin
     assert not list(out.glob("ckpt-*"))
     assert json.loads((out / "hparams.json").read_text())["learning_rate"] == 1e45
 
+    # The rerun's updates need not compute: what it says and writes is the subject.
+    import t2t_revival.train.trainer as trainer_module
+    from fake_update_step import FakeUpdateStep
+
+    monkeypatch.setattr(trainer_module, "UpdateStep", FakeUpdateStep)
     result = run_cli("trainer", *args)
     assert result.returncode == 0, result.stderr[-3000:]
     assert (f"{out} holds the hparams of an earlier run that saved no checkpoint: starting "
@@ -68,7 +74,8 @@ def test_a_run_that_diverged_before_its_first_save_is_rerun_with_new_hparams(tin
     assert (out / "ckpt-2.index").exists()
 
 
-def _tiny_trainer(tiny_data, tmp_path, train_steps, log=lambda line: None, **config):
+def _tiny_trainer(tiny_data, tmp_path, train_steps, log=lambda line: None, update_step=None,
+                  **config):
     from t2t_revival.config_resolution import resolve_train_config
     from t2t_revival.train.trainer import Trainer
 
@@ -78,14 +85,15 @@ def _tiny_trainer(tiny_data, tmp_path, train_steps, log=lambda line: None, **con
                                   hparams=TINY_HPARAMS, data_dir=str(tiny_data),
                                   output_dir=str(tmp_path / "run"), train_steps=train_steps,
                                   **config)
-    return Trainer(config, log=log)
+    return Trainer(config, log=log, update_step=update_step)
 
 
 @pytest.fixture
-def trained(tiny_data, tmp_path):
-    """A Trainer of the tiny model after 2 updates (ckpt-2 saved)."""
-    trainer = _tiny_trainer(tiny_data, tmp_path, 2)
-    assert trainer.train().checkpoint.endswith("ckpt-2")
+def trained(tiny_data, trained_copy, tmp_path):
+    """A Trainer of the tiny model restored at step 3 (a copy of the session's
+    `tiny_trained`: ckpt-1 to ckpt-3 saved), as it is after its updates."""
+    trainer = _tiny_trainer(tiny_data, tmp_path, 3)
+    assert trainer.restore() == str(trained_copy / "ckpt-3") and trainer.step == 3
     return trainer
 
 
@@ -94,11 +102,11 @@ def test_a_weight_gone_infinite_is_not_saved(trained):
 
     weight = trained.model.trainable_variables[0]
     weight.assign(_filled_like(weight, math.inf))
-    with pytest.raises(UserError, match=r"diverged at step 2: its weights hold NaN or "
+    with pytest.raises(UserError, match=r"diverged at step 3: its weights hold NaN or "
                                         r"infinity, so it is not saved; the last "
-                                        r"checkpoint, .*ckpt-2, is from before it"):
+                                        r"checkpoint, .*ckpt-3, is from before it"):
         trained.save()
-    assert trained.checkpoints.latest().endswith("ckpt-2")
+    assert trained.checkpoints.latest().endswith("ckpt-3")
 
 
 def test_an_overflow_that_left_the_weights_finite_goes_on(trained):
@@ -106,13 +114,13 @@ def test_an_overflow_that_left_the_weights_finite_goes_on(trained):
     gradient norm is infinite, the weights are untouched."""
     from t2t_revival.errors import UserError
 
-    trained.faults.check_diverged(2, 3.5, math.inf)   # nothing raised
-    trained.faults.check_diverged(2, math.nan, math.nan)
+    trained.faults.check_diverged(3, 3.5, math.inf)   # nothing raised
+    trained.faults.check_diverged(3, math.nan, math.nan)
     weight = trained.model.trainable_variables[-1]
     weight.assign(_filled_like(weight, math.nan))
-    trained.faults.check_diverged(2, 3.5, 1.0)   # not read back: loss and norm are finite
+    trained.faults.check_diverged(3, 3.5, 1.0)   # not read back: loss and norm are finite
     with pytest.raises(UserError, match=r"its update's loss 3\.5, gradient norm nan"):
-        trained.faults.check_diverged(2, 3.5, math.nan)
+        trained.faults.check_diverged(3, 3.5, math.nan)
 
 
 def _filled_like(variable, value):
@@ -133,7 +141,11 @@ def test_a_device_out_of_memory_is_one_line_naming_what_needs_less(after, tiny_d
 
     from t2t_revival.errors import UserError
 
-    trainer = _tiny_trainer(tiny_data, tmp_path, 3, save_checkpoints_steps=1000)
+    from fake_update_step import FakeUpdateStep
+
+    # The updates before it need not compute: what is said and saved is the subject.
+    trainer = _tiny_trainer(tiny_data, tmp_path, 3, save_checkpoints_steps=1000,
+                            update_step=FakeUpdateStep)
     update = trainer.update_step.run
 
     def out_of_memory_after_step(iterator):
@@ -161,30 +173,31 @@ def test_a_device_out_of_memory_is_one_line_naming_what_needs_less(after, tiny_d
 
 @pytest.mark.parametrize("where", ["dev loss", "dev decoding"])
 def test_a_device_out_of_memory_while_evaluating_saves_the_run_first(where, tiny_data,
-                                                                     tmp_path):
+                                                                     tmp_path, monkeypatch):
     """Out of memory in the evaluation at step 2 (the dev loss, or the dev
     sentences' beam search): the run is saved at step 2 first (no save was
     due: save_every=1000), and the line names the settings of what ran out.
     Before, the updates since the last save were lost."""
     import tensorflow as tf
 
+    from fake_update_step import FakeUpdateStep
+    from t2t_revival.decode import decoder as decoder_module
     from t2t_revival.errors import UserError
+    from t2t_revival.train import evaluator as evaluator_module
 
-    def out_of_memory(*args):
+    def out_of_memory(*args, **kwargs):
         raise tf.errors.ResourceExhaustedError(
             None, None, _OOM + "\n\t [[{{node while/body/...}}]]\nHint: ...")
 
-    trainer = _tiny_trainer(tiny_data, tmp_path, 4, save_checkpoints_steps=1000,
-                            local_eval_frequency=2,
-                            eval_decode_sentences=3 if where == "dev decoding" else 0)
+    # What runs out: the dev loss's sums, or the dev decoder's beam search
+    # (the functions the evaluator and the decoder call, each in its module).
     if where == "dev loss":
-        trainer.evaluator.loss_sums = out_of_memory
+        monkeypatch.setattr(evaluator_module, "token_metrics_sums", out_of_memory)
     else:
-        trainer.evaluator.start()   # makes the dev decoder, which the evaluations use
-        trainer.evaluator.dev_metric.decoder.search = out_of_memory
-        trainer.evaluator.dev_metric.decoder.uncompiled_search = out_of_memory
-        trainer.evaluator.dev_metric.decoder.compiled_search = \
-            lambda rows, *guided: out_of_memory
+        monkeypatch.setattr(decoder_module, "beam_search", out_of_memory)
+    trainer = _tiny_trainer(tiny_data, tmp_path, 4, save_checkpoints_steps=1000,
+                            local_eval_frequency=2, update_step=FakeUpdateStep,
+                            eval_decode_sentences=3 if where == "dev decoding" else 0)
     with pytest.raises(UserError) as error:
         trainer.train()
     checkpoint = tmp_path / "run" / "ckpt-2"
@@ -225,8 +238,10 @@ def test_shards_deleted_while_training_stop_it_saved_with_one_line(tiny_data, tm
             for path in glob.glob(str(data / f"{PROBLEM}-train-*")):
                 os.remove(path)
 
+    from fake_update_step import FakeUpdateStep
+
     trainer = _tiny_trainer(data, tmp_path, 200, log=delete_the_train_shards_at_step_2,
-                            save_checkpoints_steps=1000)
+                            save_checkpoints_steps=1000, update_step=FakeUpdateStep)
     with pytest.raises(DataError) as error:
         trainer.train()
     step = trainer.step
@@ -242,7 +257,7 @@ def test_shards_deleted_while_training_stop_it_saved_with_one_line(tiny_data, tm
     assert tf.train.latest_checkpoint(str(out)) == str(out / f"ckpt-{step}")
 
 
-def test_t2t_trainer_parses_its_hparams_once(tiny_data, tmp_path, monkeypatch):
+def test_t2t_trainer_parses_its_hparams_once(tiny_data, tmp_path, monkeypatch, fake_updates):
     """--hparams (and --eval_decode_hparams) are parsed once, at the door
     (config_resolution); the trainer takes the typed HParams (issue 55)."""
     import t2t_revival.decode_hparams as decode_hparams

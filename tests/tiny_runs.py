@@ -75,6 +75,31 @@ def cli_subprocess(module, *args, stdin=None, timeout=240):
                           input=stdin, capture_output=True, env=env, timeout=timeout)
 
 
+# The run directory's lock file (`RunLock`): it records its last holder's pid.
+LOCK = ".lock"
+
+
+def cli_popen(module, *args, stdin=subprocess.DEVNULL, unbuffered=True):
+    """`python -m t2t_revival.cli.<module> ARGS` started in a fresh process,
+    its stdout and stderr pipes (bytes) to read as it runs. `unbuffered`: its
+    lines reach the pipe as they are printed (a killed run's lines are not
+    lost in a buffer); else as a user's pipe, in blocks of 8 KiB."""
+    env = dict(os.environ, PYTHONPATH=str(ROOT), TF_CPP_MIN_LOG_LEVEL="2")
+    if unbuffered:
+        env["PYTHONUNBUFFERED"] = "1"
+    else:
+        env.pop("PYTHONUNBUFFERED", None)
+    return subprocess.Popen([sys.executable, "-m", f"t2t_revival.cli.{module}", *args],
+                            stdin=stdin, stdout=subprocess.PIPE, stderr=subprocess.PIPE,
+                            env=env)
+
+
+def run_files(directory):
+    """`digests` of a run directory without its lock file (a refusal leaves
+    every other file byte-identical)."""
+    return {k: v for k, v in digests(directory).items() if os.path.basename(k) != LOCK}
+
+
 def digests(directory):
     """{relative path: sha256} of every file under `directory`."""
     result = {}
