@@ -12,6 +12,7 @@ import numpy as np
 import pytest
 
 from conftest import ENV, ROOT, run_cli, sigkill_once_saved
+from tiny_runs import TINY_HPARAMS
 
 
 
@@ -128,19 +129,20 @@ def test_averaging_copies_of_one_checkpoint_gives_it_back(tmp_path):
 
 
 def _trainer_args(data_dir, out_dir, steps, *extra):
+    """t2t_trainer.py's flags for the tiny model of `tiny_runs` on its corpus,
+    XLA on (the trainer's default), no dev decoding."""
     return [str(ROOT / "t2t_trainer.py"), "--problem=translate_ende_multi30k",
-            "--hparams_set=transformer_tiny", f"--data_dir={data_dir}",
-            f"--output_dir={out_dir}", f"--train_steps={steps}",
+            "--hparams_set=transformer_tiny", f"--hparams={TINY_HPARAMS}",
+            f"--data_dir={data_dir}", f"--output_dir={out_dir}", f"--train_steps={steps}",
             "--eval_decode_sentences=0", *extra]
 
 
 @pytest.mark.slow
-def test_sigkill_mid_run_resumes_from_latest_checkpoint(multi30k_data_dir, tmp_path):
+def test_sigkill_mid_run_resumes_from_latest_checkpoint(tiny_data, tmp_path):
     import tensorflow as tf
 
-    multi30k_data_dir, _ = multi30k_data_dir
     out_dir = tmp_path / "run"
-    args = _trainer_args(multi30k_data_dir, out_dir, 100000, "--save_checkpoints_steps=3",
+    args = _trainer_args(tiny_data, out_dir, 100000, "--save_checkpoints_steps=3",
                          "--local_eval_frequency=0", "--log_step_count_steps=1")
     # land somewhere in the middle of later steps or saves
     latest, saved_step, reader = sigkill_once_saved(args, out_dir, min_step=9, timeout=600,
@@ -149,8 +151,8 @@ def test_sigkill_mid_run_resumes_from_latest_checkpoint(multi30k_data_dir, tmp_p
     from t2t_revival.config_resolution import resolve_train_config
     from t2t_revival.train.trainer import Trainer
     config = resolve_train_config(problem="translate_ende_multi30k", output_dir=str(out_dir),
-                                  data_dir=str(multi30k_data_dir),
-                                  hparams_set="transformer_tiny")
+                                  data_dir=str(tiny_data), hparams_set="transformer_tiny",
+                                  hparams=TINY_HPARAMS)
     trainer = Trainer(config, log=lambda *a: None)
     assert trainer.restore() == latest and trainer.step == saved_step
     # Optimizer state (Adam moments) comes back, not just the weights.
@@ -161,9 +163,10 @@ def test_sigkill_mid_run_resumes_from_latest_checkpoint(multi30k_data_dir, tmp_p
     for value in moments.values():
         assert any(r.shape == value.shape and np.array_equal(r, value) for r in restored)
 
-    out = _python(_trainer_args(multi30k_data_dir, out_dir, saved_step + 2,
-                                "--log_step_count_steps=1", "--local_eval_frequency=0",
-                                "--eval_steps=2"))
+    # The resume in this process: its lines and files are the subject.
+    out = run_cli("trainer", *_trainer_args(tiny_data, out_dir, saved_step + 2,
+                                            "--log_step_count_steps=1",
+                                            "--local_eval_frequency=0", "--eval_steps=2")[1:])
     assert out.returncode == 0, out.stderr[-3000:]
     assert f"Resumed from {latest} at step {saved_step}." in out.stdout
     assert f"step {saved_step + 2}/{saved_step + 2}" in out.stdout
@@ -171,17 +174,17 @@ def test_sigkill_mid_run_resumes_from_latest_checkpoint(multi30k_data_dir, tmp_p
 
 
 @pytest.mark.slow
-def test_time_budget_stops_at_a_progress_step_then_saves_and_evaluates(
-        multi30k_data_dir, tmp_path):
+def test_time_budget_stops_at_a_progress_step_then_saves_and_evaluates(tiny_data, tmp_path):
     import tensorflow as tf
 
-    multi30k_data_dir, _ = multi30k_data_dir
     out_dir = tmp_path / "run"
     # 0.6 s of budget: spent during the first steps (XLA compiles), so the run
     # stops at the first progress line, step 3, far short of --train_steps.
-    out = _python(_trainer_args(multi30k_data_dir, out_dir, 100000, "--max_train_minutes=0.01",
-                                "--log_step_count_steps=3", "--local_eval_frequency=0",
-                                "--eval_steps=2"))
+    # (In this process: its lines and files are the subject.)
+    out = run_cli("trainer", *_trainer_args(tiny_data, out_dir, 100000,
+                                            "--max_train_minutes=0.01",
+                                            "--log_step_count_steps=3",
+                                            "--local_eval_frequency=0", "--eval_steps=2")[1:])
     assert out.returncode == 0, out.stderr[-3000:]
     assert "Stopping at step 3: the --max_train_minutes=0.01 budget is spent." in out.stdout
     assert "eval at step 3:" in out.stdout
