@@ -11,7 +11,7 @@ the file once, at the end, with the run's wall time, its command and the
 load average: write to a temporary name, then rename, so a run killed
 midway leaves the last whole file.
 
-    python -m benchmarks.test_durations build/test-durations.json   # the summary by file
+    python -m benchmarks.suite_durations    # the summary of build/test-durations.json, by file
 """
 
 from __future__ import annotations

@@ -8,8 +8,8 @@ the trainings it ran, the seconds by test file (wall and CPU, the set-up of
 shared fixtures carried by the first test that asked for them) and the
 slowest tests.
 
-    python -m benchmarks.test_durations                       # build/test-durations.json
-    python -m benchmarks.test_durations --record=old.json --top=40
+    python -m benchmarks.suite_durations                       # build/test-durations.json
+    python -m benchmarks.suite_durations --record=old.json --top=40
 """
 
 from __future__ import annotations
@@ -53,7 +53,7 @@ def summary(record: dict, top: int) -> dict:
 
 
 def main() -> None:
-    parser = harness.argument_parser("test_durations", __doc__)
+    parser = harness.argument_parser("suite_durations", __doc__)
     parser.add_argument("--record", default=str(RECORD),
                         help="a test run's durations file (default: build/test-durations.json)")
     parser.add_argument("--top", type=int, default=25, help="how many of the slowest tests")
@@ -71,4 +71,4 @@ def main() -> None:
 
 
 if __name__ == "__main__":
-    harness.run(main, "test_durations")
+    harness.run(main, "suite_durations")
