@@ -187,15 +187,39 @@ def test_an_ensemble_of_one_or_of_copies_equals_the_model(runs):
     assert pair.translate(SOURCES) != single.translate(SOURCES)
 
 
-def test_ensemble_cli_and_its_one_line_errors(runs, tmp_path):
-    source = tmp_path / "src.en"
+# The decode hparams of `ensemble_cli`'s run.
+ENSEMBLE_CLI_SETTINGS = "return_beams=true,beam_size=2,alpha=1.0"
+
+
+@pytest.fixture(scope="module")
+def ensemble_cli(runs, tmp_path_factory):
+    """t2t-decoder of an ensemble (runs a and b) on SOURCES, 2 beams each,
+    once for the two tests that check it (`test_ensemble_cli_...`, its file;
+    `test_t2t_decoder_and_exporter_parse_...`, what it parsed), with every
+    parse of a settings string recorded. Returns (the finished run, its
+    source file, the translations file, the strings parsed)."""
+    import t2t_revival.decode_hparams as decode_hparams
+
+    folder = tmp_path_factory.mktemp("ensemble_cli")
+    source, hyp = folder / "src.en", folder / "hyp.de"
     source.write_text("\n".join(SOURCES) + "\n", encoding="utf-8")
-    hyp = tmp_path / "hyp.de"
-    out = _decoder(f"--output_dir={runs['a']}", f"--checkpoint_path={runs['a']},{runs['b']}",
-                   f"--decode_from_file={source}", f"--decode_to_file={hyp}",
-                   "--decode_hparams=return_beams=true,beam_size=2")
+    parsed = []
+    parse = decode_hparams.parse_typed_pairs
+    with pytest.MonkeyPatch.context() as monkeypatch:
+        monkeypatch.setattr(decode_hparams, "parse_typed_pairs",
+                            lambda text, *a, **k: parsed.append(text) or parse(text, *a, **k))
+        out = _decoder(f"--output_dir={runs['a']}",
+                       f"--checkpoint_path={runs['a']},{runs['b']}",
+                       f"--decode_from_file={source}", f"--decode_to_file={hyp}",
+                       f"--decode_hparams={ENSEMBLE_CLI_SETTINGS}")
+    return out, source, hyp, parsed
+
+
+def test_ensemble_cli_and_its_one_line_errors(runs, ensemble_cli, tmp_path):
+    out, source, hyp, _ = ensemble_cli
     assert out.returncode == 0, out.stderr[-2000:]
     assert [l.count("\t") for l in hyp.read_text().splitlines()] == [1] * len(SOURCES)
+    hyp = tmp_path / "hyp.de"
     one_line_error(_decoder(f"--output_dir={runs['a']}",
                             f"--checkpoint_path={runs['a']},{runs['other_vocab']}",
                             f"--decode_from_file={source}", f"--decode_to_file={hyp}"),
@@ -227,7 +251,8 @@ def test_sampling_through_the_decoder_is_seeded(runs):
     first = decoder_of(runs["a"], settings=settings)
     samples = first.translate(SOURCES)
     assert first.translate(SOURCES) == samples                       # a call repeats
-    assert decoder_of(runs["a"], settings=settings).translate(SOURCES) == samples
+    # Another decoder of the same seed (a new one: the kept one is `first`).
+    assert decoder_of(runs["a"], settings=settings, fresh=True).translate(SOURCES) == samples
     assert decoder_of(runs["a"], settings=settings.replace("seed=5", "seed=6")
                    ).translate(SOURCES) != samples
     assert all(line.count("\t") == 2 for line in samples)
@@ -391,7 +416,8 @@ def test_scoring_batches_by_tokens_too(runs):
 
     pairs = list(zip(SOURCES, TARGETS)) * 3
     by_sentences = decoder_of(runs["a"])
-    by_tokens = decoder_of(runs["a"], settings="batch_tokens=48")
+    # (Its score_batch is replaced: a decoder of its own.)
+    by_tokens = decoder_of(runs["a"], settings="batch_tokens=48", fresh=True)
     sizes = []
     real = by_tokens.score_batch
     by_tokens.score_batch = lambda inputs, targets: sizes.append(int(inputs.shape[0])) or \
@@ -400,26 +426,22 @@ def test_scoring_batches_by_tokens_too(runs):
     assert len(sizes) > 1 and sum(sizes) == len(pairs)
 
 
-def test_t2t_decoder_and_exporter_parse_their_decode_hparams_once(runs, tmp_path, monkeypatch):
+def test_t2t_decoder_and_exporter_parse_their_decode_hparams_once(runs, ensemble_cli,
+                                                                   tmp_path, monkeypatch):
     """The command line parses --decode_hparams once and hands the typed values
     on; the decoder, the ensemble and the exporter parse no string (issue 55:
     it was parsed three times per run)."""
     import t2t_revival.decode_hparams as decode_hparams
 
+    # t2t-decoder of an ensemble (`ensemble_cli`, its parses recorded).
+    out, _, hyp, parsed_by_the_decoder = ensemble_cli
+    assert out.returncode == 0, out.stderr[-2000:]
+    assert len(hyp.read_text(encoding="utf-8").splitlines()) == len(SOURCES)
+    assert parsed_by_the_decoder == [ENSEMBLE_CLI_SETTINGS]
     parsed = []
     parse = decode_hparams.parse_typed_pairs
     monkeypatch.setattr(decode_hparams, "parse_typed_pairs",
                         lambda text, *a, **k: parsed.append(text) or parse(text, *a, **k))
-    source = tmp_path / "source.en"
-    source.write_text("A dog runs.\n", encoding="utf-8")
-    out = run_cli("decoder", f"--output_dir={runs['a']}", f"--decode_from_file={source}",
-                  f"--decode_to_file={tmp_path / 'out.de'}",
-                  f"--checkpoint_path={runs['a']},{runs['b']}",
-                  "--decode_hparams=beam_size=2,alpha=1.0")
-    assert out.returncode == 0, out.stderr[-2000:]
-    assert len((tmp_path / "out.de").read_text(encoding="utf-8").splitlines()) == 1
-    assert parsed == ["beam_size=2,alpha=1.0"]
-    parsed.clear()
     out = run_cli("exporter", f"--output_dir={runs['a']}", "--decode_hparams=beam_size=2",
                   f"--export_dir={tmp_path / 'export'}")
     assert out.returncode == 0, out.stderr[-2000:]
@@ -461,11 +483,14 @@ def test_parallel_batches_give_the_same_translations_and_scores(runs):
 
     from decoding import decoder_of
 
-    sources = SOURCES * 3 + [""]
+    # Inputs of two padded lengths (16 and 32), in batches of 2: with xla, 2
+    # programs (their first batches run ahead) and a batch after them.
+    sources = [SOURCES[0], SOURCES[2]] * 3 + [""]
     pairs = list(zip(SOURCES, TARGETS)) * 3
     for settings in ("batch_size=2,xla=true", "batch_size=2,xla=false,return_beams=true"):
         one = decoder_of(runs["a"], settings=settings)
-        three = decoder_of(runs["a"], settings=f"{settings},parallel_batches=3")
+        # (Its search is replaced by a spy: a decoder of its own.)
+        three = decoder_of(runs["a"], settings=f"{settings},parallel_batches=3", fresh=True)
         threads = set()
         attribute = "compiled_search" if "xla=true" in settings else "uncompiled_search"
         search = getattr(three, attribute)
@@ -513,7 +538,8 @@ def test_a_device_out_of_memory_while_decoding_is_one_line(runs, decode_hparams,
     from decoding import decoder_of
     from t2t_revival.errors import UserError
 
-    decoder = decoder_of(runs["a"], None, decode_hparams)
+    # (Its searches are replaced: a decoder of its own.)
+    decoder = decoder_of(runs["a"], None, decode_hparams, fresh=True)
 
     def out_of_memory(*args):
         raise tf.errors.ResourceExhaustedError(
@@ -537,17 +563,19 @@ def test_a_device_out_of_memory_while_decoding_is_one_line(runs, decode_hparams,
 # ------------------------------------------------- tensor2tensor's decode keys
 
 def test_t2t_decode_keys_num_samples_scores_delimiter_shards_log(runs, tmp_path):
+    from decoding import decoder_of
+
     source = tmp_path / "src.en"
     source.write_text("\n".join(SOURCES) + "\n", encoding="utf-8")
-    plain, scored = tmp_path / "plain.de", tmp_path / "scored.de"
-    assert _decoder(f"--output_dir={runs['a']}", f"--decode_from_file={source}",
-                    f"--decode_to_file={plain}", "--decode_hparams=beam_size=2,return_beams=true"
-                    ).returncode == 0
+    scored = tmp_path / "scored.de"
     out = _decoder(f"--output_dir={runs['a']}", f"--decode_from_file={source}",
-                   f"--decode_to_file={scored}", "--decode_hparams=beam_size=2,return_beams=true,"
+                   f"--decode_to_file={scored}", "--decode_hparams=return_beams=true,"
                    "num_samples=2,write_beam_scores=true,log_results=true")
     assert out.returncode == 0, out.stderr[-2000:]
-    beams = [line.split("\t") for line in plain.read_text(encoding="utf-8").splitlines()]
+    # The n-best lists without the keys: the lines t2t-decoder writes are
+    # `translate`'s (the kept decoder of these settings, test_an_ensemble_...'s).
+    beams = [line.split("\t")
+             for line in decoder_of(runs["a"], settings="return_beams=true").translate(SOURCES)]
     with_scores = [line.split("\t") for line in scored.read_text(encoding="utf-8").splitlines()]
     assert len(with_scores) == 2  # num_samples: the first two inputs only
     for texts, fields in zip(beams, with_scores):

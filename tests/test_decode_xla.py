@@ -12,7 +12,7 @@ import sys
 import numpy as np
 import pytest
 
-from conftest import ENV, one_line_error
+from conftest import ENV, one_line_error, run_cli
 
 MAX_LENGTH = 32
 # Extra decode length kept small: a random model rarely emits EOS.
@@ -74,64 +74,23 @@ def _decoder(out_dir, decode_hparams):
     return decoder_of(out_dir, settings=f"{FAST},{decode_hparams}")
 
 
-def test_xla_search_gives_the_uncompiled_search_translations(random_run):
-    out_dir, sentences = random_run
-    reference = _decoder(out_dir, "xla=false,batch_size=16").translate(sentences)
-    compiled = _decoder(out_dir, "xla=true,batch_size=16")
-    assert compiled.translate(sentences) == reference
-    assert len(set(reference)) > 30                     # input-dependent outputs
-    # 40 sentences, batch 16: batches of 16, 16 and 8 inputs, the last one
-    # decoded as 16 rows too; lengths < 32 pad to 16 or 32: a handful of
-    # programs, not one per batch, and the search is traced once, not once
-    # per length or batch size.
-    lengths = {len(compiled.vocab.encode(s)) + 1 for s in sentences}
-    assert min(lengths) <= 16 < max(lengths)            # both length buckets
-    assert list(compiled.compiled_searches) == [16]
-    assert compiled.compiled_searches[16].experimental_get_tracing_count() == 1
-    # Fewer inputs than a batch: as few rows as a power of two holds.
-    five = sentences[:5]
-    assert compiled.translate(five) == _decoder(out_dir, "xla=false").translate(five)
-    assert sorted(compiled.compiled_searches) == [8, 16]
-
-
-def test_xla_auto_compiles_once_the_sentences_repay_it(random_run, monkeypatch):
-    """xla=auto (the default): a call runs uncompiled until this decoder's
-    uncompiled sentences and the call's reach AUTO_XLA_SENTENCES_PER_PROGRAM a
-    program not compiled yet; the translations are the same either way, and
-    the uncompiled search is traced once for every batch size and length."""
-    from t2t_revival.decode import decoder as decoder_module
-    from t2t_revival.decode_length import AUTO_XLA_SENTENCES_PER_PROGRAM
-
-    out_dir, sentences = random_run
-    reference = _decoder(out_dir, "xla=true,batch_size=16").translate(sentences)
-    auto = _decoder(out_dir, "batch_size=16")
-    assert auto.decode_hparams.xla == "auto"
-    assert auto.translate(sentences) == reference and not auto.compiled
-    assert auto.compiled_searches == {}
-    assert auto.uncompiled_search.experimental_get_tracing_count() == 1
-    # 40 sentences need 2 programs (16 rows; lengths 16 and 32): compiled
-    # once 2 * per_program sentences are reached, counting the 40 above.
-    assert not auto.compiles(2 * AUTO_XLA_SENTENCES_PER_PROGRAM - 41, 2)
-    assert auto.compiles(2 * AUTO_XLA_SENTENCES_PER_PROGRAM - 40, 2)
-    assert auto.compiles(1, 0)           # nothing left to compile: the programs run
-    monkeypatch.setattr(decoder_module, "AUTO_XLA_SENTENCES_PER_PROGRAM", 30)
-    twenty = _decoder(out_dir, "xla=false,batch_size=16").translate(sentences[:20])
-    assert auto.translate(sentences[:20]) == twenty and auto.compiled   # 60 >= 2 * 30
-    assert sorted(auto.compiled_searches) == [16]
-    assert _decoder(out_dir, "xla=false").compiles(10 ** 6, 1) is False
-    assert _decoder(out_dir, "xla=true").compiles(1, 5) is True
-
-
-def test_the_first_batch_of_each_program_is_decoded_side_by_side(random_run):
-    """XLA compiles a program on its first batch: the first batches of a
-    file's programs run at once, in threads of their own, then the rest; a
-    second call with the same programs compiles nothing and runs none ahead."""
+@pytest.fixture(scope="module")
+def xla_decodes(random_run):
+    """One fresh XLA decoder (batch 16, one batch at a time after the first
+    ones), its compiled search spied on from before its first call, and what
+    it did on a sequence of calls: the 40 sentences, the same again, then
+    their first 8 and first 5 (read by the two tests below, which check the
+    same decodes from two sides: the translations and programs, and the
+    threads that ran them). Every result is a snapshot taken as it happened."""
     import threading
     import time
 
+    from decoding import decoder_of
+
     out_dir, sentences = random_run
-    # One batch at a time after the first ones (on a CPU the default is 2).
-    decoder = _decoder(out_dir, "xla=true,batch_size=16,parallel_batches=1")
+    # Its first call's traces, compiles and threads are counted: a decoder of its own.
+    decoder = decoder_of(out_dir, settings=f"{FAST},xla=true,batch_size=16,parallel_batches=1",
+                         fresh=True)
     calls = []  # (thread name, (rows, padded length), start, end)
     search_of = decoder.compiled_search
 
@@ -147,31 +106,113 @@ def test_the_first_batch_of_each_program_is_decoded_side_by_side(random_run):
         return run
 
     decoder.compiled_search = spied
+    announced = []  # the `compiling` callback: how many programs, before them
+    record = {"decoder": decoder, "main_thread": threading.current_thread().name}
+
+    def translate(name, inputs):
+        calls.clear()
+        record[name] = {"outputs": decoder.translate(inputs, compiling=announced.append),
+                        "calls": list(calls), "announced": list(announced),
+                        "searches": list(decoder.compiled_searches),
+                        "tracing_count": decoder.compiled_searches[16]
+                        .experimental_get_tracing_count() if 16 in decoder.compiled_searches
+                        else None}
+
+    translate("first", sentences)
+    translate("again", sentences)
+    translate("eight", sentences[:8])
+    translate("five", sentences[:5])
+    return record
+
+
+def test_xla_search_gives_the_uncompiled_search_translations(random_run, xla_decodes):
+    out_dir, sentences = random_run
+    reference = _decoder(out_dir, "xla=false,batch_size=16").translate(sentences)
+    first = xla_decodes["first"]
+    assert first["outputs"] == reference
+    assert len(set(reference)) > 30                     # input-dependent outputs
+    # 40 sentences, batch 16: batches of 16, 16 and 8 inputs, the last one
+    # decoded as 16 rows too; lengths < 32 pad to 16 or 32: a handful of
+    # programs, not one per batch, and the search is traced once, not once
+    # per length or batch size.
+    vocab = xla_decodes["decoder"].vocab
+    lengths = {len(vocab.encode(s)) + 1 for s in sentences}
+    assert min(lengths) <= 16 < max(lengths)            # both length buckets
+    assert first["searches"] == [16]
+    assert first["tracing_count"] == 1
+    assert xla_decodes["again"]["tracing_count"] == 1
+    # Fewer inputs than a batch: as few rows as a power of two holds. (The
+    # uncompiled reference: any batch size of 5 or more decodes them as one batch.)
+    five = sentences[:5]
+    assert xla_decodes["five"]["outputs"] == \
+        _decoder(out_dir, "xla=false,batch_size=16").translate(five)
+    assert sorted(xla_decodes["five"]["searches"]) == [8, 16]
+
+
+def test_xla_auto_compiles_once_the_sentences_repay_it(random_run, monkeypatch):
+    """xla=auto (the default): a call runs uncompiled until this decoder's
+    uncompiled sentences and the call's reach AUTO_XLA_SENTENCES_PER_PROGRAM a
+    program not compiled yet; the translations are the same either way, and
+    the uncompiled search is traced once for every batch size and length."""
+    from decoding import decoder_of
+    from t2t_revival.decode import decoder as decoder_module
+    from t2t_revival.decode_length import AUTO_XLA_SENTENCES_PER_PROGRAM
+
+    out_dir, sentences = random_run
+    # The uncompiled search's translations, which the XLA search's equal
+    # (test_xla_search_gives_the_uncompiled_search_translations, the same
+    # sentences and settings).
     uncompiled = _decoder(out_dir, "xla=false,batch_size=16")
     reference = uncompiled.translate(sentences)
-    announced = []  # the `compiling` callback: how many programs, before them
-    assert decoder.translate(sentences, compiling=announced.append) == reference
-    assert announced == [2]
+    # Its uncompiled sentences and traces are counted: a decoder of its own.
+    auto = decoder_of(out_dir, settings=f"{FAST},batch_size=16", fresh=True)
+    assert auto.decode_hparams.xla == "auto"
+    assert auto.translate(sentences) == reference and not auto.compiled
+    assert auto.compiled_searches == {}
+    assert auto.uncompiled_search.experimental_get_tracing_count() == 1
+    # 40 sentences need 2 programs (16 rows; lengths 16 and 32): compiled
+    # once 2 * per_program sentences are reached, counting the 40 above.
+    assert not auto.compiles(2 * AUTO_XLA_SENTENCES_PER_PROGRAM - 41, 2)
+    assert auto.compiles(2 * AUTO_XLA_SENTENCES_PER_PROGRAM - 40, 2)
+    assert auto.compiles(1, 0)           # nothing left to compile: the programs run
+    monkeypatch.setattr(decoder_module, "AUTO_XLA_SENTENCES_PER_PROGRAM", 30)
+    twenty = uncompiled.translate(sentences[:20])
+    assert auto.translate(sentences[:20]) == twenty and auto.compiled   # 60 >= 2 * 30
+    assert sorted(auto.compiled_searches) == [16]
+    assert _decoder(out_dir, "xla=false").compiles(10 ** 6, 1) is False
+    assert _decoder(out_dir, "xla=true").compiles(1, 5) is True
+
+
+def test_the_first_batch_of_each_program_is_decoded_side_by_side(random_run, xla_decodes):
+    """XLA compiles a program on its first batch: the first batches of a
+    file's programs run at once, in threads of their own, then the rest; a
+    second call with the same programs compiles nothing and runs none ahead."""
+    out_dir, sentences = random_run
+    uncompiled = _decoder(out_dir, "xla=false,batch_size=16")
+    reference = uncompiled.translate(sentences)
+    main_thread = xla_decodes["main_thread"]
+    first, again, eight = (xla_decodes[k] for k in ("first", "again", "eight"))
+    assert first["outputs"] == reference
+    assert first["announced"] == [2]
     # 40 sentences of both length buckets: batches of 16, 16 and 8 (as 16 rows).
+    calls = first["calls"]
     programs = {shape for _, shape, _, _ in calls}
     assert programs == {(16, 16), (16, 32)} and len(calls) == 3
     ahead = [c for c in calls if c[0].startswith("compile_ahead")]
     assert sorted(shape for _, shape, _, _ in ahead) == sorted(programs)
     assert max(c[2] for c in ahead) < min(c[3] for c in ahead)  # at the same time
     rest = [c for c in calls if c not in ahead]
-    assert len(rest) == 1 and rest[0][0] == threading.current_thread().name
+    assert len(rest) == 1 and rest[0][0] == main_thread
     assert rest[0][2] > max(c[3] for c in ahead)                # after them
-    calls.clear()
-    assert decoder.translate(sentences, compiling=announced.append) == reference
-    assert len(calls) == 3 and not any(c[0].startswith("compile_ahead") for c in calls)
-    assert announced == [2]  # nothing compiled, nothing announced
+    assert again["outputs"] == reference
+    assert len(again["calls"]) == 3
+    assert not any(c[0].startswith("compile_ahead") for c in again["calls"])
+    assert again["announced"] == [2]  # nothing compiled, nothing announced
     # One new program (a batch of 8 rows): announced, and compiled in the
     # caller's thread (nothing to run side by side).
-    calls.clear()
-    assert decoder.translate(sentences[:8], compiling=announced.append) == \
-        uncompiled.translate(sentences[:8])
-    assert announced == [2, 1]
-    assert [c[0] for c in calls] == [threading.current_thread().name]
+    assert eight["outputs"] == uncompiled.translate(sentences[:8])
+    assert eight["announced"] == [2, 1]
+    assert [c[0] for c in eight["calls"]] == [main_thread]
 
 
 def test_the_progress_bar_says_what_the_wait_for_compilation_is():
@@ -210,7 +251,8 @@ def test_an_over_long_line_is_cut_and_counted(random_run):
 
     out_dir, sentences = random_run
     long = " ".join(sentences[:4])                      # far more than 32 tokens
-    decoder = _decoder(out_dir, "batch_size=4")
+    # (test_token_batching's decoder: 3 lines are one batch at any batch size >= 3.)
+    decoder = _decoder(out_dir, "batch_size=8")
     assert len(decoder.vocab.encode(long)) + 1 > MAX_LENGTH
     outputs = decoder.translate([sentences[5], long, sentences[6]])
     assert decoder.cut_inputs == 1
@@ -249,12 +291,10 @@ def test_the_decoder_cli_reports_the_cut_lines(random_run, tmp_path):
     stamps = [float(p[2]) for p in phases]
     assert stamps == sorted(stamps)
     assert len((tmp_path / "out.de").read_text(encoding="utf-8").splitlines()) == 3
-    refused = subprocess.run([sys.executable, "-m", "t2t_revival.cli.decoder",
-                              f"--output_dir={out_dir}", f"--decode_from_file={source}",
-                              f"--decode_to_file={tmp_path / 'refused.de'}",
-                              f"--decode_hparams={FAST},long_inputs=refuse"],
-                             capture_output=True, text=True, env=ENV, timeout=600)
-    from conftest import one_line_error
+    # The refusal, in this process (its one line is the subject, not the process's start-up).
+    refused = run_cli("decoder", f"--output_dir={out_dir}", f"--decode_from_file={source}",
+                      f"--decode_to_file={tmp_path / 'refused.de'}",
+                      f"--decode_hparams={FAST},long_inputs=refuse")
     one_line_error(refused, "t2t-decoder", "input line 2", "long_inputs=cut")
     assert not (tmp_path / "refused.de").exists()
 
@@ -295,17 +335,49 @@ def test_xla_saved_model_loads_and_serves_like_the_decoder(random_run, tmp_path)
     assert json.loads(out.stdout.strip().splitlines()[-1]) == [expected, expected_two]
 
 
-def _benchmark_report(script, random_run, tmp_path, *flags) -> dict:
+def _benchmark(script, *args, in_process=False):
+    """`python -m benchmarks.<script> ARGS`, finished: in a process of its own,
+    or with `in_process` in this one (as `harness.run` runs it: a UserError
+    is one line and exit 2). A text `subprocess.CompletedProcess`.
+
+    decode_profile and decode_speed set TensorFlow's threads (and XLA's dump
+    flags) for their whole process before loading a model, which a process
+    that has run TensorFlow already cannot: they always get their own;
+    decode_steps sets nothing of the kind and runs in this one."""
+    if not in_process:
+        return subprocess.run([sys.executable, "-m", f"benchmarks.{script}", *args],
+                              env=ENV, capture_output=True, text=True, timeout=600)
+    import contextlib
+    import importlib
+    import io
+
+    from benchmarks import harness
+
+    module = importlib.import_module(f"benchmarks.{script}")
+    stdout, stderr = io.StringIO(), io.StringIO()
+    argv, sys.argv = sys.argv, [script, *args]
+    status = 0
+    try:
+        with contextlib.redirect_stdout(stdout), contextlib.redirect_stderr(stderr):
+            try:
+                harness.run(module.main, module.PROG)
+            except SystemExit as e:
+                status = e.code if isinstance(e.code, int) else (0 if e.code is None else 1)
+    finally:
+        sys.argv = argv
+    return subprocess.CompletedProcess([script, *args], status, stdout.getvalue(),
+                                       stderr.getvalue())
+
+
+def _benchmark_report(script, random_run, tmp_path, *flags, in_process=False) -> dict:
     """The JSON report of `python -m benchmarks.<script>` on the random
-    model's first 6 sentences, with the short decode length and `flags`."""
+    model's first 6 sentences, with the short decode length and `flags`
+    (`_benchmark`)."""
     out_dir, sentences = random_run
     source = tmp_path / "source.txt"
     source.write_text("\n".join(sentences[:6]) + "\n", encoding="utf-8")
-    proc = subprocess.run(
-        [sys.executable, "-m", f"benchmarks.{script}",
-         f"--output_dir={out_dir}", f"--source={source}", f"--decode_hparams={FAST}",
-         *flags],
-        env=ENV, capture_output=True, text=True, timeout=600)
+    proc = _benchmark(script, f"--output_dir={out_dir}", f"--source={source}",
+                      f"--decode_hparams={FAST}", *flags, in_process=in_process)
     assert proc.returncode == 0, proc.stderr[-3000:]
     return json.loads(proc.stdout.strip().splitlines()[-1])
 
@@ -334,7 +406,8 @@ def test_decode_steps_counts_the_staged_loops_steps(random_run, tmp_path):
     sentences at batch 8 run as one batch of 8 rows (the last sentence
     repeated), in stages of 8 and 4 elements; at batch 1 every step is of
     one element, which searches until its last step."""
-    report = _benchmark_report("decode_steps", random_run, tmp_path, "--batch_size=8")
+    report = _benchmark_report("decode_steps", random_run, tmp_path, "--batch_size=8",
+                               in_process=True)
     stages = {int(k): v for k, v in report["stage_steps"].items()}
     assert report["sentences"] == 6 and set(stages) <= {8, 4} and stages[8] >= 1
     assert sum(stages.values()) == report["steps"] <= MAX_LENGTH + 6
@@ -344,7 +417,8 @@ def test_decode_steps_counts_the_staged_loops_steps(random_run, tmp_path):
     assert report["searching_share"] == round(
         report["searching_element_steps"] / report["element_steps"], 4)
 
-    single = _benchmark_report("decode_steps", random_run, tmp_path, "--batch_size=1")
+    single = _benchmark_report("decode_steps", random_run, tmp_path, "--batch_size=1",
+                               in_process=True)
     assert single["stage_steps"] == {"1": single["steps"]}
     assert single["searching_element_steps"] == single["element_steps"] == single["steps"]
     assert single["searching_share"] == 1.0
@@ -438,8 +512,6 @@ def test_decode_speed_refuses_a_bad_setting_in_one_line(flags, needle, tmp_path)
                                            ("decode_speed", ["--no-ctranslate2"]),
                                            ("decode_steps", [])])
 def test_a_decoding_benchmark_without_a_model_says_so_in_one_line(script, flags, tmp_path):
-    proc = subprocess.run(
-        [sys.executable, "-m", f"benchmarks.{script}",
-         f"--output_dir={tmp_path / 'missing'}", *flags],
-        env=ENV, capture_output=True, text=True, timeout=600)
+    proc = _benchmark(script, f"--output_dir={tmp_path / 'missing'}", *flags,
+                      in_process=script == "decode_steps")
     one_line_error(proc, script, "--output_dir")

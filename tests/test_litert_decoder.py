@@ -3,6 +3,7 @@
 
 import json
 import os
+import pathlib
 import shutil
 import subprocess
 import sys
@@ -47,13 +48,32 @@ def _decode(run, cache, *args, stdin=""):
                           env=dict(ENV, T2T_COMPILE_CACHE=str(cache)))
 
 
-def test_a_small_job_converts_once_then_answers_without_tensorflow(random_run, source,
-                                                                   tmp_path):
-    cache = tmp_path / "cache"
-    first = _decode(random_run, cache, f"--decode_from_file={source}",
-                    f"--decode_to_file={tmp_path / 'first.de'}")
+@pytest.fixture(scope="module")
+def first_job(random_run, tmp_path_factory):
+    """The first small job of the run, in a fresh process with an empty
+    compile cache: it converts the run to LiteRT programs, kept in the
+    cache (once for the module; each test takes a copy of the cache, which
+    its jobs may change). Returns (the finished process, the cache, the
+    translations it wrote)."""
+    folder = tmp_path_factory.mktemp("first_job")
+    source = folder / "source.en"
+    source.write_text("".join(s + "\n" for s in SENTENCES), encoding="utf-8")
+    first = _decode(random_run, folder / "cache", f"--decode_from_file={source}",
+                    f"--decode_to_file={folder / 'first.de'}")
     assert first.returncode == 0, first.stderr[-3000:]
+    return first, folder / "cache", (folder / "first.de").read_text(encoding="utf-8")
+
+
+def _cache_after_the_first_job(first_job, tmp_path):
+    """A copy of `first_job`'s compile cache, this test's own."""
+    return pathlib.Path(shutil.copytree(first_job[1], tmp_path / "cache"))
+
+
+def test_a_small_job_converts_once_then_answers_without_tensorflow(random_run, first_job,
+                                                                   source, tmp_path):
+    first, _, first_translations = first_job
     assert "Converting " in first.stderr and "to LiteRT programs" in first.stderr
+    cache = _cache_after_the_first_job(first_job, tmp_path)
     entries = os.listdir(cache / "litert")
     assert len(entries) == 1 and not entries[0].startswith(".tmp-")
     second = _decode(random_run, cache, f"--decode_from_file={source}",
@@ -70,7 +90,7 @@ def test_a_small_job_converts_once_then_answers_without_tensorflow(random_run, s
     assert "tensorflow imported: True" in plain.stderr
     translations = (tmp_path / "second.de").read_text(encoding="utf-8")
     assert translations == (tmp_path / "tf.de").read_text(encoding="utf-8")
-    assert translations == (tmp_path / "first.de").read_text(encoding="utf-8")
+    assert translations == first_translations
     lines = translations.split("\n")
     assert lines[2] == "" and any(lines)
     # The same inputs cut to max_length (16), and said the same way.
@@ -84,11 +104,9 @@ def test_a_small_job_converts_once_then_answers_without_tensorflow(random_run, s
     assert "tensorflow imported: False" in typed.stderr
 
 
-def test_a_damaged_entry_is_said_removed_and_converted_anew(random_run, source, tmp_path):
-    cache = tmp_path / "cache"
-    first = _decode(random_run, cache, f"--decode_from_file={source}",
-                    f"--decode_to_file={tmp_path / 'first.de'}")
-    assert first.returncode == 0, first.stderr[-3000:]
+def test_a_damaged_entry_is_said_removed_and_converted_anew(random_run, first_job, source,
+                                                           tmp_path):
+    cache = _cache_after_the_first_job(first_job, tmp_path)   # converted by the first job
     (entry,) = (cache / "litert").iterdir()
     step = entry / "step.tflite"
     step.write_bytes(step.read_bytes()[:1000])   # truncated, as by a full disk
@@ -98,7 +116,7 @@ def test_a_damaged_entry_is_said_removed_and_converted_anew(random_run, source, 
     said = [l for l in again.stderr.splitlines() if "damaged LiteRT program cache entry" in l]
     assert len(said) == 1 and "step.tflite has 1,000 bytes of" in said[0], again.stderr
     assert "Converting" in again.stderr and "Traceback" not in again.stderr
-    assert (tmp_path / "again.de").read_text() == (tmp_path / "first.de").read_text()
+    assert (tmp_path / "again.de").read_text() == first_job[2]
     assert json.loads((entry / "manifest.json").read_text())["files"]["step.tflite"]["size"] \
         == step.stat().st_size > 1000
 
