@@ -302,6 +302,8 @@ def multi30k_data_dir(shared_data, tmp_path_factory):
     registered.get("translate_ende_multi30k")(download=False).generate_data(
         str(data_dir), str(shared_data / "multi30k"))
     return data_dir, time.time() - start
+
+
 @pytest.fixture(scope="session")
 def readme_run(shared_data, tmp_path_factory):
     """The README's blocks, run once per session as a newcomer runs them
@@ -327,20 +329,28 @@ def tiny_run(readme_run):
 @pytest.fixture(scope="session")
 def tiny_run_test_decodes(tiny_run, shared_data, tmp_path_factory):
     """t2t-decoder (a fresh process, the default search: beam 4, batches of 32)
-    of the tiny_run on the 1000 Multi30k test sentences, with the reference:
-    decoded once, read by test_decoder (the CLI's file, BLEU, progress) and
-    test_ctranslate2_export (the translations CTranslate2 is compared with,
-    those of `Decoder(out_dir).translate`). Returns (the finished subprocess,
-    the path of the translations)."""
+    of the tiny_run on the first TINY_RUN_TEST_LINES Multi30k test sentences,
+    with their references: decoded once, read by test_decoder (the CLI's file,
+    BLEU, progress) and test_ctranslate2_export (the translations CTranslate2
+    is compared with, those of `Decoder(out_dir).translate`). Returns (the
+    finished subprocess, the path of the translations)."""
+    import gzip
     import subprocess
     import sys
 
+    from readme_workflow import TINY_RUN_TEST_LINES
+
     out_dir, _ = tiny_run
-    hyp = tmp_path_factory.mktemp("tiny_run_test_decodes") / "test.hyp.de"
+    folder = tmp_path_factory.mktemp("tiny_run_test_decodes")
+    for lang in ("en", "de"):
+        with gzip.open(shared_data / "multi30k" / f"test_2016_flickr.{lang}.gz", "rt",
+                       encoding="utf-8") as f:
+            lines = [next(f) for _ in range(TINY_RUN_TEST_LINES)]
+        (folder / f"test.{lang}").write_text("".join(lines), encoding="utf-8")
+    hyp = folder / "test.hyp.de"
     out = subprocess.run(
         [sys.executable, "-m", "t2t_revival.cli.decoder", f"--output_dir={out_dir}",
-         f"--decode_from_file={shared_data / 'multi30k' / 'test_2016_flickr.en.gz'}",
-         f"--decode_reference={shared_data / 'multi30k' / 'test_2016_flickr.de.gz'}",
+         f"--decode_from_file={folder / 'test.en'}", f"--decode_reference={folder / 'test.de'}",
          f"--decode_to_file={hyp}"],
         capture_output=True, text=True, env=ENV, timeout=1800)
     assert out.returncode == 0, out.stderr[-3000:]
@@ -425,3 +435,4 @@ def checkpoint_step(prefix) -> int:
     key = next(k for k in reader.get_variable_to_shape_map()
                if k.startswith("optimizer/00000_iteration"))
     return int(reader.get_tensor(key))
+

@@ -10,7 +10,7 @@ import threading
 
 import pytest
 
-from conftest import ENV, ROOT, one_line_error
+from conftest import ENV, one_line_error
 
 
 def _cli(module, *args, **kw):
@@ -95,20 +95,36 @@ print(json.dumps({
 
 
 @pytest.fixture(scope="module")
-def exported(tiny_run, tmp_path_factory):
-    from t2t_revival.export.saved_model_export import export_saved_model
+def exported(tiny_run, readme_run, tmp_path_factory):
+    """The SavedModel that t2t-trainer --export_saved_model writes at the end of
+    a run, made once for this file's slow tests: on a copy of the tiny_run
+    (without its export/) already at its train_steps, so the trainer resumes,
+    trains nothing and exports the best checkpoint (that run's only
+    evaluation: its last step) with `export_saved_model`. Returns (the copy,
+    its export folder, the version folder, the trainer's result)."""
+    from conftest import run_cli
+    from readme_workflow import TINY_RUN_STEPS
 
     out_dir, _ = tiny_run
-    base = tmp_path_factory.mktemp("export")
-    path = export_saved_model(str(out_dir), export_dir=str(base))
-    return out_dir, base, path
+    run_dir = tmp_path_factory.mktemp("export") / "run"
+    shutil.copytree(out_dir, run_dir, ignore=shutil.ignore_patterns("export"))
+    # (In this process: the trainer's output and files are the subject; the
+    # data are the README run's own, which its main job made.)
+    out = run_cli("trainer", "--problem=translate_ende_multi30k",
+                  "--hparams_set=transformer_tiny", f"--data_dir={readme_run.data_dir()}",
+                  f"--output_dir={run_dir}", f"--train_steps={TINY_RUN_STEPS}",
+                  "--local_eval_frequency=0", "--eval_decode_sentences=0",
+                  "--export_saved_model")
+    assert out.returncode == 0, out.stderr[-3000:]
+    base = run_dir / "export"
+    return run_dir, base, str(base / str(TINY_RUN_STEPS)), out
 
 
 @pytest.mark.slow
 def test_export_layout_and_warmup(exported):
     import tensorflow as tf
 
-    out_dir, base, path = exported
+    out_dir, base, path, _ = exported
     step = int(tf.train.latest_checkpoint(str(out_dir)).rsplit("-", 1)[1])
     assert sorted(os.listdir(base)) == [str(step)]       # only the version, no temp dirs
     assert os.path.isfile(os.path.join(path, "saved_model.pb"))
@@ -128,7 +144,7 @@ def test_saved_model_matches_decoder_in_a_clean_process(exported, tmp_path):
     from t2t_revival.special_ids import EOS_ID
     from decoding import decoder_of
 
-    out_dir, _, path = exported
+    out_dir, _, path, _ = exported
     decoder = decoder_of(str(out_dir), settings="batch_size=64")
     expected = decoder.translate(SENTENCES)
     assert expected[1] == "" and expected[4] == ""
@@ -160,7 +176,7 @@ def test_saved_model_matches_decoder_in_a_clean_process(exported, tmp_path):
 
 @pytest.mark.slow
 def test_saved_model_cli_shows_both_signatures(exported):
-    _, _, path = exported
+    _, _, path, _ = exported
     cli = os.path.join(os.path.dirname(sys.executable), "saved_model_cli")
     command = [cli] if os.path.exists(cli) else [
         sys.executable, "-m", "tensorflow.python.tools.saved_model_cli"]
@@ -184,30 +200,24 @@ def test_saved_model_cli_shows_both_signatures(exported):
 
 @pytest.mark.slow
 def test_exporter_cli_no_checkpoint_is_one_line(tiny_run, tmp_path):
+    from conftest import run_cli
+
     out_dir, _ = tiny_run
     for name in ("hparams.json", "run.json", "vocab.model"):
         shutil.copy(out_dir / name, tmp_path / name)
-    out = _cli("t2t_revival.cli.exporter", f"--output_dir={tmp_path}")
+    # (In this process: the exporter's one-line error is the subject.)
+    out = run_cli("exporter", f"--output_dir={tmp_path}")
     one_line_error(out, "t2t-exporter", "no checkpoint", "Received: output_dir=")
     assert not (tmp_path / "export").exists() or not os.listdir(tmp_path / "export")
 
 
 @pytest.mark.slow
-def test_trainer_export_saved_model_flag(tiny_run, multi30k_data_dir, tmp_path):
+def test_trainer_export_saved_model_flag(exported):
+    """Already at train_steps, t2t-trainer --export_saved_model resumes, trains
+    nothing, and exports (the `exported` fixture's run)."""
     from readme_workflow import TINY_RUN_STEPS
 
-    out_dir, _ = tiny_run
-    data_dir, _ = multi30k_data_dir
-    run_dir = tmp_path / "run"
-    shutil.copytree(out_dir, run_dir, ignore=shutil.ignore_patterns("export"))
-    # Already at train_steps: the trainer resumes, trains nothing, and exports.
-    out = subprocess.run(
-        [sys.executable, str(ROOT / "t2t_trainer.py"), "--problem=translate_ende_multi30k",
-         "--hparams_set=transformer_tiny", f"--data_dir={data_dir}",
-         f"--output_dir={run_dir}", f"--train_steps={TINY_RUN_STEPS}",
-         "--local_eval_frequency=0", "--eval_decode_sentences=0", "--export_saved_model"],
-        capture_output=True, text=True, env=ENV, timeout=900)
-    assert out.returncode == 0, out.stderr[-3000:]
+    run_dir, _, _, out = exported
     version = run_dir / "export" / str(TINY_RUN_STEPS)
     assert (version / "saved_model.pb").is_file(), out.stdout
     assert (version / "assets.extra" / "tf_serving_warmup_requests").is_file()
