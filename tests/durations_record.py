@@ -68,6 +68,7 @@ class DurationsRecord:
         self.started = time.time()
         self.tests: dict[str, dict] = {}
         self.fake_trainings = 0
+        self.base_temp = None   # (xdist) the workers' common folder, as they report it
 
     def pytest_runtest_logreport(self, report):
         test = self.tests.setdefault(report.nodeid, {"nodeid": report.nodeid,
@@ -84,7 +85,10 @@ class DurationsRecord:
 
     def pytest_testnodedown(self, node, error):
         """(xdist) A worker's count of the trainings it ran with the fake update."""
-        self.fake_trainings += getattr(node, "workeroutput", {}).get("fake_trainings", 0)
+        output = getattr(node, "workeroutput", {})
+        self.fake_trainings += output.get("fake_trainings", 0)
+        if output.get("base_temp"):
+            self.base_temp = pathlib.Path(output["base_temp"])
 
     def pytest_sessionfinish(self, session, exitstatus):
         if not self.tests:
@@ -97,7 +101,7 @@ class DurationsRecord:
             "wall_s": round(time.time() - self.started, 1),
             "load_average_at_end": [round(x, 2) for x in os.getloadavg()],
             "cpu_count": os.cpu_count(),
-            "trainings": trainings(session.config, self.fake_trainings),
+            "trainings": trainings(self.base_temp or BASE_TEMP[0], self.fake_trainings),
             "tests": sorted(self.tests.values(), key=lambda t: t["nodeid"]),
         }
         RECORD.parent.mkdir(parents=True, exist_ok=True)
@@ -108,20 +112,30 @@ class DurationsRecord:
 
 # Trainings this process ran with `FakeUpdateStep` (it counts itself here).
 FAKE_TRAININGS = [0]
+# The folder all of this run's temporary folders are in (set by the fixture below).
+BASE_TEMP: list = [None]
 
 
-def trainings(config, fake: int) -> dict:
+@pytest.fixture(scope="session", autouse=True)
+def base_temp_of_the_run(tmp_path_factory):
+    """Note the run's base temporary folder for `trainings` (under xdist,
+    the workers' folders are in their base's parent)."""
+    base = tmp_path_factory.getbasetemp()
+    BASE_TEMP[0] = base.parent if os.environ.get("PYTEST_XDIST_WORKER") else base
+
+
+def trainings(base: pathlib.Path | None, fake: int) -> dict:
     """How many trainings the run made: each training loop writes one
     TensorBoard file, `<output_dir>/train/events.out.tfevents.<time>...`, so
     the distinct file names under the run's temporary folders count the
     training runs (a copied run directory carries its original's file, of
     the same name), and each directory's earliest one the runs from
     scratch; the other ones are resumes. `fake` of them updated with
-    `FakeUpdateStep` (the loop and the model real, no update computed)."""
-    base = config._tmp_path_factory.getbasetemp()   # the xdist workers' folders are in it
+    `FakeUpdateStep` (the loop and the model real, no update computed).
+    `base` is None where no test asked for a fixture (nothing trained)."""
     runs: dict[str, str] = {}   # file name -> its directory's earliest
     by_folder: dict[pathlib.Path, list[str]] = {}
-    for path in base.rglob("events.out.tfevents.*"):
+    for path in (base.rglob("events.out.tfevents.*") if base else ()):
         if path.parent.name == "train":
             by_folder.setdefault(path.parent, []).append(path.name)
     names = {n for found in by_folder.values() for n in found}
@@ -139,3 +153,4 @@ def pytest_sessionfinish(session, exitstatus):
     """(On an xdist worker) send its count of fake-update trainings to the controller."""
     if hasattr(session.config, "workeroutput"):
         session.config.workeroutput["fake_trainings"] = FAKE_TRAININGS[0]
+        session.config.workeroutput["base_temp"] = str(BASE_TEMP[0] or "")

@@ -3,6 +3,8 @@ build/test-durations.json at the end of every run, and
 `benchmarks/suite_durations.py` sums it by file."""
 
 import json
+import pathlib
+import tempfile
 import types
 
 import pytest
@@ -20,11 +22,12 @@ class _Report:
             self.node = types.SimpleNamespace(gateway=types.SimpleNamespace(id=worker))
 
 
-class _Config:
-    """What `trainings` reads of pytest's config: the base temporary folder."""
-
-    def __init__(self, base):
-        self._tmp_path_factory = types.SimpleNamespace(getbasetemp=lambda: base)
+@pytest.fixture
+def outside():
+    """A folder outside the run's base temp: the events made here are not
+    this run's trainings (its own record counts what is under base temp)."""
+    with tempfile.TemporaryDirectory() as folder:
+        yield pathlib.Path(folder)
 
 
 def _events(folder, *names):
@@ -33,34 +36,40 @@ def _events(folder, *names):
         (folder / "train" / f"events.out.tfevents.{name}").write_bytes(b"")
 
 
-def test_trainings_count_each_loop_once_and_a_copy_not_again(tmp_path):
-    _events(tmp_path / "gw0" / "a" / "run", "100.host.1", "200.host.2")   # a run and a resume
-    _events(tmp_path / "gw0" / "b" / "run", "100.host.1")                 # a copy of a's
-    _events(tmp_path / "gw1" / "c" / "run", "300.host.3")                 # another run
-    (tmp_path / "gw1" / "c" / "run" / "eval").mkdir()
-    (tmp_path / "gw1" / "c" / "run" / "eval" / "events.out.tfevents.400.host.3").write_bytes(b"")
-    assert durations_record.trainings(_Config(tmp_path), fake=1) == {
+def test_trainings_count_each_loop_once_and_a_copy_not_again(outside):
+    _events(outside / "gw0" / "a" / "run", "100.host.1", "200.host.2")   # a run and a resume
+    _events(outside / "gw0" / "b" / "run", "100.host.1")                 # a copy of a's
+    _events(outside / "gw1" / "c" / "run", "300.host.3")                 # another run
+    (outside / "gw1" / "c" / "run" / "eval").mkdir()
+    (outside / "gw1" / "c" / "run" / "eval" / "events.out.tfevents.400.host.3").write_bytes(b"")
+    assert durations_record.trainings(outside, fake=1) == {
         "runs": 3, "from_scratch": 2, "from_scratch_fake_update": 1,
         "from_scratch_real_update": 1}
 
 
-def test_the_record_sums_each_tests_phases_and_is_written_whole(tmp_path, monkeypatch):
-    record_path = tmp_path / "build" / "test-durations.json"
+def test_the_record_sums_each_tests_phases_and_is_written_whole(outside, monkeypatch):
+    record_path = outside / "build" / "test-durations.json"
     monkeypatch.setattr(durations_record, "RECORD", record_path)
-    monkeypatch.setattr(durations_record, "FAKE_TRAININGS", [2])
-    writer = durations_record.DurationsRecord(_Config(tmp_path))
+    monkeypatch.setattr(durations_record, "FAKE_TRAININGS", [1])
+    monkeypatch.setattr(durations_record, "BASE_TEMP", [None])
+    for run, names in (("a", ["100.host.1", "200.host.1"]), ("b", ["300.host.1"]), ("c", ["400.host.1"])):
+        _events(outside / "gw1" / run, *names)
+    writer = durations_record.DurationsRecord(None)
     for report in (_Report("tests/test_a.py::test_x@test_a", "setup", 3.0, 2.5, worker="gw0"),
                    _Report("tests/test_a.py::test_x@test_a", "call", 1.0, 0.75, worker="gw0"),
                    _Report("tests/test_a.py::test_x@test_a", "teardown", 0.5, 0.0, worker="gw0"),
                    _Report("tests/test_a.py::test_y@test_a", "setup", 0.0, 0.0, "skipped"),
                    _Report("tests/test_b.py::test_z@test_b", "call", 2.0, 1.0, "failed")):
         writer.pytest_runtest_logreport(report)
-    writer.pytest_testnodedown(types.SimpleNamespace(workeroutput={"fake_trainings": 3}), None)
-    session = types.SimpleNamespace(config=_Config(tmp_path))
+    writer.pytest_testnodedown(types.SimpleNamespace(
+        workeroutput={"fake_trainings": 1, "base_temp": str(outside)}), None)
+    session = types.SimpleNamespace(config=None)
     writer.pytest_sessionfinish(session, 1)
     record = json.loads(record_path.read_text(encoding="utf-8"))
     assert [p.name for p in record_path.parent.iterdir()] == ["test-durations.json"]
-    assert record["exit_status"] == 1 and record["trainings"]["from_scratch_fake_update"] == 5
+    assert record["exit_status"] == 1
+    assert record["trainings"] == {"runs": 4, "from_scratch": 3, "from_scratch_fake_update": 2,
+                                   "from_scratch_real_update": 1}
     x, y, z = record["tests"]
     assert x == {"nodeid": "tests/test_a.py::test_x@test_a", "outcome": "passed",
                  "cpu_s": 3.25, "setup_s": 3.0, "call_s": 1.0, "teardown_s": 0.5,
