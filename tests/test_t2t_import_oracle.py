@@ -83,16 +83,26 @@ def _t2t_ids(decoded, inputs):
 
 
 def _our_search(trained, inputs, beam_size):
+    """Our search of each input alone, as T2T's infer got it: the decoder's
+    uncompiled search, traced once for all input lengths (`search` with a
+    Python int limit traced once per length: seconds each), its limit the
+    input's length + extra_length (DECODE_LENGTH; the imported run's
+    sinusoids set no cap)."""
+    import tensorflow as tf
+
     from t2t_revival.decode.decoder import Decoder
     from t2t_revival.decode_hparams import DecodeHParams
 
+    assert trained.hparams.position_encoding == "t2t_sinusoid"
     decoder = Decoder(trained, DecodeHParams(beam_size=beam_size, alpha=0.6,
                                              extra_length=DECODE_LENGTH, xla=False))
     results = []
     for row in inputs:
         source = row[:int((row != 0).sum())][None, :]   # alone, as T2T's infer got it
-        sequences, _ = decoder.search(source, source.shape[1] + DECODE_LENGTH)
-        results.append(_until_eos(np.asarray(sequences)[0]))
+        sequences, _ = decoder.uncompiled_search(tf.constant(source))
+        sequences = np.asarray(sequences)[0]
+        assert len(sequences) == source.shape[1] + DECODE_LENGTH
+        results.append(_until_eos(sequences))
     return results
 
 
