@@ -15,7 +15,7 @@ import sys
 
 import pytest
 
-from conftest import ROOT
+from conftest import run_cli
 from t2t_revival.metrics import (BleuInputError, bleu_tokenize, moses_tokenize, read_lines,
                                  sacre_bleu, split_compounds, tokenized_bleu)
 from t2t_revival.metrics.t2t_bleu import t2t_bleu as t2t_figure
@@ -55,10 +55,10 @@ def multi30k(shared_data, tmp_path_factory):
     return str(hyp), str(ref), hypotheses, references
 
 
-def t2t_bleu(*args, **env):
-    env = dict(os.environ, PYTHONPATH=str(ROOT), **env)
-    return subprocess.run([sys.executable, "-m", "t2t_revival.cli.bleu", *args],
-                          capture_output=True, text=True, env=env, timeout=120)
+def t2t_bleu(*args):
+    """`t2t-bleu ARGS`, run in this process (`run_cli`: its output, files and
+    exit status are the subject here, not a fresh process's start)."""
+    return run_cli("bleu", *args)
 
 
 def multi_bleu_perl(hypotheses, references):
@@ -168,15 +168,15 @@ def test_read_lines_and_library_errors(tmp_path):
         tokenized_bleu([], [])
 
 
-def test_cli_paths_may_start_with_a_tilde(tmp_path):
+def test_cli_paths_may_start_with_a_tilde(tmp_path, monkeypatch):
     """`--translation=~/x`: the shell leaves a `~` after `=` as it is; the CLI
     reads it as the home folder, as t2t-trainer always did."""
     # (Four words at least: a text without a 4-gram scores 0.)
     sentence = "Ein Hund läuft über die Wiese.\n"
     (tmp_path / "hyp.txt").write_text(sentence, encoding="utf-8")
     (tmp_path / "ref.txt").write_text(sentence, encoding="utf-8")
-    out = t2t_bleu("--translation=~/hyp.txt", "--reference=~/ref.txt", "--json",
-                   HOME=str(tmp_path))
+    monkeypatch.setenv("HOME", str(tmp_path))
+    out = t2t_bleu("--translation=~/hyp.txt", "--reference=~/ref.txt", "--json")
     assert out.returncode == 0, out.stderr
     assert json.loads(out.stdout)["sacrebleu"]["score"] == pytest.approx(100.0)
 

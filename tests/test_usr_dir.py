@@ -8,7 +8,7 @@ import textwrap
 
 import pytest
 
-from conftest import ENV, ROOT, one_line_error, readme_block
+from conftest import ENV, ROOT, one_line_error, readme_block, run_cli
 
 _PROBLEM = '''
 from t2t_revival.data.text2text_problem import Text2TextProblem
@@ -114,22 +114,27 @@ def test_recorded_usr_dir_that_vanished_is_one_line(tmp_path, module, prog):
     one_line_error(out, prog, str(gone), "no longer exists", "--t2t_usr_dir")
 
 
-def test_recorded_usr_dir_is_imported_and_flag_wins(tmp_path):
+def test_recorded_usr_dir_is_imported_and_flag_wins(tmp_path, monkeypatch):
     """The averager of a directory imports the recorded usr_dir (its error
-    shows it was imported); an explicit --t2t_usr_dir replaces it."""
+    shows it was imported); an explicit --t2t_usr_dir replaces it. (In this
+    process, `run_cli`: the averager imports TensorFlow, a process's start
+    is not the subject, and neither module registers a name; the folders
+    the imports put on sys.path, and the modules, are taken out after.)"""
+    monkeypatch.setattr(sys, "path", list(sys.path))
     bad = tmp_path / "recorded_usr"
     bad.mkdir()
     (bad / "rec_mod.py").write_text("raise ValueError('recorded one imported')\n")
     out_dir = tmp_path / "run"
     out_dir.mkdir()
     (out_dir / "run.json").write_text(json.dumps({"problem": "x", "usr_dir": str(bad)}))
-    out = _cli("avg_checkpoints", f"--output_dir={out_dir}")
+    out = run_cli("avg_checkpoints", f"--output_dir={out_dir}")
     one_line_error(out, "t2t-avg-checkpoints", "recorded one imported", f"{bad / 'rec_mod.py'}:1")
     good = tmp_path / "explicit_usr"
     good.mkdir()
     (good / "explicit_mod.py").write_text("X = 1\n")
-    out = _cli("avg_checkpoints", f"--output_dir={out_dir}", f"--t2t_usr_dir={good}")
+    out = run_cli("avg_checkpoints", f"--output_dir={out_dir}", f"--t2t_usr_dir={good}")
     one_line_error(out, "t2t-avg-checkpoints", "no checkpoints")
+    sys.modules.pop("explicit_mod", None)
 
 
 @pytest.mark.slow
@@ -140,11 +145,12 @@ def test_readme_usr_dir_problem_end_to_end_with_dev_bleu(tmp_path):
 
     It is also issue #15's acceptance run: the problem reads the WMT14 sample
     (train_sample_tokenized) with newstest2013 as dev, and the trainer, scaled
-    down (test_dev_metric.DEV_BLEU_FLAGS), scores dev BLEU at each evaluation;
-    check_dev_bleu_run then checks TensorBoard, best/ and a t2t-decoder run on
-    best/, again without the flag, giving the recorded BLEU. max_length=256
-    keeps every one of the first dev sentences, so the decoder sees the same
-    sentences as the trainer."""
+    down to a few updates (test_dev_metric.DEV_BLEU_FLAGS), scores dev BLEU at
+    each evaluation; check_dev_bleu_run then checks TensorBoard, best/ and a
+    t2t-decoder run on best/, again without the flag, giving the recorded BLEU.
+    max_length=256 keeps every one of the first dev sentences, so the decoder
+    sees the same sentences as the trainer. (What 150 updates reach is
+    benchmarks/usr_dir_dev_bleu.py's.)"""
     from test_dev_metric import DEV_BLEU_FLAGS, check_dev_bleu_run
 
     work = tmp_path / "work"
@@ -157,7 +163,9 @@ def test_readme_usr_dir_problem_end_to_end_with_dev_bleu(tmp_path):
     assert "--t2t_usr_dir" not in commands[2]
     shared = ROOT.parent / "shared"
     modules = {"t2t-datagen": "datagen", "t2t-trainer": "trainer", "t2t-decoder": "decoder"}
-    extra = {"t2t-trainer": [*DEV_BLEU_FLAGS, "--hparams=max_length=256"]}
+    # (transformer_tiny cut to 1 narrow layer: the same commands, half the time.)
+    extra = {"t2t-trainer": [*DEV_BLEU_FLAGS, "--hparams=max_length=256,num_hidden_layers=1,"
+                                              "d_model=32,d_ff=64,num_heads=2,batch_size=1024"]}
     outputs = {}
     for command in commands:
         prog, *args = command.split()

@@ -2,7 +2,12 @@
 mirrored over 2 logical CPU devices trains 3 steps, evaluates with dev BLEU
 (decoding with its in-memory, mirrored weights) and keeps best/; then
 t2t-decoder's `Decoder` reads best/ from disk and translates the same dev
-sentences. Prints JSON."""
+sentences. Prints JSON.
+
+    dev_metric_check.py DATA_DIR OUTPUT_DIR [HPARAMS]
+
+(HPARAMS: overrides of transformer_tiny, e.g. a smaller model.)
+"""
 
 import json
 import sys
@@ -15,12 +20,14 @@ from t2t_revival.train.strategy import make_strategy
 from t2t_revival.train.trainer import Trainer
 
 data_dir, out_dir = sys.argv[1], sys.argv[2]
+hparams = sys.argv[3] if len(sys.argv) > 3 else ""
 # Short decodes: a 3-step model's translations would run to the input's length + 50.
 # (No XLA either: the compiled train step is not the subject; replica_check.py's.)
 SEARCH = "extra_length=5"
 two = make_strategy(num_cpu_devices=2)
 config = resolve_train_config(problem="translate_ende_multi30k", output_dir=out_dir,
-                              data_dir=data_dir, hparams_set="transformer_tiny", eval_steps=2,
+                              data_dir=data_dir, hparams_set="transformer_tiny", hparams=hparams,
+                              eval_steps=2,
                               eval_decode_sentences=12, eval_decode_hparams=SEARCH, seed=5,
                               xla=False)
 trainer = Trainer(config, strategy=two, log=lambda line: print(line, file=sys.stderr))
