@@ -64,13 +64,15 @@ def pytest_addoption(parser):
 # The session fixtures of the README's run (the longest set-up of the suite).
 _README_RUN_FIXTURES = {"readme_run", "tiny_run", "tiny_run_test_decodes"}
 README_RUN_GROUP = "readme_run"
-# The groups of a default run that take minutes on the 2-core machine, the
-# longest first (their durations, measured one file at a time, issue 55):
-# started before the others, so that the workers end together instead of one
-# running a long group that started last while the other has nothing left.
-LONG_GROUPS = ("test_decode_modes", "test_decode_xla", "test_steps_per_execution",
-               "test_stop_signals", "test_ctranslate2_export", "test_trainer",
-               "test_training_faults", "test_quiet_start", "test_learning_rate_schedule")
+# The groups of a default run that take a minute or more on the 2-core
+# machine, the longest first (their worker seconds in build/test-durations.json
+# of 2026-12-02's default runs, issue 71): started before the others, so that
+# the workers end together instead of one running a long group that started
+# last while the other has nothing left.
+LONG_GROUPS = ("test_decode_modes", "test_decode_xla", "test_stop_signals",
+               "test_ctranslate2_export", "test_steps_per_execution", "test_beam_search",
+               "test_litert_decoder", "test_training_faults", "test_trainer",
+               "test_decode_guides")
 
 
 def _xdist_group(item) -> str:
