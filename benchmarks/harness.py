@@ -76,6 +76,23 @@ def module_command(python: str, name: str, *args: str) -> tuple[list[str], dict[
     return [python, "-m", f"benchmarks.{name}", *args], dict(os.environ, PYTHONPATH=path)
 
 
+def cli(module: str, *args: str, cwd: str | None = None) -> subprocess.CompletedProcess:
+    """`python -m t2t_revival.cli.<module> ARGS` as a fresh process, as a user
+    runs it (this checkout first on its PYTHONPATH, TensorFlow's start-up
+    lines off), in `cwd`; its output captured. A failure passes the tail of
+    its stderr on and is one `UserError` naming the command and its status."""
+    path = os.pathsep.join(p for p in (str(ROOT), os.environ.get("PYTHONPATH")) if p)
+    command = [sys.executable, "-m", f"t2t_revival.cli.{module}", *args]
+    out = subprocess.run(command, capture_output=True, text=True, cwd=cwd,
+                         env=dict(os.environ, PYTHONPATH=path, TF_CPP_MIN_LOG_LEVEL="2"))
+    if out.returncode:
+        sys.stderr.write(out.stderr[-2000:])
+        raise UserError(f"t2t-{module.replace('_', '-')} failed with exit code "
+                        f"{out.returncode} (its error output is above). Received: "
+                        f"{' '.join(command)}")
+    return out
+
+
 # ------------------------------------------------------------ the machine
 def cpu(cpuinfo: str = "/proc/cpuinfo") -> str:
     """The CPU's model name and its widest AVX level, e.g. 'AMD EPYC, avx2'."""

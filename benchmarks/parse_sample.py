@@ -23,13 +23,11 @@ from __future__ import annotations
 import datetime
 import json
 import os
-import subprocess
-import sys
 import tempfile
 import time
 
 from benchmarks import harness
-from t2t_revival.errors import UserError
+from benchmarks.harness import cli
 
 PROG = "parse_sample"
 PROBLEM = "parsing_english_ptb_sample"
@@ -46,18 +44,6 @@ def parse_args(argv=None):
     parser.add_argument("--work_dir", default=None,
                         help="where the data and the run go (default: a new temp folder)")
     return parser.parse_args(argv)
-
-
-def cli(module: str, *args: str) -> subprocess.CompletedProcess:
-    """`python -m t2t_revival.cli.<module> ARGS`; a failure is a UserError."""
-    path = os.pathsep.join(p for p in (str(harness.ROOT), os.environ.get("PYTHONPATH")) if p)
-    env = dict(os.environ, PYTHONPATH=path, TF_CPP_MIN_LOG_LEVEL="2")
-    out = subprocess.run([sys.executable, "-m", f"t2t_revival.cli.{module}", *args],
-                         capture_output=True, text=True, env=env)
-    if out.returncode != 0:
-        raise UserError(f"t2t-{module} failed (exit {out.returncode}): "
-                        f"{out.stderr.strip().splitlines()[-1:]}")
-    return out
 
 
 def main():

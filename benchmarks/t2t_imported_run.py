@@ -35,13 +35,11 @@ from __future__ import annotations
 import gzip
 import json
 import os
-import subprocess
-import sys
 import tempfile
 import time
 
 from benchmarks import harness
-from t2t_revival.errors import UserError
+from benchmarks.harness import cli
 
 PROG = "t2t_imported_run"
 T2T_RUN = harness.SHARED_DATA / "t2t_legacy" / "transformer_test_ckpt"
@@ -60,21 +58,6 @@ def write_lines(path: str, text: list[str]) -> str:
     with open(path, "w", encoding="utf-8") as f:
         f.writelines(line + "\n" for line in text)
     return path
-
-
-def cli(module: str, *args: str) -> subprocess.CompletedProcess:
-    """`python -m t2t_revival.cli.<module> ARGS`, a fresh process; a failure
-    passes its stderr's tail on and is one UserError naming the command."""
-    command = [sys.executable, "-m", f"t2t_revival.cli.{module}", *args]
-    env = dict(os.environ, PYTHONPATH=os.pathsep.join(
-        p for p in (str(harness.ROOT), os.environ.get("PYTHONPATH")) if p))
-    out = subprocess.run(command, capture_output=True, text=True, env=env)
-    if out.returncode:
-        sys.stderr.write(out.stderr[-2000:])
-        raise UserError(f"t2t-{module.replace('_', '-')} failed with exit code "
-                        f"{out.returncode} (its error output is above). Received: "
-                        f"{' '.join(command)}")
-    return out
 
 
 def dev_log_prob(output_dir: str, pairs: str) -> float:

@@ -23,15 +23,13 @@ until issue 71.
 from __future__ import annotations
 
 import datetime
+import functools
 import json
 import os
 import re
-import subprocess
-import sys
 import tempfile
 
 from benchmarks import harness
-from t2t_revival.errors import UserError
 
 PROG = "usr_dir_dev_bleu"
 PROBLEM = "translate_ende_my_sample"
@@ -57,28 +55,17 @@ def usr_dir_code() -> str:
     return next(b for b in blocks if "class TranslateEndeMySample" in b)
 
 
-def cli(work: str, module: str, *args: str) -> subprocess.CompletedProcess:
-    """`python -m t2t_revival.cli.<module> ARGS` in `work`; a failure is a UserError."""
-    path = os.pathsep.join(p for p in (str(harness.ROOT), os.environ.get("PYTHONPATH")) if p)
-    env = dict(os.environ, PYTHONPATH=path, TF_CPP_MIN_LOG_LEVEL="2")
-    out = subprocess.run([sys.executable, "-m", f"t2t_revival.cli.{module}", *args],
-                         capture_output=True, text=True, env=env, cwd=work)
-    if out.returncode != 0:
-        raise UserError(f"t2t-{module} failed (exit {out.returncode}): "
-                        f"{out.stderr.strip().splitlines()[-1:]}")
-    return out
-
-
 def main():
     args = parse_args()
     work = args.work_dir or tempfile.mkdtemp(prefix="usr_dir_dev_bleu_")
     os.makedirs(os.path.join(work, "my_usr_dir"), exist_ok=True)
     with open(os.path.join(work, "my_usr_dir", "__init__.py"), "w", encoding="utf-8") as f:
         f.write(usr_dir_code())
+    cli = functools.partial(harness.cli, cwd=work)   # the docs' commands run in `work`
     data_dir, out_dir = "my_sample_data", os.path.join("t2t_train", "my_sample")
-    cli(work, "datagen", "--t2t_usr_dir=my_usr_dir", f"--problem={PROBLEM}",
+    cli("datagen", "--t2t_usr_dir=my_usr_dir", f"--problem={PROBLEM}",
         f"--tmp_dir={args.tmp_dir}", f"--data_dir={data_dir}")
-    train = cli(work, "trainer", "--t2t_usr_dir=my_usr_dir", f"--problem={PROBLEM}",
+    train = cli("trainer", "--t2t_usr_dir=my_usr_dir", f"--problem={PROBLEM}",
                 "--hparams_set=transformer_tiny", f"--data_dir={data_dir}",
                 f"--output_dir={out_dir}", f"--train_steps={args.train_steps}",
                 f"--local_eval_frequency={EVERY}", "--eval_steps=5",
@@ -96,7 +83,7 @@ def main():
             lines = f.read().splitlines()[:SENTENCES]
         with open(os.path.join(work, name), "w", encoding="utf-8") as f:
             f.write("\n".join(lines) + "\n")
-    decode = cli(work, "decoder", f"--output_dir={out_dir}",
+    decode = cli("decoder", f"--output_dir={out_dir}",
                  f"--checkpoint_path={os.path.join(out_dir, 'best')}",
                  "--decode_from_file=dev.src", "--decode_reference=dev.ref",
                  "--decode_to_file=dev.hyp", "--json")
