@@ -11,7 +11,7 @@ batch of the decoder and one call of the SavedModel, decoded once
 (`decoded`) and compared with every other engine. The README's figures over the whole test
 set (the CTranslate2 export agrees with the decoder on 997 of 1,000
 sentences; 100 fine-tuning updates raise the dev log-probability from
--21,646 to -12,020) are benchmarks/t2t_imported_run.py's (`ctranslate2_same`,
+-21,646 to -11,965) are benchmarks/t2t_imported_run.py's (`ctranslate2_same`,
 `dev_log_prob_imported`, `dev_log_prob_fine_tuned`).
 """
 
