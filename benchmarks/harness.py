@@ -27,12 +27,14 @@ way, under the same name.
 from __future__ import annotations
 
 import argparse
+import contextlib
 import json
 import os
 import pathlib
 import platform
 import subprocess
 import sys
+import tempfile
 import time
 from typing import Any, Callable, Mapping, Sequence
 
@@ -91,6 +93,22 @@ def cli(module: str, *args: str, cwd: str | None = None) -> subprocess.Completed
                         f"{out.returncode} (its error output is above). Received: "
                         f"{' '.join(command)}")
     return out
+
+
+@contextlib.contextmanager
+def work_folder(given: str | None, prog: str):
+    """The folder a benchmark's data and runs go in: `given` (--work_dir),
+    kept, or else a new temporary folder, removed at the end (a benchmark
+    leaves nothing behind by default)."""
+    if given:
+        if os.path.exists(given) and not os.path.isdir(given):
+            raise UserError(f"--work_dir must be a folder; {given} is a file. Received: "
+                            f"work_dir={given!r}")
+        os.makedirs(given, exist_ok=True)
+        yield given
+    else:
+        with tempfile.TemporaryDirectory(prefix=f"{prog}.") as folder:
+            yield folder
 
 
 # ------------------------------------------------------------ the machine

@@ -23,7 +23,6 @@ from __future__ import annotations
 import datetime
 import json
 import os
-import tempfile
 import time
 
 from benchmarks import harness
@@ -42,7 +41,8 @@ def parse_args(argv=None):
     parser.add_argument("--raw_dir", default=str(harness.SHARED_DATA),
                         help="the folder holding ptb_sample/ (the shared data)")
     parser.add_argument("--work_dir", default=None,
-                        help="where the data and the run go (default: a new temp folder)")
+                        help="where the data and the run go, kept (default: a temporary "
+                             "folder, removed)")
     return parser.parse_args(argv)
 
 
@@ -50,43 +50,43 @@ def main():
     from t2t_revival.problems.parsing_english import ParsingEnglishPtbSample
 
     args = parse_args()
-    work = args.work_dir or tempfile.mkdtemp(prefix="parse_sample_")
-    data_dir, out_dir = os.path.join(work, "data"), os.path.join(work, "run")
-    seconds, start = {}, time.time()
-    cli("datagen", f"--problem={PROBLEM}", f"--tmp_dir={args.raw_dir}", f"--data_dir={data_dir}")
-    seconds["datagen"] = round(time.time() - start, 1)
-    start = time.time()
-    cli("trainer", f"--problem={PROBLEM}", "--hparams_set=transformer_parsing_base",
-        f"--hparams={HPARAMS}", f"--data_dir={data_dir}", f"--output_dir={out_dir}",
-        f"--train_steps={args.train_steps}", "--local_eval_frequency=0",
-        f"--save_checkpoints_steps={args.train_steps}", "--xla=false", "--eval_steps=1",
-        "--eval_decode_sentences=0")
-    seconds["train"] = round(time.time() - start, 1)
-    problem = ParsingEnglishPtbSample()
-    source, target = problem.source_target_files("test", data_dir)
-    decodes = os.path.join(work, "test.decodes")
-    start = time.time()
-    decode = cli("decoder", f"--output_dir={out_dir}", f"--decode_from_file={source}",
-                 f"--decode_reference={target}", f"--decode_to_file={decodes}",
-                 f"--decode_hparams={SEARCH}", "--json")
-    seconds["decode"] = round(time.time() - start, 1)
-    evalb = json.loads(decode.stdout)["evalb"]
-    with open(source, encoding="utf-8") as f:
-        sources = f.read().splitlines()
-    with open(target, encoding="utf-8") as f:
-        targets = f.read().splitlines()
-    flat, _ = problem.evalb([""] * len(sources), targets, sources)
-    scored = cli("parse_eval", f"--gold={problem.gold_tree_file('test', data_dir)}",
-                 f"--predicted={decodes}.trees", "--json")
-    harness.print_result({
-        "benchmark": PROG, "date": datetime.date.today().isoformat(),
-        "machine": harness.describe(), "train_steps": args.train_steps,
-        "hparams": HPARAMS, "decode_hparams": SEARCH,
-        "sentences": evalb["sentences"], "scored": evalb["scored"],
-        "repaired": evalb["repaired"], "matched": evalb["matched"],
-        "f1": evalb["f1"], "flat_f1": flat.f1, "f1_above_flat": evalb["f1"] > flat.f1,
-        "parse_eval_f1": json.loads(scored.stdout)["f1"], "seconds": seconds,
-        "work_dir": work})
+    with harness.work_folder(args.work_dir, PROG) as work:
+        data_dir, out_dir = os.path.join(work, "data"), os.path.join(work, "run")
+        seconds, start = {}, time.time()
+        cli("datagen", f"--problem={PROBLEM}", f"--tmp_dir={args.raw_dir}", f"--data_dir={data_dir}")
+        seconds["datagen"] = round(time.time() - start, 1)
+        start = time.time()
+        cli("trainer", f"--problem={PROBLEM}", "--hparams_set=transformer_parsing_base",
+            f"--hparams={HPARAMS}", f"--data_dir={data_dir}", f"--output_dir={out_dir}",
+            f"--train_steps={args.train_steps}", "--local_eval_frequency=0",
+            f"--save_checkpoints_steps={args.train_steps}", "--xla=false", "--eval_steps=1",
+            "--eval_decode_sentences=0")
+        seconds["train"] = round(time.time() - start, 1)
+        problem = ParsingEnglishPtbSample()
+        source, target = problem.source_target_files("test", data_dir)
+        decodes = os.path.join(work, "test.decodes")
+        start = time.time()
+        decode = cli("decoder", f"--output_dir={out_dir}", f"--decode_from_file={source}",
+                     f"--decode_reference={target}", f"--decode_to_file={decodes}",
+                     f"--decode_hparams={SEARCH}", "--json")
+        seconds["decode"] = round(time.time() - start, 1)
+        evalb = json.loads(decode.stdout)["evalb"]
+        with open(source, encoding="utf-8") as f:
+            sources = f.read().splitlines()
+        with open(target, encoding="utf-8") as f:
+            targets = f.read().splitlines()
+        flat, _ = problem.evalb([""] * len(sources), targets, sources)
+        scored = cli("parse_eval", f"--gold={problem.gold_tree_file('test', data_dir)}",
+                     f"--predicted={decodes}.trees", "--json")
+        harness.print_result({
+            "benchmark": PROG, "date": datetime.date.today().isoformat(),
+            "machine": harness.describe(), "train_steps": args.train_steps,
+            "hparams": HPARAMS, "decode_hparams": SEARCH,
+            "sentences": evalb["sentences"], "scored": evalb["scored"],
+            "repaired": evalb["repaired"], "matched": evalb["matched"],
+            "f1": evalb["f1"], "flat_f1": flat.f1, "f1_above_flat": evalb["f1"] > flat.f1,
+            "parse_eval_f1": json.loads(scored.stdout)["f1"], "seconds": seconds,
+            "work_dir": args.work_dir})
 
 
 if __name__ == "__main__":

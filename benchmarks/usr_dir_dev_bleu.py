@@ -27,7 +27,6 @@ import functools
 import json
 import os
 import re
-import tempfile
 
 from benchmarks import harness
 
@@ -43,8 +42,8 @@ def parse_args(argv=None):
     parser.add_argument("--tmp_dir", default=str(harness.SHARED_DATA / "wmt14"),
                         help="the WMT14 folder the docs' problem reads")
     parser.add_argument("--work_dir", default=None,
-                        help="where the usr_dir, the data and the run go (default: a new "
-                             "temp folder)")
+                        help="where the usr_dir, the data and the run go, kept (default: a "
+                             "temporary folder, removed)")
     return parser.parse_args(argv)
 
 
@@ -57,43 +56,43 @@ def usr_dir_code() -> str:
 
 def main():
     args = parse_args()
-    work = args.work_dir or tempfile.mkdtemp(prefix="usr_dir_dev_bleu_")
-    os.makedirs(os.path.join(work, "my_usr_dir"), exist_ok=True)
-    with open(os.path.join(work, "my_usr_dir", "__init__.py"), "w", encoding="utf-8") as f:
-        f.write(usr_dir_code())
-    cli = functools.partial(harness.cli, cwd=work)   # the docs' commands run in `work`
-    data_dir, out_dir = "my_sample_data", os.path.join("t2t_train", "my_sample")
-    cli("datagen", "--t2t_usr_dir=my_usr_dir", f"--problem={PROBLEM}",
-        f"--tmp_dir={args.tmp_dir}", f"--data_dir={data_dir}")
-    train = cli("trainer", "--t2t_usr_dir=my_usr_dir", f"--problem={PROBLEM}",
-                "--hparams_set=transformer_tiny", f"--data_dir={data_dir}",
-                f"--output_dir={out_dir}", f"--train_steps={args.train_steps}",
-                f"--local_eval_frequency={EVERY}", "--eval_steps=5",
-                f"--save_checkpoints_steps={EVERY}", "--keep_checkpoint_max=1",
-                "--log_step_count_steps=50", f"--eval_decode_sentences={SENTENCES}",
-                "--noxla", "--hparams=max_length=256")
-    dev_bleu = {int(s): float(b) for s, b in re.findall(
-        rf"eval at step (\d+): .* bleu ([\d.]+) \({SENTENCES} dev sentences", train.stdout)}
-    with open(os.path.join(work, out_dir, "best", "best.json"), encoding="utf-8") as f:
-        best = json.load(f)
-    dev = [os.path.join(work, data_dir, f"{PROBLEM}-dev.{side}.txt")
-           for side in ("source", "target")]
-    for path, name in zip(dev, ("dev.src", "dev.ref")):
-        with open(path, encoding="utf-8") as f:
-            lines = f.read().splitlines()[:SENTENCES]
-        with open(os.path.join(work, name), "w", encoding="utf-8") as f:
-            f.write("\n".join(lines) + "\n")
-    decode = cli("decoder", f"--output_dir={out_dir}",
-                 f"--checkpoint_path={os.path.join(out_dir, 'best')}",
-                 "--decode_from_file=dev.src", "--decode_reference=dev.ref",
-                 "--decode_to_file=dev.hyp", "--json")
-    harness.print_result({
-        "benchmark": PROG, "date": datetime.date.today().isoformat(),
-        "machine": harness.describe(), "train_steps": args.train_steps,
-        "dev_sentences": SENTENCES, "dev_bleu": dev_bleu, "best_step": best["step"],
-        "best_dev_bleu": best["value"], "learned": best["value"] > 0.0,
-        "decoder_bleu": json.loads(decode.stdout)["sacrebleu"]["score"],
-        "work_dir": work})
+    with harness.work_folder(args.work_dir, PROG) as work:
+        os.makedirs(os.path.join(work, "my_usr_dir"), exist_ok=True)
+        with open(os.path.join(work, "my_usr_dir", "__init__.py"), "w", encoding="utf-8") as f:
+            f.write(usr_dir_code())
+        cli = functools.partial(harness.cli, cwd=work)   # the docs' commands run in `work`
+        data_dir, out_dir = "my_sample_data", os.path.join("t2t_train", "my_sample")
+        cli("datagen", "--t2t_usr_dir=my_usr_dir", f"--problem={PROBLEM}",
+            f"--tmp_dir={args.tmp_dir}", f"--data_dir={data_dir}")
+        train = cli("trainer", "--t2t_usr_dir=my_usr_dir", f"--problem={PROBLEM}",
+                    "--hparams_set=transformer_tiny", f"--data_dir={data_dir}",
+                    f"--output_dir={out_dir}", f"--train_steps={args.train_steps}",
+                    f"--local_eval_frequency={EVERY}", "--eval_steps=5",
+                    f"--save_checkpoints_steps={EVERY}", "--keep_checkpoint_max=1",
+                    "--log_step_count_steps=50", f"--eval_decode_sentences={SENTENCES}",
+                    "--noxla", "--hparams=max_length=256")
+        dev_bleu = {int(s): float(b) for s, b in re.findall(
+            rf"eval at step (\d+): .* bleu ([\d.]+) \({SENTENCES} dev sentences", train.stdout)}
+        with open(os.path.join(work, out_dir, "best", "best.json"), encoding="utf-8") as f:
+            best = json.load(f)
+        dev = [os.path.join(work, data_dir, f"{PROBLEM}-dev.{side}.txt")
+               for side in ("source", "target")]
+        for path, name in zip(dev, ("dev.src", "dev.ref")):
+            with open(path, encoding="utf-8") as f:
+                lines = f.read().splitlines()[:SENTENCES]
+            with open(os.path.join(work, name), "w", encoding="utf-8") as f:
+                f.write("\n".join(lines) + "\n")
+        decode = cli("decoder", f"--output_dir={out_dir}",
+                     f"--checkpoint_path={os.path.join(out_dir, 'best')}",
+                     "--decode_from_file=dev.src", "--decode_reference=dev.ref",
+                     "--decode_to_file=dev.hyp", "--json")
+        harness.print_result({
+            "benchmark": PROG, "date": datetime.date.today().isoformat(),
+            "machine": harness.describe(), "train_steps": args.train_steps,
+            "dev_sentences": SENTENCES, "dev_bleu": dev_bleu, "best_step": best["step"],
+            "best_dev_bleu": best["value"], "learned": best["value"] > 0.0,
+            "decoder_bleu": json.loads(decode.stdout)["sacrebleu"]["score"],
+            "work_dir": args.work_dir})
 
 
 if __name__ == "__main__":
