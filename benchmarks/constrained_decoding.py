@@ -68,7 +68,7 @@ def main():
     parser.add_argument("--batch_size", type=int, default=32)
     args = parser.parse_args()
     from t2t_revival.errors import UserError
-    from t2t_revival.text_lines import read_text_lines
+    from t2t_revival.files.text_lines import read_text_lines
 
     if (args.max_sentences is not None and args.max_sentences < 1) \
             or args.phrases_per_sentence < 1:

@@ -127,7 +127,7 @@ def main():
     parser.add_argument("--decode_hparams", default="",
                         help="more decode hparams, e.g. early_stop=best_finished")
     args = parser.parse_args()
-    from t2t_revival.decode_hparams import parse_decode_hparams
+    from t2t_revival.settings.decode_hparams import parse_decode_hparams
 
     overrides = {"batch_size": args.batch_size, "xla": True,
                  **parse_decode_hparams(args.decode_hparams)}

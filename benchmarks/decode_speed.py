@@ -83,7 +83,7 @@ def main():
         args.ct2_threads = args.threads
     if args.ct2_parallel_batches is None:
         args.ct2_parallel_batches = args.parallel_batches
-    from t2t_revival.decode_hparams import parse_decode_hparams
+    from t2t_revival.settings.decode_hparams import parse_decode_hparams
     from t2t_revival.errors import UserError
 
     for flag, least in (("threads", 1), ("rounds", 1), ("parallel_batches", 0),

@@ -89,8 +89,8 @@ def _one(hp, model, np, batch: int, beam: int, source_length: int, threads: int,
     import tensorflow as tf
 
     from t2t_revival.decode.decoder import Decoder
-    from t2t_revival.decode_hparams import DecodeHParams
-    from t2t_revival.decode_length import max_decode_length, position_limit
+    from t2t_revival.settings.decode_hparams import DecodeHParams
+    from t2t_revival.decode.decode_length import max_decode_length, position_limit
     from t2t_revival.export.flat_cache import is_per_sentence
     from t2t_revival.export.litert_conversion import (cache_specs, step_function,
                                                       step_output_names, to_litert)

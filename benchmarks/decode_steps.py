@@ -58,7 +58,7 @@ def main():
                         help="more decode hparams, e.g. early_stop=best_finished")
     args = parser.parse_args()
 
-    from t2t_revival.decode_hparams import parse_decode_hparams
+    from t2t_revival.settings.decode_hparams import parse_decode_hparams
     from t2t_revival.errors import UserError
 
     def refuse_without_beams(beam_size: int | None, sampling: bool) -> None:

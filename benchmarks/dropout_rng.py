@@ -82,7 +82,7 @@ def step_costs(shape, rounds, calls, length):
     import tensorflow as tf
 
     from t2t_revival import registry
-    from t2t_revival.hparams import resolve
+    from t2t_revival.settings.hparams import resolve
     from t2t_revival.layers.dropout import Dropout
     from t2t_revival.models.transformer import Transformer
 

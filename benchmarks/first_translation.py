@@ -7,7 +7,7 @@ Each row starts a fresh process, as a person would, and times it from the
 start to its first output (a translation line on stdout, or t2t-decoder's
 `Wrote N translations` for a file), split into phases that the process
 itself reports: the CLIs print `t2t-phase: <name> <time>` lines to stderr
-under `T2T_PHASE_TIMES=1` (`t2t_revival.phase_times`: checked, imported,
+under `T2T_PHASE_TIMES=1` (`t2t_revival.process.phase_times`: checked, imported,
 built, restored, first_batch with its XLA compilation), the trainer its
 `compiling the training step` and `eval at step` lines. `phases` holds each
 phase's seconds from the previous one (`to_first_output` the last), and
@@ -59,8 +59,8 @@ import time
 
 from benchmarks import harness
 from t2t_revival.errors import UserError
-from t2t_revival.phase_times import ENV_VAR, PREFIX
-from t2t_revival.xla_compile_cache import root_from_environment
+from t2t_revival.process.phase_times import ENV_VAR, PREFIX
+from t2t_revival.process.xla_compile_cache import root_from_environment
 
 PROG = "first_translation"
 DECODER_ROWS = {"decoder_1": 1, "decoder_2": 2, "decoder_100": 100, "decoder_1000": 1000}
@@ -313,7 +313,7 @@ def main():
     if unknown:
         raise UserError(f"unknown rows {', '.join(unknown)}; rows: {', '.join(ROWS)}, "
                         f"all, quick. Received: --rows={args.rows!r}")
-    from t2t_revival.text_lines import read_text_lines
+    from t2t_revival.files.text_lines import read_text_lines
 
     sources = read_text_lines(args.source, "source")[:1000]
     if not sources:

@@ -45,7 +45,7 @@ def main() -> None:
     import tensorflow as tf
 
     from t2t_revival import registry
-    from t2t_revival.hparams import resolve
+    from t2t_revival.settings.hparams import resolve
 
     registry.load_all()
     problem = registry.problems.get(args.problem)(download=False)

@@ -49,7 +49,7 @@ def main():
     from t2t_revival.errors import UserError
     from t2t_revival.export.ctranslate2_translator import CTranslate2Translator
     from t2t_revival.export.litert_translator import LiteRTTranslator
-    from t2t_revival.text_lines import read_text_lines
+    from t2t_revival.files.text_lines import read_text_lines
 
     if args.rounds < 1 or args.max_sentences < 1:
         raise UserError(f"--rounds and --max_sentences must be at least 1. Received: "

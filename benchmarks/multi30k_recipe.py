@@ -48,7 +48,7 @@ import time
 
 from benchmarks import harness
 from t2t_revival.errors import UserError
-from t2t_revival.stopped_by_signal import STOP_SIGNALS
+from t2t_revival.process.stopped_by_signal import STOP_SIGNALS
 
 PROG = "multi30k_recipe"
 TEST_SOURCE = "test_2016_flickr.en.gz"

@@ -119,7 +119,7 @@ def parse_args(argv=None):
 def make_trainer(hparams_set, hparams, data_dir, out_dir):
     """The trainer of t2t-trainer's flags for a run that saves and evaluates
     only at its end, on one dev batch, without dev decoding."""
-    from t2t_revival.config_resolution import resolve_train_config
+    from t2t_revival.settings.config_resolution import resolve_train_config
     from t2t_revival.train.trainer import Trainer
 
     config = resolve_train_config(problem=PROBLEM, output_dir=out_dir, data_dir=data_dir,

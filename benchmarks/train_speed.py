@@ -35,7 +35,7 @@ def main():
 
     import tensorflow as tf
 
-    from t2t_revival.config_resolution import resolve_train_config
+    from t2t_revival.settings.config_resolution import resolve_train_config
     from t2t_revival.train.trainer import Trainer
 
     out_dir = tempfile.mkdtemp(prefix="train_speed_")

@@ -170,7 +170,7 @@ def step_flops(shape, batch, src_len, tgt_len, enc_params, dec_params):
 def train_config(shape, a, output_dir, jit_compile=True):
     """The `TrainConfig` of our run at `shape`: t2t-trainer's flags resolved
     (`resolve_train_config`). Nothing is written to `output_dir`."""
-    from t2t_revival.config_resolution import resolve_train_config
+    from t2t_revival.settings.config_resolution import resolve_train_config
 
     return resolve_train_config(
         problem=harness.PROBLEM, output_dir=output_dir, data_dir=output_dir,

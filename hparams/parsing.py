@@ -1,6 +1,6 @@
 """English constituency parsing sets (the paper's section 6.3)."""
 
-from t2t_revival.hparams import HParams
+from t2t_revival.settings.hparams import HParams
 from t2t_revival.hparams_sets.transformer import transformer_base, transformer_big
 from t2t_revival.registry import register_hparams
 

@@ -1,6 +1,6 @@
 """Translation sets of the paper (Table 3 base and big) and small CPU sets."""
 
-from t2t_revival.hparams import HParams
+from t2t_revival.settings.hparams import HParams
 from t2t_revival.registry import register_hparams
 
 

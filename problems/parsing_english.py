@@ -27,7 +27,7 @@ from absl import logging
 
 from t2t_revival.data.data_error import DataError
 from t2t_revival.data.scored_predictions import ScoredPredictions
-from t2t_revival.atomic_file import write_atomically
+from t2t_revival.files.atomic_file import write_atomically
 from t2t_revival.data.text2text_problem import Text2TextProblem
 from t2t_revival.parsing import (
     EvalbScore, RepairedTree, TreebankError, delinearize, read_parsing_examples,

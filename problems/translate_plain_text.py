@@ -26,7 +26,7 @@ import os
 
 from absl import logging
 
-from t2t_revival.atomic_file import copy_atomically, write_atomically
+from t2t_revival.files.atomic_file import copy_atomically, write_atomically
 from t2t_revival.data.corpora_spec import CorporaSpec
 from t2t_revival.data.data_error import DataError
 from t2t_revival.data.sharded_record_writer import ShardedRecordWriter

@@ -390,7 +390,7 @@ def run_cli(module: str, *args: str, stdin: str | bytes = ""):
 
     from absl import flags
 
-    from t2t_revival.stopped_by_signal import STOP_SIGNALS
+    from t2t_revival.process.stopped_by_signal import STOP_SIGNALS
 
     global _cli_module
     name = f"t2t_revival.cli.{module}"

@@ -9,7 +9,7 @@ _DECODERS: dict[tuple[str, str, str], tuple[object, dict[str, int]]] = {}
 
 def _load(output_dir, checkpoints, settings):
     from t2t_revival.decode.decoder import Decoder
-    from t2t_revival.decode_hparams import parse_decode_hparams
+    from t2t_revival.settings.decode_hparams import parse_decode_hparams
 
     paths = [c.strip() for c in str(checkpoints).split(",")] if checkpoints else None
     return Decoder.load(str(output_dir), paths, parse_decode_hparams(settings))

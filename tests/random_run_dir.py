@@ -40,7 +40,7 @@ def make_random_run_dir(path: pathlib.Path, vocab_file: str, seed: int, step: in
     random weights drawn with `seed`; `boost` scales more output rows ({id:
     factor}: the model says those ids often). Returns its path."""
     from t2t_revival.data.vocabulary_file import load_vocabulary
-    from t2t_revival.hparams import HParams
+    from t2t_revival.settings.hparams import HParams
     from t2t_revival.models.build_model import build_model
     from t2t_revival.run_dir.checkpoint_variables import make_checkpoint
     from t2t_revival.run_dir.run_record import RunRecord

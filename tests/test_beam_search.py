@@ -16,11 +16,11 @@ import pytest
 import tensorflow as tf
 from keras import ops
 
-from t2t_revival.decode import beam_search, greedy_search, length_penalty
-from t2t_revival.decode_hparams import DecodeHParams, DecodeHParamsError, parse_decode_hparams
+from t2t_revival.decode.beam_search import beam_search, greedy_search, length_penalty
+from t2t_revival.settings.decode_hparams import DecodeHParams, DecodeHParamsError, parse_decode_hparams
 from t2t_revival.decode.sampling import sample_search
-from t2t_revival.hparams import HParams
-from t2t_revival.sentence_cache import PER_SENTENCE
+from t2t_revival.settings.hparams import HParams
+from t2t_revival.layers.sentence_cache import PER_SENTENCE
 
 EOS = 1
 

@@ -6,9 +6,9 @@ import numpy as np
 import pytest
 import tensorflow as tf
 
-from t2t_revival.decode import beam_search
-from t2t_revival.decode_hparams import DecodeHParams, DecodeHParamsError, parse_decode_hparams
-from t2t_revival.hparams import HParams
+from t2t_revival.decode.beam_search import beam_search
+from t2t_revival.settings.decode_hparams import DecodeHParams, DecodeHParamsError, parse_decode_hparams
+from t2t_revival.settings.hparams import HParams
 from tests.test_beam_search import (EOS, brute_force_finished, make_cache, make_step,
                                     strip)
 

@@ -15,7 +15,7 @@ import pytest
 
 from best_checkpoints import assert_best_readable, best_record, write_checkpoint
 from conftest import ENV
-from t2t_revival import atomic_file
+from t2t_revival.files import atomic_file
 from t2t_revival.errors import UserError
 from t2t_revival.run_dir.best_checkpoint import BestCheckpoint
 from t2t_revival.run_dir.training_directory import TrainingDirectory

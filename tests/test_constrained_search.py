@@ -8,7 +8,7 @@ import numpy as np
 import pytest
 import tensorflow as tf
 
-from t2t_revival.decode import beam_search
+from t2t_revival.decode.beam_search import beam_search
 from t2t_revival.decode.lexical_constraints import pack_constraints, pack_prefixes
 from tests.test_beam_search import (EOS, make_cache, make_step, np_log_prob, np_penalty,
                                     strip)

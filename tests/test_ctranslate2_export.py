@@ -10,7 +10,7 @@ import numpy as np
 import pytest
 
 from conftest import ENV, ROOT, one_line_error
-from t2t_revival.usable_cores import usable_cores
+from t2t_revival.process.usable_cores import usable_cores
 
 ctranslate2 = pytest.importorskip("ctranslate2")
 
@@ -45,7 +45,7 @@ def _random_run(out_dir, vocab_file, seed=0, **overrides):
     import keras
     import tensorflow as tf
 
-    from t2t_revival.hparams import HParams
+    from t2t_revival.settings.hparams import HParams
     from t2t_revival.models.transformer import Transformer
     from t2t_revival.run_dir.checkpoint_variables import make_checkpoint
 
@@ -274,7 +274,7 @@ def test_every_engine_decodes_to_the_same_length_limit(encoding, vocab_file, tmp
 
     from t2t_revival.data.subword_vocabulary import SubwordVocabulary
     from decoding import decoder_of
-    from t2t_revival.decode_length import longest_decode_length
+    from t2t_revival.decode.decode_length import longest_decode_length
     from t2t_revival.export.ctranslate2_export import export_ctranslate2
     from t2t_revival.export.ctranslate2_translator import CTranslate2Translator
     from t2t_revival.export.translation_module import TranslationModule

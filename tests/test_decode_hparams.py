@@ -20,7 +20,7 @@ from conftest import one_line_error, run_cli
     ("batch_size=0", "'batch_size' must be in [1, inf)"),
 ])
 def test_decode_hparams_out_of_range_are_refused_with_the_range(text, message):
-    from t2t_revival.decode_hparams import DecodeHParamsError, parse_decode_hparams
+    from t2t_revival.settings.decode_hparams import DecodeHParamsError, parse_decode_hparams
 
     with pytest.raises(DecodeHParamsError) as error:
         parse_decode_hparams(text)

@@ -1,4 +1,4 @@
-"""The decode-length rule and the sort-and-batch loop (t2t_revival/decode_length.py)."""
+"""The decode-length rule and the sort-and-batch loop (t2t_revival/decode/decode_length.py)."""
 
 import subprocess
 import sys
@@ -8,7 +8,7 @@ import pytest
 import tensorflow as tf
 
 from conftest import ROOT
-from t2t_revival.decode_length import (LENGTH_QUANTUM, batch_bucket, check_input_length,
+from t2t_revival.decode.decode_length import (LENGTH_QUANTUM, batch_bucket, check_input_length,
                                        cut_line, cut_lines_report, cut_to_max_length,
                                        decode_in_length_order,
                                        length_sorted_batches, longest_decode_length,

@@ -117,7 +117,7 @@ def test_score_file_cli_prints_each_pair_in_order(runs, tmp_path):
 
 def test_score_file_bad_lines_are_one_line(runs, tmp_path):
     from t2t_revival.errors import UserError
-    from t2t_revival.text_lines import read_text_pairs
+    from t2t_revival.files.text_lines import read_text_pairs
 
     pairs = tmp_path / "pairs.tsv"
     for content, message in [
@@ -156,7 +156,7 @@ def test_ensemble_averages_the_probabilities(runs):
 
 
 def _beam(model, inputs, length=16, beam=3):
-    from t2t_revival.decode import beam_search
+    from t2t_revival.decode.beam_search import beam_search
 
     encoded = model.encode(inputs)
     cache = model.init_cache(*encoded, length)
@@ -198,7 +198,7 @@ def ensemble_cli(runs, tmp_path_factory):
     `test_t2t_decoder_and_exporter_parse_...`, what it parsed), with every
     parse of a settings string recorded. Returns (the finished run, its
     source file, the translations file, the strings parsed)."""
-    import t2t_revival.decode_hparams as decode_hparams
+    import t2t_revival.settings.decode_hparams as decode_hparams
 
     folder = tmp_path_factory.mktemp("ensemble_cli")
     source, hyp = folder / "src.en", folder / "hyp.de"
@@ -277,9 +277,9 @@ def test_sampling_cli_names_its_output_and_checks_its_settings(runs, tmp_path):
 
 
 def test_sampling_settings_are_checked():
-    from t2t_revival.decode_hparams import (DecodeHParams, DecodeHParamsError,
+    from t2t_revival.settings.decode_hparams import (DecodeHParams, DecodeHParamsError,
                                             parse_decode_hparams)
-    from t2t_revival.hparams import HParams
+    from t2t_revival.settings.hparams import HParams
 
     dhp = DecodeHParams.from_hparams(HParams(), parse_decode_hparams(
         "sampling=true,temperature=0.7,top_k=20,top_p=0.9,samples_per_input=4,seed=3"))
@@ -385,7 +385,7 @@ def test_a_run_trained_in_mixed_precision_decodes_in_float32(runs):
 
 
 def test_the_exporters_refuse_what_they_cannot_fix_before_loading(runs, tmp_path):
-    from t2t_revival.decode_hparams import parse_decode_hparams
+    from t2t_revival.settings.decode_hparams import parse_decode_hparams
     from t2t_revival.errors import UserError
     from t2t_revival.export.ctranslate2_export import export_ctranslate2
     from t2t_revival.export.saved_model_export import export_saved_model
@@ -431,7 +431,7 @@ def test_t2t_decoder_and_exporter_parse_their_decode_hparams_once(runs, ensemble
     """The command line parses --decode_hparams once and hands the typed values
     on; the decoder, the ensemble and the exporter parse no string (issue 55:
     it was parsed three times per run)."""
-    import t2t_revival.decode_hparams as decode_hparams
+    import t2t_revival.settings.decode_hparams as decode_hparams
 
     # t2t-decoder of an ensemble (`ensemble_cli`, its parses recorded).
     out, _, hyp, parsed_by_the_decoder = ensemble_cli
@@ -452,9 +452,9 @@ def test_parallel_batches_default_to_two_on_a_cpu_and_one_on_a_gpu(runs):
     """parallel_batches=0, the default, is resolved once, by the decoder:
     2 batches at once on a CPU (this machine), 4 of one sentence each, 1 on
     a GPU and with sampling; a number given is kept."""
-    from t2t_revival.decode_hparams import DecodeHParams
+    from t2t_revival.settings.decode_hparams import DecodeHParams
     from decoding import decoder_of
-    from t2t_revival.hparams import HParams
+    from t2t_revival.settings.hparams import HParams
 
     assert DecodeHParams().parallel_batches == 0
     default = DecodeHParams.from_hparams(HParams())
@@ -598,7 +598,7 @@ def test_t2t_decode_keys_num_samples_scores_delimiter_shards_log(runs, tmp_path)
 
 def test_t2t_max_input_size_cuts_the_inputs(runs):
     from t2t_revival.decode.decoder import Decoder
-    from t2t_revival.decode_hparams import parse_decode_hparams
+    from t2t_revival.settings.decode_hparams import parse_decode_hparams
 
     decoder = Decoder.load(runs["a"], None, parse_decode_hparams("max_input_size=4"))
     encoded = decoder.encode(SOURCES)

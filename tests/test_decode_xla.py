@@ -156,7 +156,7 @@ def test_xla_auto_compiles_once_the_sentences_repay_it(random_run, monkeypatch):
     the uncompiled search is traced once for every batch size and length."""
     from decoding import decoder_of
     from t2t_revival.decode import decoder as decoder_module
-    from t2t_revival.decode_length import AUTO_XLA_SENTENCES_PER_PROGRAM
+    from t2t_revival.decode.decode_length import AUTO_XLA_SENTENCES_PER_PROGRAM
 
     out_dir, sentences = random_run
     # The uncompiled search's translations, which the XLA search's equal
@@ -218,7 +218,7 @@ def test_the_first_batch_of_each_program_is_decoded_side_by_side(random_run, xla
 def test_the_progress_bar_says_what_the_wait_for_compilation_is():
     import io
 
-    from t2t_revival.progress_bar import ProgressBar
+    from t2t_revival.process.progress_bar import ProgressBar
 
     stream = io.StringIO()
     bar = ProgressBar(stream)
@@ -230,7 +230,7 @@ def test_the_progress_bar_says_what_the_wait_for_compilation_is():
 
 
 def test_token_batching_gives_the_sentence_batching_translations(random_run):
-    from t2t_revival.decode_length import length_sorted_batches
+    from t2t_revival.decode.decode_length import length_sorted_batches
 
     out_dir, sentences = random_run
     tokens = _decoder(out_dir, "batch_tokens=100")
@@ -315,7 +315,7 @@ print(json.dumps([[o.decode("utf-8") for o in batch] for batch in outputs]))
 
 @pytest.mark.slow
 def test_xla_saved_model_loads_and_serves_like_the_decoder(random_run, tmp_path):
-    from t2t_revival.decode_hparams import parse_decode_hparams
+    from t2t_revival.settings.decode_hparams import parse_decode_hparams
     from t2t_revival.export.saved_model_export import export_saved_model
 
     out_dir, sentences = random_run
@@ -486,7 +486,7 @@ def test_decode_speed_leaves_a_zero_setting_at_each_engines_default(random_run, 
     import tensorflow as tf
 
     from t2t_revival.export.ctranslate2_translator import thread_setting
-    from t2t_revival.usable_cores import usable_cores
+    from t2t_revival.process.usable_cores import usable_cores
 
     report = _benchmark_report("decode_speed", random_run, tmp_path, "--batch_sizes=2",
                                "--searches=xla", "--parallel_batches=0", "--ct2_threads=0",

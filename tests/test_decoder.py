@@ -46,7 +46,7 @@ def test_outputs_in_input_order_and_empty_lines(tiny_run, shared_data):
 def test_user_errors_are_one_line(tmp_path):
     bad = tmp_path / "bad.en"
     bad.write_bytes(b"a good line\n\xff\xfe broken\n")
-    from t2t_revival.hparams import HParams
+    from t2t_revival.settings.hparams import HParams
     HParams().save(str(tmp_path / "hparams.json"))  # past that check, to the files
     cases = [
         ([f"--output_dir={tmp_path / 'nope'}", f"--decode_from_file={bad}"],

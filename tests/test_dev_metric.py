@@ -20,7 +20,7 @@ from t2t_revival.data.scored_predictions import ScoredPredictions
 def _trainer(output_dir, data_dir, **options):
     import tensorflow as tf
 
-    from t2t_revival.config_resolution import resolve_train_config
+    from t2t_revival.settings.config_resolution import resolve_train_config
     from t2t_revival.train.trainer import Trainer
 
     config = resolve_train_config(problem="translate_ende_multi30k", output_dir=str(output_dir),

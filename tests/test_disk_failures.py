@@ -12,8 +12,8 @@ import numpy as np
 import pytest
 
 from full_disk import NO_SPACE, disk_full_after
-from t2t_revival import atomic_file
-from t2t_revival.atomic_file import atomic_open, disk_failure, write_atomically
+from t2t_revival.files import atomic_file
+from t2t_revival.files.atomic_file import atomic_open, disk_failure, write_atomically
 from t2t_revival.errors import UserError
 
 READ_ONLY = os.strerror(errno.EROFS)
@@ -134,7 +134,7 @@ def test_a_best_checkpoint_the_disk_refuses_keeps_the_previous_best(tmp_path, mo
 
 
 def test_damaged_run_files_are_one_line_naming_the_file(tmp_path):
-    from t2t_revival.hparams import HParams, HParamsError
+    from t2t_revival.settings.hparams import HParams, HParamsError
     from t2t_revival.run_dir.run_record import RunRecord
 
     path = tmp_path / "hparams.json"

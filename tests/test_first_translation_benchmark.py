@@ -7,7 +7,7 @@ import sys
 
 from benchmarks import first_translation, harness
 from conftest import ENV
-from t2t_revival import phase_times
+from t2t_revival.process import phase_times
 
 
 def test_phase_prints_only_when_asked(capsys, monkeypatch):
@@ -21,7 +21,7 @@ def test_phase_prints_only_when_asked(capsys, monkeypatch):
 
 
 def test_a_process_s_phases_and_first_output_are_timed_from_its_start():
-    code = ("import time\nfrom t2t_revival.phase_times import phase\n"
+    code = ("import time\nfrom t2t_revival.process.phase_times import phase\n"
             "time.sleep(0.3); phase('imported')\ntime.sleep(0.2); phase('built')\n"
             "time.sleep(0.2); print('Ein Hund.', flush=True)\ntime.sleep(0.3)\n")
     result = first_translation.timed_process([sys.executable, "-c", code])

@@ -52,7 +52,7 @@ def test_an_update_over_n_micro_batches_equals_one_over_their_concatenation(tmp_
     outside it, the same code either way (XLA costs 30 s of compiling here)."""
     import tensorflow as tf
 
-    from t2t_revival.config_resolution import resolve_train_config
+    from t2t_revival.settings.config_resolution import resolve_train_config
     from t2t_revival.train.trainer import Trainer
 
     def trainer(accumulation):

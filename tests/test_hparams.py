@@ -9,7 +9,7 @@ import pytest
 
 from conftest import ISSUE_HPARAMS_SETS
 from t2t_revival import registry
-from t2t_revival.hparams import HParams, HParamsError, parse_overrides, resolve
+from t2t_revival.settings.hparams import HParams, HParamsError, parse_overrides, resolve
 
 registry.load_all()
 ALL_SETS = registry.hparams_sets.names()

@@ -7,7 +7,7 @@ from layer_testing import run_layer_test
 from t2t_revival.layers import (DecoderLayer, Dropout, EncoderLayer, FeedForwardNetwork,
                                 MultiHeadAttention, PositionEmbedding,
                                 SinusoidalPositionEncoding, TokenEmbedding)
-from t2t_revival.sentence_cache import PER_SENTENCE
+from t2t_revival.layers.sentence_cache import PER_SENTENCE
 
 B, T, S, D = 2, 5, 7, 16
 RNG = np.random.default_rng(0)

@@ -55,7 +55,7 @@ def test_trainer_runs_the_cooldown_to_its_train_steps(tiny_data, tmp_path):
     """The trainer gives the schedule --train_steps: the logged rate after each
     of 4 updates (the next update's) is equation 3 times (4 - step) / 4."""
     from tiny_runs import PROBLEM, TINY_HPARAMS
-    from t2t_revival.config_resolution import resolve_train_config
+    from t2t_revival.settings.config_resolution import resolve_train_config
     from t2t_revival.train.trainer import Trainer
 
     lines = []
@@ -102,7 +102,7 @@ def test_a_time_budget_that_cuts_the_cooldown_says_so(tiny_data, tmp_path, coold
     """--max_train_minutes stops the run at step 1 of 6 (0.6 s: a fake clock
     gives 10 s an update); the log says where that left the cooldown."""
     from tiny_runs import PROBLEM, TINY_HPARAMS
-    from t2t_revival.config_resolution import resolve_train_config
+    from t2t_revival.settings.config_resolution import resolve_train_config
     from t2t_revival.train.trainer import Trainer
 
     lines = []
@@ -168,7 +168,7 @@ def _trainer_with_a_one_minute_budget(tiny_data, tmp_path, lines):
     """A tiny run of 12 updates, the last 4 a cooldown, a 1-minute budget
     (tests give it a fake clock), logging every update into `lines`."""
     from tiny_runs import PROBLEM, TINY_HPARAMS
-    from t2t_revival.config_resolution import resolve_train_config
+    from t2t_revival.settings.config_resolution import resolve_train_config
     from t2t_revival.train.trainer import Trainer
 
     config = resolve_train_config(problem=PROBLEM, hparams_set="transformer_tiny",

@@ -122,8 +122,8 @@ def test_a_damaged_entry_is_said_removed_and_converted_anew(random_run, first_jo
 
 
 def test_which_jobs_take_the_litert_path(random_run, tmp_path, monkeypatch):
-    from t2t_revival.decode_hparams import DecodeHParams
-    from t2t_revival.decode_length import AUTO_LITERT_SENTENCES
+    from t2t_revival.settings.decode_hparams import DecodeHParams
+    from t2t_revival.decode.decode_length import AUTO_LITERT_SENTENCES
     from t2t_revival.errors import UserError
     from t2t_revival.export import litert_program_cache
     from t2t_revival.export.litert_decoder import LiteRTDecoder
@@ -166,7 +166,7 @@ def test_which_jobs_take_the_litert_path(random_run, tmp_path, monkeypatch):
 
 
 def test_the_key_follows_the_checkpoint_and_the_settings(random_run, tmp_path):
-    from t2t_revival.decode_hparams import DecodeHParams
+    from t2t_revival.settings.decode_hparams import DecodeHParams
     from t2t_revival.export.litert_program_cache import checkpoint_prefix, program_key
 
     run = tmp_path / "run"

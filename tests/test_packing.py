@@ -14,7 +14,7 @@ from t2t_revival.data.data_error import DataError
 from t2t_revival.data.input_pipeline import (PACKED_FEATURES, pack_window_rows,
                                              packed_dataset, packed_shape)
 from t2t_revival.data.sharded_record_writer import serialize_pair, shard_paths
-from t2t_revival.hparams import HParamsError
+from t2t_revival.settings.hparams import HParamsError
 from t2t_revival.hparams_sets.transformer import transformer_tiny
 from t2t_revival.models.transformer import Transformer
 from t2t_revival.train.losses import smoothed_cross_entropy_sum
@@ -313,7 +313,7 @@ def test_packed_shape_and_hparam_are_checked():
 def test_problem_packs_training_batches_only(multi30k_data_dir):
     """The real Multi30k data: packed training batches, bucketed eval batches."""
     from t2t_revival import registry
-    from t2t_revival.hparams import resolve
+    from t2t_revival.settings.hparams import resolve
 
     registry.load_all()
     data_dir, _ = multi30k_data_dir
@@ -336,7 +336,7 @@ def test_trainer_takes_packed_batches_with_one_compiled_shape(multi30k_data_dir,
     XLA-compiled shape, nearly full batches of real target tokens. (A model
     of 1 narrow layer: a smaller program for XLA to compile, through the same
     packed features.)"""
-    from t2t_revival.config_resolution import resolve_train_config
+    from t2t_revival.settings.config_resolution import resolve_train_config
     from t2t_revival.train.trainer import Trainer
 
     data_dir, _ = multi30k_data_dir

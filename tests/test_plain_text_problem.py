@@ -85,7 +85,7 @@ def _share_of_first(problem, data_dir, hparams, examples=4000):
 
 
 def test_weights_3_to_1_draw_three_quarters_from_the_first_corpus(corpora, tmp_path):
-    from t2t_revival.hparams import resolve
+    from t2t_revival.settings.hparams import resolve
 
     tmp_dir, _ = corpora
     data_dir = tmp_path / "data"

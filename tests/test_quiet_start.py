@@ -182,7 +182,7 @@ def test_pairs_dropped_for_length_are_said_once_per_split(tiny_data, caplog):
     import logging
 
     from t2t_revival import registry
-    from t2t_revival.hparams import resolve
+    from t2t_revival.settings.hparams import resolve
 
     registry.load_all()
     problem = registry.problems.get("translate_ende_multi30k")()   # tiny_data's files

@@ -40,7 +40,7 @@ def test_training_refuses_a_vocabulary_larger_than_the_model(tiny_data, tmp_path
                                                              monkeypatch):
     """A data_dir made while the problem had a larger vocab_size (its vocabulary
     has 300 pieces; the problem now says 290) is refused before any step."""
-    from t2t_revival.config_resolution import resolve_train_config
+    from t2t_revival.settings.config_resolution import resolve_train_config
     from t2t_revival.errors import UserError
     from t2t_revival.problems.translate_multi30k import TranslateEndeMulti30k
     from t2t_revival.train.trainer import Trainer

@@ -10,7 +10,7 @@ import numpy as np
 import pytest
 import tensorflow as tf
 
-from t2t_revival.decode import greedy_search
+from t2t_revival.decode.beam_search import greedy_search
 from t2t_revival.decode.sampling import filter_logits, sample_search
 from test_beam_search import EOS, make_cache, make_step, np_log_prob, np_penalty, strip
 

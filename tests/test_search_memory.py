@@ -3,7 +3,7 @@ chunks that fit `search_memory.SEARCH_BYTES`, and a setting that cannot fit
 refused before the model loads."""
 
 from conftest import one_line_error, run_cli
-from t2t_revival.hparams import HParams
+from t2t_revival.settings.hparams import HParams
 
 
 def test_sampling_draws_its_samples_in_chunks_of_bounded_rows(tiny_trained, tmp_path, monkeypatch):

@@ -13,8 +13,8 @@ from tiny_runs import PROBLEM, TINY_HPARAMS
 
 
 def test_a_call_ends_on_the_next_progress_save_eval_or_final_step():
-    from t2t_revival.hparams import HParams
-    from t2t_revival.train.train_config import TrainConfig
+    from t2t_revival.settings.hparams import HParams
+    from t2t_revival.settings.train_config import TrainConfig
     from t2t_revival.train.training_loop import updates_in_next_call
 
     def sizes(steps_per_execution, train_steps=23, end_step=None, log=50, save=1000, eval=1000):
@@ -72,7 +72,7 @@ def _train(tiny_data, out_dir, steps_per_execution):
     update (what the loop schedules around the calls is the subject here;
     that n updates a call compute what n calls do is the test above)."""
     from fake_update_step import FakeUpdateStep
-    from t2t_revival.config_resolution import resolve_train_config
+    from t2t_revival.settings.config_resolution import resolve_train_config
     from t2t_revival.train.trainer import Trainer
 
     config = resolve_train_config(

@@ -12,9 +12,9 @@ import threading
 import pytest
 
 from conftest import ROOT
-from t2t_revival.save_then_stop import SaveThenStop
-from t2t_revival.stop_controller import StopController
-from t2t_revival.stopped_by_signal import STOP_SIGNALS, StoppedBySignal
+from t2t_revival.process.save_then_stop import SaveThenStop
+from t2t_revival.process.stop_controller import StopController
+from t2t_revival.process.stopped_by_signal import STOP_SIGNALS, StoppedBySignal
 
 
 def _previous_handler(signum, frame):
@@ -133,9 +133,9 @@ def test_outside_the_main_thread_the_block_installs_nothing(handlers):
 _TRAINER_UNDER_A_CLI = r"""
 import os, signal, sys, time
 from t2t_revival.cli import entry_point
-from t2t_revival.save_then_stop import SaveThenStop
-from t2t_revival.stop_controller import StopController
-from t2t_revival.stopped_by_signal import StoppedBySignal
+from t2t_revival.process.save_then_stop import SaveThenStop
+from t2t_revival.process.stop_controller import StopController
+from t2t_revival.process.stopped_by_signal import StoppedBySignal
 
 def main(argv):
     with SaveThenStop() as signals:

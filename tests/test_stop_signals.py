@@ -211,9 +211,9 @@ def test_a_closed_terminal_saves_at_the_current_step_then_stops(tiny_data, tmp_p
 def test_a_stop_signal_started_ignored_stays_ignored():
     """SIGHUP under `nohup`, SIGINT of a background job: neither the CLIs'
     handlers nor the trainer's install themselves over the ignore."""
-    from t2t_revival.save_then_stop import SaveThenStop
-    from t2t_revival.stop_controller import StopController
-    from t2t_revival.stopped_by_signal import STOP_SIGNALS
+    from t2t_revival.process.save_then_stop import SaveThenStop
+    from t2t_revival.process.stop_controller import StopController
+    from t2t_revival.process.stopped_by_signal import STOP_SIGNALS
 
     previous = {s: signal.signal(s, signal.SIG_IGN) for s in STOP_SIGNALS}
     try:
@@ -322,7 +322,7 @@ def test_a_stop_inside_an_import_ends_the_process_there(tmp_path):
 # main thread never unwinds, so the stop itself removes the temporary file.
 _STOPPED_WHILE_WRITING = r"""
 import sys, time
-from t2t_revival.atomic_file import atomic_open
+from t2t_revival.files.atomic_file import atomic_open
 from t2t_revival.cli import entry_point
 
 PATH = sys.argv.pop(1)

@@ -128,7 +128,7 @@ def test_a_variable_left_over_is_refused_naming_it(t2t_copy, shared_data, tmp_pa
 
 
 def test_the_import_writes_a_whole_run_directory(shared_data, tmp_path):
-    from t2t_revival.hparams import HParams
+    from t2t_revival.settings.hparams import HParams
     from t2t_revival.run_dir.run_record import RunRecord
 
     run = tmp_path / "run"
@@ -190,7 +190,7 @@ def test_t2t_timing_signal_is_tensor2tensors_get_timing_signal_1d():
 
 
 def test_zero_pad_embedding_and_target_space_change_what_the_encoder_sees():
-    from t2t_revival.hparams import HParams
+    from t2t_revival.settings.hparams import HParams
     from t2t_revival.models.build_model import build_model
 
     hp = HParams(num_hidden_layers=1, d_model=8, d_ff=8, num_heads=2, vocab_size=12,

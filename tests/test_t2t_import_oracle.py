@@ -91,7 +91,7 @@ def _our_search(trained, inputs, beam_size):
     import tensorflow as tf
 
     from t2t_revival.decode.decoder import Decoder
-    from t2t_revival.decode_hparams import DecodeHParams
+    from t2t_revival.settings.decode_hparams import DecodeHParams
 
     assert trained.hparams.position_encoding == "t2t_sinusoid"
     decoder = Decoder(trained, DecodeHParams(beam_size=beam_size, alpha=0.6,

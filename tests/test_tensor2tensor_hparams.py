@@ -11,10 +11,10 @@ import pytest
 
 from t2t_reference import t2t_file, t2t_hparam_names, t2t_hparams
 from t2t_revival import registry
-from t2t_revival.decode_hparams import DecodeHParams, parse_decode_hparams
+from t2t_revival.settings.decode_hparams import DecodeHParams, parse_decode_hparams
 from t2t_revival.errors import UserError
-from t2t_revival.hparams import HParams, HParamsError, fields_help, parse_overrides, resolve
-from t2t_revival.t2t_hparam_names import (NO_EQUIVALENT, OTHER_T2T_NAMES,
+from t2t_revival.settings.hparams import HParams, HParamsError, fields_help, parse_overrides, resolve
+from t2t_revival.settings.t2t_hparam_names import (NO_EQUIVALENT, OTHER_T2T_NAMES,
                                           T2T_DECODE_NO_EQUIVALENT, T2T_NAMES, names_help)
 
 registry.load_all()

@@ -68,7 +68,7 @@ def test_a_carriage_return_inside_a_line_becomes_a_space(tmp_path):
     """One rule for what a line is: datagen's dev/test text files are read
     back by read_text_lines (as sacrebleu reads them: a bare CR ends a line
     there), so a CR inside a corpus line must not reach them."""
-    from t2t_revival.text_lines import read_text_lines, write_text_lines
+    from t2t_revival.files.text_lines import read_text_lines, write_text_lines
 
     (tmp_path / "s").write_bytes(b"one\rtwo\nthree\r\n")
     (tmp_path / "t").write_bytes(b"eins zwei\ndrei\n")

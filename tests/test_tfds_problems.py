@@ -99,9 +99,9 @@ def test_mock_tfds_datagen_train_decode(tmp_path):
     and evaluated on the TFDS pairs, source and target the right way round,
     and the decoder holds its trained weights and vocabulary.
     """
-    from t2t_revival.config_resolution import resolve_train_config
+    from t2t_revival.settings.config_resolution import resolve_train_config
     from t2t_revival.decode.decoder import Decoder
-    from t2t_revival.decode_hparams import parse_decode_hparams
+    from t2t_revival.settings.decode_hparams import parse_decode_hparams
     from t2t_revival.train.trainer import train
 
     registry.load_all()

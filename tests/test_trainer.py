@@ -80,7 +80,7 @@ def test_user_errors_are_one_line(tmp_path):
 
 
 def test_averaging_copies_of_one_checkpoint_gives_it_back(tmp_path):
-    from t2t_revival.config_resolution import resolve_train_config
+    from t2t_revival.settings.config_resolution import resolve_train_config
     from t2t_revival.models.build_model import build_model
     from t2t_revival.run_dir.checkpoint_folder import restore_model_weights
     from t2t_revival.run_dir.training_directory import TrainingDirectory
@@ -148,7 +148,7 @@ def test_sigkill_mid_run_resumes_from_latest_checkpoint(tiny_data, tmp_path):
     latest, saved_step, reader = sigkill_once_saved(args, out_dir, min_step=9, timeout=600,
                                                     settle=0.7)
 
-    from t2t_revival.config_resolution import resolve_train_config
+    from t2t_revival.settings.config_resolution import resolve_train_config
     from t2t_revival.train.trainer import Trainer
     config = resolve_train_config(problem="translate_ende_multi30k", output_dir=str(out_dir),
                                   data_dir=str(tiny_data), hparams_set="transformer_tiny",

@@ -46,7 +46,7 @@ def test_registry_help_lists_every_hparam_field_where_the_error_points():
     every HParams field with its type, default and meaning."""
     import dataclasses
 
-    from t2t_revival.hparams import HParams, HParamsError
+    from t2t_revival.settings.hparams import HParams, HParamsError
 
     with pytest.raises(HParamsError, match=r"`t2t-trainer --registry_help` lists the fields"):
         HParams().override_from_string("d_modle=512")

@@ -68,7 +68,7 @@ def _readable_by_others(path) -> bool:
 def test_every_file_of_a_run_directory_is_readable_by_other_users(shared_data, tmp_path):
     """hparams.json, run.json and vocab.model are 0644 whatever the umask (they
     were 0600 once); TensorFlow's checkpoint files follow the umask."""
-    from t2t_revival.config_resolution import resolve_train_config
+    from t2t_revival.settings.config_resolution import resolve_train_config
     from t2t_revival.data.subword_vocabulary import SubwordVocabulary
     from t2t_revival.train import run_preparation
     from t2t_revival.train.trainer import Trainer
@@ -99,7 +99,7 @@ def test_every_file_of_a_run_directory_is_readable_by_other_users(shared_data, t
 
 
 def test_the_atomic_writer_leaves_the_old_file_on_error(tmp_path):
-    from t2t_revival.atomic_file import atomic_output, write_atomically
+    from t2t_revival.files.atomic_file import atomic_output, write_atomically
 
     path = tmp_path / "sub" / "f.txt"
     write_atomically(str(path), "old\n")

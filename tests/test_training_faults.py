@@ -76,7 +76,7 @@ def test_a_run_that_diverged_before_its_first_save_is_rerun_with_new_hparams(tin
 
 def _tiny_trainer(tiny_data, tmp_path, train_steps, log=lambda line: None, update_step=None,
                   **config):
-    from t2t_revival.config_resolution import resolve_train_config
+    from t2t_revival.settings.config_resolution import resolve_train_config
     from t2t_revival.train.trainer import Trainer
 
     config = {"log_step_count_steps": 1, "eval_steps": 1, "local_eval_frequency": 0,
@@ -260,8 +260,8 @@ def test_shards_deleted_while_training_stop_it_saved_with_one_line(tiny_data, tm
 def test_t2t_trainer_parses_its_hparams_once(tiny_data, tmp_path, monkeypatch, fake_updates):
     """--hparams (and --eval_decode_hparams) are parsed once, at the door
     (config_resolution); the trainer takes the typed HParams (issue 55)."""
-    import t2t_revival.decode_hparams as decode_hparams
-    import t2t_revival.hparams as hparams
+    import t2t_revival.settings.decode_hparams as decode_hparams
+    import t2t_revival.settings.hparams as hparams
 
     parsed = []
     for module in (hparams, decode_hparams):

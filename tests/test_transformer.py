@@ -17,7 +17,7 @@ from t2t_revival import registry
 from t2t_revival.hparams_sets.transformer import (transformer_base, transformer_big,
                                                   transformer_tiny)
 from t2t_revival.models.transformer import Transformer
-from t2t_revival.sentence_cache import PER_SENTENCE
+from t2t_revival.layers.sentence_cache import PER_SENTENCE
 
 ROOT = pathlib.Path(__file__).resolve().parents[1]
 VOCAB = 37

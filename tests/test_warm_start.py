@@ -4,7 +4,7 @@ import numpy as np
 import pytest
 
 from t2t_revival.errors import UserError
-from t2t_revival.hparams import resolve
+from t2t_revival.settings.hparams import resolve
 from t2t_revival.models.build_model import build_model
 from t2t_revival.run_dir.checkpoint_variables import make_checkpoint
 from t2t_revival.run_dir.run_record import RunRecord

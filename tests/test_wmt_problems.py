@@ -10,7 +10,7 @@ import pytest
 from conftest import ROOT
 from wmt_archives import build_ende_wmt14, lines as _lines, sgm, tar as _tar, text as _text
 from t2t_revival.data.data_error import DataError
-from t2t_revival.hparams import HParams
+from t2t_revival.settings.hparams import HParams
 from t2t_revival.problems.translate_wmt import TranslateEndeWmt32k, TranslateEnfrWmt32k
 
 

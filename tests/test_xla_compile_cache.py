@@ -11,9 +11,9 @@ import sys
 import pytest
 
 from conftest import ENV
-from t2t_revival import xla_compile_cache
-from t2t_revival.protobuf_wire import length_delimited, varint
-from t2t_revival.xla_compile_cache import XlaCompileCache, is_complete_message
+from t2t_revival.process import xla_compile_cache
+from t2t_revival.files.protobuf_wire import length_delimited, varint
+from t2t_revival.process.xla_compile_cache import XlaCompileCache, is_complete_message
 
 FLAG = "--tf_xla_persistent_cache_directory"
 
@@ -166,8 +166,8 @@ def test_a_compile_the_full_cache_disk_fails_is_one_line_not_out_of_memory():
     ResourceExhaustedError naming the file): the decoder says the disk."""
     import tensorflow as tf
 
-    from t2t_revival.atomic_file import DiskWriteError
-    from t2t_revival.xla_compile_cache import cache_disk_full
+    from t2t_revival.files.atomic_file import DiskWriteError
+    from t2t_revival.process.xla_compile_cache import cache_disk_full
 
     error = tf.errors.ResourceExhaustedError(
         None, None, "/c/.work-1-2/xla_compile_cache__1__2__XLA_CPU_JIT.pbvm-1.tmp; "

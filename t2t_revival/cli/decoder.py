@@ -38,7 +38,7 @@ import sys
 from absl import flags
 
 from t2t_revival.cli import entry_point, path_flags, tensor2tensor_flags, tensorflow_noise
-from t2t_revival.decode_length import AUTO_LITERT_SENTENCES
+from t2t_revival.decode.decode_length import AUTO_LITERT_SENTENCES
 
 FLAGS = flags.FLAGS
 PROG = "t2t-decoder"
@@ -112,7 +112,7 @@ def _read_inputs(path: str, delimiter: str) -> list[str]:
     """The inputs of --decode_from_file: its lines, or, with another
     `delimiter`, its text split on it, each stripped, a last empty one
     dropped (tensor2tensor's _get_sorted_inputs)."""
-    from t2t_revival.text_lines import read_text_lines
+    from t2t_revival.files.text_lines import read_text_lines
 
     lines = read_text_lines(path, "decode_from_file")
     if delimiter == "\n":
@@ -141,7 +141,7 @@ def _problem(name: str):
 
 def _score(decoder, predictions, references, sources, out_path) -> None:
     """Print the problem's metric; write its extra outputs beside out_path."""
-    from t2t_revival.text_lines import write_text_lines
+    from t2t_revival.files.text_lines import write_text_lines
 
     scored = _problem(decoder.run_record.problem).score_predictions(
         predictions, references, sources, language=FLAGS.language)
@@ -181,8 +181,8 @@ def _checkpoint_paths() -> list[str]:
 def _score_pairs(overrides) -> int:
     """--score_file: each pair's log-probability and score, in input order."""
     from t2t_revival.decode.decoder import Decoder
-    from t2t_revival.progress_bar import ProgressBar
-    from t2t_revival.text_lines import read_text_pairs, write_text_lines
+    from t2t_revival.process.progress_bar import ProgressBar
+    from t2t_revival.files.text_lines import read_text_pairs, write_text_lines
 
     pairs = read_text_pairs(FLAGS.score_file, "score_file")
     decoder = Decoder.load(FLAGS.output_dir, _checkpoint_paths(), overrides)
@@ -201,7 +201,7 @@ def _score_pairs(overrides) -> int:
 def _report_cut(decoder, total: int) -> None:
     """Say how many inputs were longer than max_length and cut (if any)."""
     if decoder.cut_inputs:
-        from t2t_revival.decode_length import cut_lines_report
+        from t2t_revival.decode.decode_length import cut_lines_report
         print(cut_lines_report(decoder.cut_inputs, total, decoder.hparams.max_length),
               file=sys.stderr)
 
@@ -245,8 +245,8 @@ def _translate_file(decoder, sources: list[str], out_path: str,
     constraints keywords, one entry per source; the lines it skips are
     reported with their numbers."""
     from t2t_revival.decode.decode_journal import DecodeJournal
-    from t2t_revival.progress_bar import ProgressBar
-    from t2t_revival.phase_times import phase
+    from t2t_revival.process.progress_bar import ProgressBar
+    from t2t_revival.process.phase_times import phase
 
     journal = DecodeJournal(out_path, sources, {"checkpoint": decoder.checkpoint_path,
                                                 "decode_hparams": str(decoder.decode_hparams),
@@ -302,8 +302,8 @@ def _write_alignments(aligner, sources: list[str], translations: list[str],
     """<out_path>.align, one Pharaoh line per translation line; with
     alignment_heatmap=N, input line N's heatmap beside it."""
     from t2t_revival.decode.alignment_heatmap import heatmap_path, write_heatmap
-    from t2t_revival.progress_bar import ProgressBar
-    from t2t_revival.text_lines import write_text_lines
+    from t2t_revival.process.progress_bar import ProgressBar
+    from t2t_revival.files.text_lines import write_text_lines
 
     print("Aligning the translations", file=sys.stderr)
     lines = aligner.align_lines(sources, translations, progress=ProgressBar())
@@ -329,7 +329,7 @@ def _litert_decoder(settings, sentences: int):
     import os
 
     from t2t_revival.export.litert_decoder import LiteRTDecoder
-    from t2t_revival.phase_times import phase
+    from t2t_revival.process.phase_times import phase
 
     found = LiteRTDecoder.programs_for_job(
         PROG, FLAGS.output_dir, _checkpoint_paths(), settings, sentences,
@@ -356,7 +356,7 @@ def main(argv: list[str]) -> int:
     # Every check of the flags, names and files comes before the imports of
     # TensorFlow and Keras (seconds): a mistake is reported at once.
     from t2t_revival.errors import UserError
-    from t2t_revival.text_lines import read_text_lines
+    from t2t_revival.files.text_lines import read_text_lines
 
     if FLAGS.score_file and (FLAGS.decode_from_file or FLAGS.decode_interactive
                              or FLAGS.decode_reference):
@@ -376,7 +376,7 @@ def main(argv: list[str]) -> int:
                         f"Received: decode_reference={FLAGS.decode_reference!r}")
     # Cheap checks first: the decode hparams (parsed once, here), the training
     # directory, the files.
-    from t2t_revival.decode_hparams import DecodeHParams, parse_decode_hparams
+    from t2t_revival.settings.decode_hparams import DecodeHParams, parse_decode_hparams
     from t2t_revival.run_dir.training_directory import TrainingDirectory
     overrides = parse_decode_hparams(FLAGS.decode_hparams)
     hparams = TrainingDirectory(FLAGS.output_dir).read_hparams()
@@ -401,12 +401,12 @@ def main(argv: list[str]) -> int:
         raise UserError(f"--decode_reference has {len(references)} lines but "
                         f"--decode_from_file has {len(sources)}; they must align. "
                         f"Received: decode_reference={FLAGS.decode_reference!r}")
-    from t2t_revival.progress_bar import ProgressBar
-    from t2t_revival.phase_times import phase
+    from t2t_revival.process.progress_bar import ProgressBar
+    from t2t_revival.process.phase_times import phase
     settings = DecodeHParams.from_hparams(hparams, overrides)
     decoder = _litert_decoder(settings, len(sources))
     if decoder is None:
-        from t2t_revival.xla_compile_cache import XlaCompileCache
+        from t2t_revival.process.xla_compile_cache import XlaCompileCache
         XlaCompileCache.for_process(PROG)   # before the first compile
         phase("checked")
         from t2t_revival.decode.decoder import Decoder

@@ -15,8 +15,8 @@ from absl import app, flags
 
 from t2t_revival.cli.tensorflow_noise import VERBOSE_FLAG
 from t2t_revival.errors import UserError
-from t2t_revival.stop_controller import StopController
-from t2t_revival.stopped_by_signal import StoppedBySignal
+from t2t_revival.process.stop_controller import StopController
+from t2t_revival.process.stopped_by_signal import StoppedBySignal
 
 USAGE_ERROR = 2
 

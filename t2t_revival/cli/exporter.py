@@ -86,7 +86,7 @@ def main(argv: list[str]) -> int:
     if FLAGS.xla and FLAGS.format != "saved_model":
         raise UserError("--xla applies to --format=saved_model only (CTranslate2 "
                         f"and LiteRT have their own kernels). Received: format={FLAGS.format!r}")
-    from t2t_revival.decode_hparams import parse_decode_hparams
+    from t2t_revival.settings.decode_hparams import parse_decode_hparams
     from t2t_revival.run_dir.training_directory import TrainingDirectory, require_directory
 
     overrides = parse_decode_hparams(FLAGS.decode_hparams)   # once, before any model loads

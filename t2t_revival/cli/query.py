@@ -38,7 +38,7 @@ def main(argv: list[str]) -> int:
     if FLAGS.sentences is not None and FLAGS.input_file:
         raise UserError("pass --sentences or --input_file, not both. "
                         f"Received: input_file={FLAGS.input_file!r}")
-    from t2t_revival.text_lines import read_text_lines, text_lines_of
+    from t2t_revival.files.text_lines import read_text_lines, text_lines_of
 
     if FLAGS.sentences is not None:
         sentences = FLAGS.sentences.split("|")

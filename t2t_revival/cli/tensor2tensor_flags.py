@@ -444,7 +444,7 @@ def _same_hparams(values: flags.FlagValues, record, output_dir: str) -> bool:
     the run's set and overrides resolve to. A run without a set (imported by
     t2t-import, or fine-tuned from its hparams.json) is its hparams.json."""
     from t2t_revival import registry
-    from t2t_revival.hparams import HParams, resolve
+    from t2t_revival.settings.hparams import HParams, resolve
     from t2t_revival.run_dir.file_names import HPARAMS_FILE
 
     registry.load_all()

@@ -26,7 +26,7 @@ from typing import Iterator
 from absl import flags
 from absl import logging as absl_logging
 
-from t2t_revival.stop_controller import StopController
+from t2t_revival.process.stop_controller import StopController
 
 VERBOSE_FLAG = "verbose"
 
@@ -153,7 +153,7 @@ def quiet_tensorflow_startup(argv: list[str]) -> None:
     it loads: it tries the binary entry as text first), or 0 with `--verbose`.
     Does nothing to a TensorFlow already imported.
     """
-    from t2t_revival.xla_compile_cache import root_from_environment
+    from t2t_revival.process.xla_compile_cache import root_from_environment
 
     global _quiet
     verbose = verbose_requested(argv)

@@ -18,7 +18,7 @@ from t2t_revival import registry
 from t2t_revival.cli import entry_point, path_flags, tensor2tensor_flags, tensorflow_noise
 from t2t_revival.cli.next_commands import next_commands
 from t2t_revival.errors import UserError
-from t2t_revival.train.train_config import TrainConfig
+from t2t_revival.settings.train_config import TrainConfig
 
 FLAGS = flags.FLAGS
 PROG = "t2t-trainer"
@@ -168,8 +168,8 @@ def main(argv: list[str]) -> int:
         print(line, file=sys.stderr, flush=True)
     if FLAGS.registry_help:
         path_flags.import_usr_dir()
-        from t2t_revival.hparams import fields_help
-        from t2t_revival.t2t_hparam_names import names_help
+        from t2t_revival.settings.hparams import fields_help
+        from t2t_revival.settings.t2t_hparam_names import names_help
 
         print(registry.help_text())
         print(fields_help())
@@ -185,7 +185,7 @@ def main(argv: list[str]) -> int:
         raise UserError("--export_on_best needs --export_saved_model or "
                         "--export_ctranslate2 (which format to export). "
                         "Received: export_on_best=True alone")
-    from t2t_revival.config_resolution import resolve_train_config
+    from t2t_revival.settings.config_resolution import resolve_train_config
 
     # The flags, resolved once into the typed config the trainer takes.
     config = resolve_train_config(
@@ -208,7 +208,7 @@ def main(argv: list[str]) -> int:
         worker_gpu=FLAGS.worker_gpu, usr_dir=usr_dir or "",
         warm_start_from=FLAGS.warm_start_from or "",
         skip_corrupt_records=FLAGS.skip_corrupt_records)
-    from t2t_revival.phase_times import phase
+    from t2t_revival.process.phase_times import phase
     phase("checked")
     from t2t_revival.train.trainer import train
     phase("imported")

@@ -16,7 +16,7 @@ from t2t_revival.data.t2t_subword_vocabulary import T2TSubwordVocabulary
 from t2t_revival.data.vocabulary_file import T2T_SUFFIX, load_vocabulary
 from t2t_revival.errors import UserError
 from t2t_revival.registry import snake_case
-from t2t_revival.usable_cores import usable_cores
+from t2t_revival.process.usable_cores import usable_cores
 
 SPLITS = ("train", "dev", "test")
 MODES = {"train": "train", "eval": "dev"}

@@ -16,7 +16,7 @@ from typing import IO, Sequence
 
 from absl import logging
 
-from t2t_revival.atomic_file import atomic_output
+from t2t_revival.files.atomic_file import atomic_output
 from t2t_revival.data.data_error import DataError
 
 DOWNLOAD_TIMEOUT_S = 20

@@ -27,11 +27,11 @@ from typing import Iterable, Iterator, Sequence
 import google_crc32c
 from absl import logging
 
-from t2t_revival.atomic_file import (atomic_open, disk_failure, disk_failure_fix,
+from t2t_revival.files.atomic_file import (atomic_open, disk_failure, disk_failure_fix,
                                      write_atomically)
 from t2t_revival.errors import UserError
 from t2t_revival.data.vocabulary_file import load_vocabulary
-from t2t_revival.protobuf_wire import varint
+from t2t_revival.files.protobuf_wire import varint
 from t2t_revival.special_ids import EOS_ID
 
 _CHUNK_PAIRS = 2000

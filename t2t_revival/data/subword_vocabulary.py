@@ -11,7 +11,7 @@ from typing import Iterable, Sequence
 
 import sentencepiece as spm
 
-from t2t_revival.atomic_file import write_atomically
+from t2t_revival.files.atomic_file import write_atomically
 from t2t_revival.data.data_error import DataError
 from t2t_revival.run_dir.file_names import VOCAB_FILE
 from t2t_revival.special_ids import EOS_ID, PAD_ID, UNK_ID

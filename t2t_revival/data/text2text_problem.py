@@ -10,7 +10,7 @@ from typing import Iterator
 
 from absl import logging
 
-from t2t_revival.atomic_file import atomic_open, remove_leftover_temporaries, write_atomically
+from t2t_revival.files.atomic_file import atomic_open, remove_leftover_temporaries, write_atomically
 from t2t_revival.data.problem import Problem
 from t2t_revival.data.remote_file import RemoteFile, fetch_all
 from t2t_revival.data.sharded_record_writer import ShardedRecordWriter

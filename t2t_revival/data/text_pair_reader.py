@@ -10,7 +10,7 @@ from typing import IO, Iterator
 from absl import logging
 
 from t2t_revival.data.data_error import DataError
-from t2t_revival.text_lines import one_line
+from t2t_revival.files.text_lines import one_line
 
 _SEG = re.compile(r"<seg[^>]*>(.*)</seg>")
 _MAX_WARNINGS = 10

@@ -1,8 +1,8 @@
-"""Decoding: beam search and sampling over a step callback, the `Decoder` of a
-trained model, ensembles and forced scoring. Its settings, `DecodeHParams`,
-are `t2t_revival.decode_hparams` (no TensorFlow)."""
+"""Decoding: beam search and sampling over a step callback, the engines that
+translate (the TensorFlow `Decoder`, ensembles, forced scoring) and decoding's
+rules (`decode_length`: input and output lengths, the sort-and-batch loop).
 
-from t2t_revival.decode.beam_search import NEG_INF, beam_search, greedy_search, length_penalty
-from t2t_revival.special_ids import EOS_ID, PAD_ID
-
-__all__ = ["EOS_ID", "NEG_INF", "PAD_ID", "beam_search", "greedy_search", "length_penalty"]
+This `__init__` imports nothing (no TensorFlow, no Keras), so that
+`decode_length` serves the CTranslate2 translator without them: import the
+modules, e.g. `from t2t_revival.decode.beam_search import beam_search`.
+"""

@@ -16,7 +16,7 @@ from typing import Sequence
 
 import numpy as np
 
-from t2t_revival.atomic_file import atomic_output
+from t2t_revival.files.atomic_file import atomic_output
 from t2t_revival.errors import UserError
 
 

@@ -13,7 +13,7 @@ Both know nothing of the model. They call
 (greedy search calls it with beam = 1). Rows are sentence-major: rows
 b * beam ... b * beam + beam - 1 are sentence b's. A cache leaf the step
 returns as it got it (the same tensor object) is treated as constant and
-never reordered; the per-sentence part (`t2t_revival.sentence_cache`) is
+never reordered; the per-sentence part (`t2t_revival.layers.sentence_cache`) is
 never tiled either.
 Written with `keras.ops` only, so it runs on the TensorFlow backend eagerly,
 inside `tf.function` (and so in a SavedModel) and compiled whole by XLA
@@ -41,8 +41,8 @@ from keras import ops
 
 from t2t_revival.decode.lexical_constraints import (advance, all_met, allocate_banks,
                                                     phrase_tables)
-from t2t_revival.decode_length import EARLY_STOP_RULES
-from t2t_revival.sentence_cache import map_cache, map_caches
+from t2t_revival.decode.decode_length import EARLY_STOP_RULES
+from t2t_revival.layers.sentence_cache import map_cache, map_caches
 from t2t_revival.special_ids import EOS_ID, PAD_ID
 
 # A finite "minus infinity": log-probs of dead hypotheses. Finite so that
@@ -196,7 +196,7 @@ def beam_search(step: StepFn, cache, batch_size, beam_size: int, alpha: float,
             shape). They are tiled to [B*beam, ...] here and reordered by
             parent beam after every step, except the leaves the step returns
             unchanged (the very tensor it was given): those stay as tiled.
-            Leaves under a `PER_SENTENCE` key (`t2t_revival.sentence_cache`)
+            Leaves under a `PER_SENTENCE` key (`t2t_revival.layers.sentence_cache`)
             stay [B, ...]: the step gets them so, for all of a sentence's
             beams.
         batch_size: B (a Python int, or a scalar tensor for a dynamic batch).

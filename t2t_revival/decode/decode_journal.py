@@ -20,7 +20,7 @@ import json
 import os
 from typing import Sequence
 
-from t2t_revival.atomic_file import (DiskWriteError, disk_failure, disk_failure_fix,
+from t2t_revival.files.atomic_file import (DiskWriteError, disk_failure, disk_failure_fix,
                                      write_atomically)
 
 PARTIAL_SUFFIX = ".partial"

@@ -24,21 +24,21 @@ from t2t_revival.decode.sampling import sample_search
 from t2t_revival.decode.search_guides import SearchGuides, guide_specs, search_arguments
 from t2t_revival.decode.search_memory import (available_bytes, beam_batch_size,
                                               out_of_memory_advice, sample_in_chunks)
-from t2t_revival.decode_hparams import DecodeHParams, DecodeOverrides
-from t2t_revival.decode_length import (AUTO_XLA_SENTENCES_PER_PROGRAM, batch_bucket,
+from t2t_revival.settings.decode_hparams import DecodeHParams, DecodeOverrides
+from t2t_revival.decode.decode_length import (AUTO_XLA_SENTENCES_PER_PROGRAM, batch_bucket,
                                        check_input_length, cut_line,
                                        decode_in_length_order, length_sorted_batches,
                                        max_decode_length, padded_length, position_limit)
-from t2t_revival.device_memory import out_of_memory_error
+from t2t_revival.process.device_memory import out_of_memory_error
 from t2t_revival.errors import UserError
 from t2t_revival.models.trained_model import TrainedModel
 from t2t_revival.run_dir.training_directory import TrainingDirectory
 from t2t_revival.special_ids import EOS_ID, PAD_ID
 # Re-exported for callers: the decoder reads and writes text files.
-from t2t_revival.text_lines import one_field
-from t2t_revival.text_lines import read_text_lines, write_text_lines  # noqa: F401
-from t2t_revival.usable_cores import usable_cores
-from t2t_revival.xla_compile_cache import cache_disk_full
+from t2t_revival.files.text_lines import one_field
+from t2t_revival.files.text_lines import read_text_lines, write_text_lines  # noqa: F401
+from t2t_revival.process.usable_cores import usable_cores
+from t2t_revival.process.xla_compile_cache import cache_disk_full
 
 
 class Decoder:

@@ -24,7 +24,7 @@ from typing import Sequence
 
 from keras import ops
 
-from t2t_revival.decode_length import position_limit
+from t2t_revival.decode.decode_length import position_limit
 from t2t_revival.errors import UserError
 from t2t_revival.models.build_model import build_model
 from t2t_revival.models.trained_model import TrainedModel

@@ -37,7 +37,7 @@ from keras import ops
 
 from t2t_revival.decode.beam_search import (NEG_INF, StepFn, length_penalty,
                                            token_by_token_search)
-from t2t_revival.sentence_cache import map_cache
+from t2t_revival.layers.sentence_cache import map_cache
 from t2t_revival.special_ids import EOS_ID
 
 
@@ -90,7 +90,7 @@ def sample_search(step: StepFn, cache, batch_size, max_decode_length: int,
         step: `step(ids [B*n] int32, cache, index) -> (logits [B*n, V], cache)`.
         cache: nested dict of tensors, every leaf [B, ...]; tiled here to
             [B*n, ...] (n = samples_per_input), each copy sampled independently,
-            except the per-sentence part (`t2t_revival.sentence_cache`).
+            except the per-sentence part (`t2t_revival.layers.sentence_cache`).
         batch_size: B (a Python int, or a scalar tensor).
         max_decode_length: the number of positions decoded at most.
         seed_generator: where the random numbers come from (advanced here).

@@ -21,10 +21,10 @@ import os
 
 import numpy as np
 
-from t2t_revival.decode_hparams import DecodeHParams
-from t2t_revival.decode_length import longest_decode_length
+from t2t_revival.settings.decode_hparams import DecodeHParams
+from t2t_revival.decode.decode_length import longest_decode_length
 from t2t_revival.errors import UserError
-from t2t_revival.hparams import HParams
+from t2t_revival.settings.hparams import HParams
 
 SEARCH_BYTES = 256 * 2 ** 20
 """The rows of one search call take about this much memory at most."""

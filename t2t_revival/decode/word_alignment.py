@@ -33,8 +33,8 @@ from typing import Callable, Sequence
 import numpy as np
 from keras import ops
 
-from t2t_revival.decode_hparams import ALIGNMENT_HEADS
-from t2t_revival.decode_length import cut_line, decode_in_length_order, padded_length
+from t2t_revival.settings.decode_hparams import ALIGNMENT_HEADS
+from t2t_revival.decode.decode_length import cut_line, decode_in_length_order, padded_length
 from t2t_revival.errors import UserError
 from t2t_revival.special_ids import EOS_ID, PAD_ID
 

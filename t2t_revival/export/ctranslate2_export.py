@@ -51,8 +51,8 @@ import shutil
 
 import numpy as np
 
-from t2t_revival.decode_hparams import DecodeOverrides
-from t2t_revival.decode_length import longest_decode_length
+from t2t_revival.settings.decode_hparams import DecodeOverrides
+from t2t_revival.decode.decode_length import longest_decode_length
 from t2t_revival.errors import UserError
 from t2t_revival.export.ctranslate2_translator import EXPORT_CONFIG, INSTALL_HINT
 from t2t_revival.export.version_directory import checkpoint_version, write_version_directory

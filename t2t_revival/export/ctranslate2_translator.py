@@ -16,7 +16,7 @@ Decoding follows `t2t-decoder` as closely as CTranslate2 allows:
 - sentences are sorted by length and decoded `batch_size` at a time, with
   max_decoding_length = the batch's longest input (EOS included) padded to a
   multiple of 16, plus extra_length: the same order, batches and limit as
-  `Decoder` (`t2t_revival.decode_length`, which imports no TensorFlow);
+  `Decoder` (`t2t_revival.decode.decode_length`, which imports no TensorFlow);
 - ranking: CTranslate2 normalizes a hypothesis's log-prob by
   length ** length_penalty, tensor2tensor by GNMT's ((5 + length) / 6) ** alpha
   with EOS counted in the length. We ask CTranslate2 for its `beam_size`
@@ -38,12 +38,12 @@ import json
 import os
 from typing import Callable, Sequence
 
-from t2t_revival import decode_length
-from t2t_revival.setting_ranges import out_of_range
+from t2t_revival.decode import decode_length
+from t2t_revival.settings.setting_ranges import out_of_range
 from t2t_revival.errors import UserError
 from t2t_revival.special_ids import EOS_ID
-from t2t_revival.text_lines import one_field
-from t2t_revival.usable_cores import usable_cores
+from t2t_revival.files.text_lines import one_field
+from t2t_revival.process.usable_cores import usable_cores
 
 # How to install the optional ctranslate2 package: the extra of the clone
 # (`pip install "t2t-revival[ctranslate2]"` would fetch the project itself from

@@ -6,7 +6,7 @@ from __future__ import annotations
 
 from typing import TYPE_CHECKING, Sequence
 
-from t2t_revival.decode_hparams import DecodeHParams, DecodeOverrides
+from t2t_revival.settings.decode_hparams import DecodeHParams, DecodeOverrides
 from t2t_revival.errors import UserError
 from t2t_revival.run_dir.training_directory import TrainingDirectory, require_directory
 

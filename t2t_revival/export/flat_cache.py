@@ -14,7 +14,7 @@ from __future__ import annotations
 
 from typing import Any
 
-from t2t_revival.sentence_cache import PER_SENTENCE
+from t2t_revival.layers.sentence_cache import PER_SENTENCE
 
 SEPARATOR = "__"
 """Joins a cache leaf's keys into its name in the LiteRT programs."""

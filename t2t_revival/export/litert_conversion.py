@@ -34,7 +34,7 @@ import tensorflow as tf
 from keras import ops
 
 from t2t_revival.export.flat_cache import LOGITS, flat_cache, is_per_sentence, nested_cache
-from t2t_revival.sentence_cache import map_cache
+from t2t_revival.layers.sentence_cache import map_cache
 
 
 def cache_specs(model, sentences: int, rows: int, source_length: int,

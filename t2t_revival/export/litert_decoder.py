@@ -24,12 +24,12 @@ import sys
 import time
 from typing import Callable, Sequence
 
-from t2t_revival.decode_hparams import DecodeHParams, litert_unsupported
-from t2t_revival.decode_length import AUTO_LITERT_MAX_PARAMETERS, AUTO_LITERT_SENTENCES
+from t2t_revival.settings.decode_hparams import DecodeHParams, litert_unsupported
+from t2t_revival.decode.decode_length import AUTO_LITERT_MAX_PARAMETERS, AUTO_LITERT_SENTENCES
 from t2t_revival.export.litert_program_cache import (ConversionFailed, LiteRTProgramCache,
                                                      checkpoint_prefix, program_key)
 from t2t_revival.errors import UserError
-from t2t_revival.hparams import HParams
+from t2t_revival.settings.hparams import HParams
 from t2t_revival.run_dir.training_directory import TrainingDirectory
 
 

@@ -29,8 +29,8 @@ import json
 import os
 import shutil
 
-from t2t_revival.decode_hparams import DecodeOverrides
-from t2t_revival.decode_length import longest_decode_length
+from t2t_revival.settings.decode_hparams import DecodeOverrides
+from t2t_revival.decode.decode_length import longest_decode_length
 from t2t_revival.export.ctranslate2_translator import EXPORT_CONFIG
 from t2t_revival.export.litert_translator import ENCODER_FILE, STEP_FILE
 from t2t_revival.export.version_directory import checkpoint_version, write_version_directory

@@ -46,12 +46,12 @@ import tempfile
 import time
 
 from t2t_revival import __version__
-from t2t_revival.atomic_file import pid_alive, write_atomically
-from t2t_revival.decode_hparams import DecodeHParams
+from t2t_revival.files.atomic_file import pid_alive, write_atomically
+from t2t_revival.settings.decode_hparams import DecodeHParams
 from t2t_revival.export.export_source import LITERT_FIXES
 from t2t_revival.run_dir.file_names import CHECKPOINT_PREFIX
 from t2t_revival.run_dir.training_directory import TrainingDirectory
-from t2t_revival.xla_compile_cache import ENV, MIN_FREE_BYTES, file_sha256, root_from_environment
+from t2t_revival.process.xla_compile_cache import ENV, MIN_FREE_BYTES, file_sha256, root_from_environment
 
 FORMAT = 1
 """Bumped when the programs or the loop that runs them change meaning."""

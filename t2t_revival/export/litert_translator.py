@@ -37,12 +37,12 @@ from typing import Callable, Sequence
 
 import numpy as np
 
-from t2t_revival import decode_length
+from t2t_revival.decode import decode_length
 from t2t_revival.errors import UserError
 from t2t_revival.export.ctranslate2_translator import newest_version, read_export_settings
 from t2t_revival.special_ids import EOS_ID, PAD_ID
-from t2t_revival.text_lines import one_field
-from t2t_revival.usable_cores import usable_cores
+from t2t_revival.files.text_lines import one_field
+from t2t_revival.process.usable_cores import usable_cores
 
 ENCODER_FILE = "encoder.tflite"
 STEP_FILE = "step.tflite"

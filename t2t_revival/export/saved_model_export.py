@@ -14,7 +14,7 @@ from __future__ import annotations
 
 import os
 
-from t2t_revival.decode_hparams import DecodeOverrides
+from t2t_revival.settings.decode_hparams import DecodeOverrides
 from t2t_revival.export.version_directory import checkpoint_version, write_version_directory
 
 

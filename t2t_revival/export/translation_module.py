@@ -29,7 +29,7 @@ Signatures:
            uncompiled, in an --xla export too (its shapes vary with the
            prefixes).
 
-Max decode length: `t2t_revival.decode_length`'s rule, as `Decoder`
+Max decode length: `t2t_revival.decode.decode_length`'s rule, as `Decoder`
 uses it: the batch is padded to a multiple of 16 tokens (not past
 `max_length`), and beam search decodes at most that padded length +
 `extra_length` positions (capped at `max_length` for learned positions): the
@@ -61,14 +61,14 @@ from __future__ import annotations
 
 import tensorflow as tf
 
-from t2t_revival import decode_length
+from t2t_revival.decode import decode_length
 from t2t_revival.decode.beam_search import beam_search
 from t2t_revival.decode.word_alignment import check_alignment_settings
 from t2t_revival.decode.search_guides import search_arguments
-from t2t_revival.decode_length import batch_bucket, cut_to_max_length, padded_length
+from t2t_revival.decode.decode_length import batch_bucket, cut_to_max_length, padded_length
 from t2t_revival.run_dir.checkpoint_variables import model_variables
 from t2t_revival.special_ids import EOS_ID, PAD_ID
-from t2t_revival.text_lines import FIELD_BREAKS
+from t2t_revival.files.text_lines import FIELD_BREAKS
 
 # The batch buckets (rows) that the XLA export traces a search of their own
 # for, so that it runs in beam search's stages of halving size (a batch

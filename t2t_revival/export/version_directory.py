@@ -14,7 +14,7 @@ import sys
 import time
 from typing import Callable
 
-from t2t_revival.atomic_file import disk_failure, disk_failure_fix, pid_alive, replace_directory
+from t2t_revival.files.atomic_file import disk_failure, disk_failure_fix, pid_alive, replace_directory
 from t2t_revival.errors import UserError
 from t2t_revival.run_dir.file_names import checkpoint_step
 

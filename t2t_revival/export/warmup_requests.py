@@ -22,7 +22,7 @@ from typing import Mapping, Sequence
 
 import tensorflow as tf
 
-from t2t_revival.protobuf_wire import length_delimited as field
+from t2t_revival.files.protobuf_wire import length_delimited as field
 
 WARMUP_FILE = "tf_serving_warmup_requests"
 # Sentences of a few lengths, so warm-up traces the usual shapes.

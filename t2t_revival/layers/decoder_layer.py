@@ -7,7 +7,7 @@ from t2t_revival.layers.attention_masks import causal_mask
 from t2t_revival.layers.dropout import Dropout
 from t2t_revival.layers.feed_forward_network import FeedForwardNetwork
 from t2t_revival.layers.multi_head_attention import MultiHeadAttention
-from t2t_revival.sentence_cache import PER_SENTENCE
+from t2t_revival.layers.sentence_cache import PER_SENTENCE
 
 
 @keras.saving.register_keras_serializable(package="t2t_revival")
@@ -44,7 +44,7 @@ class DecoderLayer(keras.layers.Layer):
                                        "value": [sentences, h, S, d_v]}}}`
             (heads first: `MultiHeadAttention`'s cache layout). `batch` is a
             multiple of `sentences`, sentence-major (a search's beams or
-            samples: `t2t_revival.sentence_cache`); the
+            samples: `t2t_revival.layers.sentence_cache`); the
             `cross_attention_mask` is then per sentence too.
         cache_index: int32 scalar, position of `x[:, 0]` (with `cache`).
         training: enables dropout.

@@ -35,7 +35,7 @@ from typing import Sequence
 import sacrebleu
 
 from t2t_revival.errors import UserError
-from t2t_revival.text_lines import read_text_lines
+from t2t_revival.files.text_lines import read_text_lines
 from t2t_revival.metrics.bleu_score import BleuScore
 from t2t_revival.metrics.metric_score import MetricScore
 from t2t_revival.metrics.t2t_bleu import t2t_bleu, t2t_line

@@ -3,7 +3,7 @@
 from __future__ import annotations
 
 from t2t_revival import registry
-from t2t_revival.hparams import HParams
+from t2t_revival.settings.hparams import HParams
 
 
 def build_model(hparams: HParams, model_name: str = "transformer"):

@@ -9,9 +9,9 @@ from typing import Any
 from t2t_revival.data.subword_vocabulary import SubwordVocabulary
 from t2t_revival.data.t2t_subword_vocabulary import T2TSubwordVocabulary
 from t2t_revival.errors import UserError
-from t2t_revival.hparams import HParams
+from t2t_revival.settings.hparams import HParams
 from t2t_revival.models.build_model import build_model
-from t2t_revival.phase_times import phase
+from t2t_revival.process.phase_times import phase
 from t2t_revival.run_dir.checkpoint_folder import (CheckpointFolder, Log, restore_model_weights,
                                                    stderr_log)
 from t2t_revival.run_dir.run_record import RunRecord

@@ -5,7 +5,7 @@ from __future__ import annotations
 import keras
 from keras import ops
 
-from t2t_revival.hparams import HParams
+from t2t_revival.settings.hparams import HParams
 from t2t_revival.layers.attention_masks import segment_mask
 from t2t_revival.layers.decoder_layer import DecoderLayer
 from t2t_revival.layers.dropout import Dropout
@@ -14,7 +14,7 @@ from t2t_revival.layers.position_embedding import PositionEmbedding
 from t2t_revival.layers.sinusoidal_position_encoding import SinusoidalPositionEncoding
 from t2t_revival.layers.token_embedding import TokenEmbedding
 from t2t_revival.registry import register_model
-from t2t_revival.sentence_cache import PER_SENTENCE
+from t2t_revival.layers.sentence_cache import PER_SENTENCE
 from t2t_revival.special_ids import PAD_ID
 
 
@@ -303,7 +303,7 @@ class Transformer(keras.Model):
             self-attention buffers start as zeros, the cross-attention keys and
             values are computed here, once per source). A search tiles the
             self-attention buffers for its beams; the `PER_SENTENCE` parts
-            stay one per sentence (`t2t_revival.sentence_cache`).
+            stay one per sentence (`t2t_revival.layers.sentence_cache`).
         """
         cache = {PER_SENTENCE: {"encoder_padding": ops.cast(encoder_padding, "float32")}}
         for i, layer in enumerate(self.decoder_layers):

@@ -28,7 +28,7 @@ import os
 import shutil
 from typing import Callable
 
-from t2t_revival.atomic_file import (FILE_MODE, disk_failure, disk_failure_fix,
+from t2t_revival.files.atomic_file import (FILE_MODE, disk_failure, disk_failure_fix,
                                      old_directory_name, replace_directory, write_atomically)
 from t2t_revival.errors import UserError
 from t2t_revival.run_dir.best_record import BestRecord

@@ -6,7 +6,7 @@ import dataclasses
 import math
 from typing import Any, ClassVar
 
-from t2t_revival.json_record import JsonRecord
+from t2t_revival.files.json_record import JsonRecord
 
 
 @dataclasses.dataclass(frozen=True)

@@ -333,7 +333,7 @@ class CheckpointFolder:
         rewritten (atomically) so that `save` keeps and deletes the right files
         from now on. A sound index is left as it is.
         """
-        from t2t_revival.atomic_file import write_atomically
+        from t2t_revival.files.atomic_file import write_atomically
 
         index = os.path.join(self.path, CHECKPOINT_INDEX)
         intact = [p for p in self.candidates(quiet) if self.problem(p) is None

@@ -13,7 +13,7 @@ import fcntl
 import os
 import socket
 
-from t2t_revival.atomic_file import disk_failure, disk_failure_fix
+from t2t_revival.files.atomic_file import disk_failure, disk_failure_fix
 from t2t_revival.errors import UserError
 from t2t_revival.run_dir.file_names import LOCK_FILE
 

@@ -5,7 +5,7 @@ from __future__ import annotations
 import dataclasses
 from typing import Any, ClassVar
 
-from t2t_revival.json_record import JsonRecord
+from t2t_revival.files.json_record import JsonRecord
 from t2t_revival.run_dir.file_names import VOCAB_FILE
 
 

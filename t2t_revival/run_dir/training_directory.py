@@ -8,12 +8,12 @@ import functools
 import shutil
 from typing import TYPE_CHECKING, Any, Callable
 
-from t2t_revival.atomic_file import copy_atomically
+from t2t_revival.files.atomic_file import copy_atomically
 from t2t_revival.data.subword_vocabulary import SubwordVocabulary
 from t2t_revival.data.t2t_subword_vocabulary import T2TSubwordVocabulary
 from t2t_revival.data.vocabulary_file import load_vocabulary, vocabulary_in
 from t2t_revival.errors import UserError
-from t2t_revival.hparams import HParams
+from t2t_revival.settings.hparams import HParams
 from t2t_revival.run_dir.best_checkpoint import BestCheckpoint
 from t2t_revival.run_dir.file_names import (AVERAGED_DIR, CTRANSLATE2_EXPORT_DIR, EXPORT_DIR,
                                             LITERT_EXPORT_DIR,

@@ -6,7 +6,7 @@ import re
 from typing import Any
 
 from t2t_revival.errors import UserError
-from t2t_revival.hparams import HParams
+from t2t_revival.settings.hparams import HParams
 
 MODALITY = re.compile(r"^transformer/symbol_modality_(\d+)_(\d+)/"
                       r"(shared|input_emb|target_emb|softmax)/weights_(\d+)$")

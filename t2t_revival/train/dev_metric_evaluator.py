@@ -18,11 +18,11 @@ from typing import Callable
 from t2t_revival.data.problem import Problem
 from t2t_revival.data.scored_predictions import ScoredPredictions, score_name
 from t2t_revival.decode.decoder import Decoder
-from t2t_revival.decode_hparams import DecodeHParams
-from t2t_revival.device_memory import OutOfMemoryError
+from t2t_revival.settings.decode_hparams import DecodeHParams
+from t2t_revival.process.device_memory import OutOfMemoryError
 from t2t_revival.errors import UserError
 from t2t_revival.models.trained_model import TrainedModel
-from t2t_revival.text_lines import read_text_lines
+from t2t_revival.files.text_lines import read_text_lines
 
 
 class DevMetricEvaluator:

@@ -22,7 +22,7 @@ from t2t_revival.train.early_stopping import EarlyStopping
 from t2t_revival.train.evaluation import Evaluation
 from t2t_revival.train.losses import token_metrics_sums
 from t2t_revival.train.run_checkpoints import RunCheckpoints
-from t2t_revival.train.train_config import TrainConfig
+from t2t_revival.settings.train_config import TrainConfig
 from t2t_revival.train.training_faults import TrainingFaults
 from t2t_revival.train.worker_agreement import chief_decides
 

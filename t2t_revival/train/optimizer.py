@@ -12,7 +12,7 @@ from __future__ import annotations
 
 import keras
 
-from t2t_revival.hparams import HParams
+from t2t_revival.settings.hparams import HParams
 from t2t_revival.train.noam_schedule import NoamSchedule
 from t2t_revival.train.reduced_gradients_adam import ReducedGradientsAdam
 

@@ -16,7 +16,7 @@ from t2t_revival.errors import UserError
 from t2t_revival.run_dir.checkpoint_folder import quiet
 from t2t_revival.run_dir.run_record import RunRecord
 from t2t_revival.run_dir.training_directory import TrainingDirectory
-from t2t_revival.train.train_config import TrainConfig
+from t2t_revival.settings.train_config import TrainConfig
 
 Log = Callable[[str], None]
 

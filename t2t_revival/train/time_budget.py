@@ -7,7 +7,7 @@ from typing import Callable
 import tensorflow as tf
 
 from t2t_revival.train.cooldown_fit import CooldownFit
-from t2t_revival.train.train_config import TrainConfig
+from t2t_revival.settings.train_config import TrainConfig
 from t2t_revival.train.training_stats import TrainingStats
 from t2t_revival.train.worker_agreement import any_worker, chief_value
 

@@ -30,13 +30,13 @@ import tensorflow as tf
 
 from t2t_revival.run_dir.run_lock import RunLock
 from t2t_revival.run_dir.training_directory import TrainingDirectory
-from t2t_revival.save_then_stop import SaveThenStop
-from t2t_revival.stopped_by_signal import StoppedBySignal
+from t2t_revival.process.save_then_stop import SaveThenStop
+from t2t_revival.process.stopped_by_signal import StoppedBySignal
 from t2t_revival.train import run_preparation
 from t2t_revival.train.evaluator import Evaluator, OnNewBest
 from t2t_revival.train.run_checkpoints import RunCheckpoints
 from t2t_revival.train.time_budget import TimeBudget
-from t2t_revival.train.train_config import TrainConfig
+from t2t_revival.settings.train_config import TrainConfig
 from t2t_revival.train.training_faults import TrainingFaults
 from t2t_revival.train.training_loop import TrainingLoop
 from t2t_revival.train.training_result import TrainingResult

@@ -16,9 +16,9 @@ from typing import Callable
 import tensorflow as tf
 
 from t2t_revival.data.data_error import DataError
-from t2t_revival.device_memory import OutOfMemoryError, out_of_memory_error
+from t2t_revival.process.device_memory import OutOfMemoryError, out_of_memory_error
 from t2t_revival.errors import UserError
-from t2t_revival.hparams import HParams
+from t2t_revival.settings.hparams import HParams
 from t2t_revival.train.run_checkpoints import RunCheckpoints
 
 

@@ -13,7 +13,7 @@ from t2t_revival.train.compile_notice import compile_notice
 from t2t_revival.train.evaluator import Evaluator
 from t2t_revival.train.run_checkpoints import RunCheckpoints
 from t2t_revival.train.time_budget import TimeBudget
-from t2t_revival.train.train_config import TrainConfig
+from t2t_revival.settings.train_config import TrainConfig
 from t2t_revival.train.training_faults import TrainingFaults
 from t2t_revival.train.training_result import TrainingResult
 from t2t_revival.train.training_stats import TrainingStats

@@ -15,7 +15,7 @@ from t2t_revival.train.optimizer import make_optimizer
 from t2t_revival.train.run_preparation import check_cooldown_fits, check_resume_config
 from t2t_revival.train.strategy import is_chief, make_strategy
 from t2t_revival.train.time_budget import TimeBudget
-from t2t_revival.train.train_config import TrainConfig
+from t2t_revival.settings.train_config import TrainConfig
 
 
 @dataclasses.dataclass(frozen=True)

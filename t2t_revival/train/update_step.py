@@ -33,7 +33,7 @@ from __future__ import annotations
 
 import tensorflow as tf
 
-from t2t_revival.hparams import HParams
+from t2t_revival.settings.hparams import HParams
 from t2t_revival.train.losses import smoothed_cross_entropy_sum
 from t2t_revival.train.strategy import on_cpu_only
 

@@ -22,7 +22,7 @@ from t2t_revival.errors import UserError
 from t2t_revival.run_dir.checkpoint_folder import CORRUPT_RESTORE_ERRORS, restore_model_weights
 from t2t_revival.run_dir.corrupt_checkpoint_error import CorruptCheckpointError
 from t2t_revival.run_dir.checkpoint_variables import model_variables
-from t2t_revival.hparams import HParams
+from t2t_revival.settings.hparams import HParams
 from t2t_revival.run_dir.file_names import RUN_FILE
 from t2t_revival.run_dir.training_directory import TrainingDirectory
 

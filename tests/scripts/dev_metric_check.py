@@ -12,9 +12,9 @@ sentences. Prints JSON.
 import json
 import sys
 
-from t2t_revival.config_resolution import resolve_train_config
+from t2t_revival.settings.config_resolution import resolve_train_config
 from t2t_revival.decode.decoder import Decoder
-from t2t_revival.decode_hparams import parse_decode_hparams
+from t2t_revival.settings.decode_hparams import parse_decode_hparams
 from t2t_revival.train import run_preparation
 from t2t_revival.train.strategy import make_strategy
 from t2t_revival.train.trainer import Trainer

@@ -12,7 +12,7 @@ chief decodes; both workers must stop at the same step (no deadlock).
 import json
 import sys
 
-from t2t_revival.config_resolution import resolve_train_config
+from t2t_revival.settings.config_resolution import resolve_train_config
 from t2t_revival.train.trainer import train
 
 data_dir, out_dir = sys.argv[1], sys.argv[2]

@@ -12,7 +12,7 @@ import sys
 import numpy as np
 import tensorflow as tf
 
-from t2t_revival.config_resolution import resolve_train_config
+from t2t_revival.settings.config_resolution import resolve_train_config
 from t2t_revival.train.strategy import make_strategy
 from t2t_revival.train.trainer import Trainer
 from t2t_revival.train.update_step import UpdateStep

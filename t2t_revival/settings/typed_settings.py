@@ -22,7 +22,7 @@ from typing import Any, Callable, Mapping
 
 from t2t_revival.errors import UserError
 from t2t_revival.registry import closest
-from t2t_revival.setting_ranges import RANGES, out_of_range
+from t2t_revival.settings.setting_ranges import RANGES, out_of_range
 
 Alias = tuple[Any, Callable[[str, Any], tuple[str, Any]]]
 """Another name of a setting (`parse_typed_pairs`' aliases): the type its value

@@ -30,8 +30,7 @@ share, so that all four decode the same batch to the same length limit:
 The length functions take Python ints or int32 tf tensors (inside a
 `tf.function`) alike. The module imports no TensorFlow itself (it does so only
 when handed a tensor), so that the CTranslate2 translator can serve without
-it; that is also why it sits here and not in `decode/`, whose package imports
-Keras.
+it (`decode/__init__` imports nothing).
 """
 
 from __future__ import annotations

@@ -17,7 +17,7 @@ import dataclasses
 import math
 import numbers
 
-from t2t_revival.decode_length import MAX_EXTRA_LENGTH
+from t2t_revival.decode.decode_length import MAX_EXTRA_LENGTH
 
 
 @dataclasses.dataclass(frozen=True)

@@ -31,11 +31,11 @@ import sys
 import threading
 from typing import TYPE_CHECKING, Iterator, NoReturn
 
-from t2t_revival.atomic_file import remove_pending_temporaries
-from t2t_revival.stopped_by_signal import STOP_SIGNALS, StoppedBySignal
+from t2t_revival.files.atomic_file import remove_pending_temporaries
+from t2t_revival.process.stopped_by_signal import STOP_SIGNALS, StoppedBySignal
 
 if TYPE_CHECKING:
-    from t2t_revival.save_then_stop import SaveThenStop
+    from t2t_revival.process.save_then_stop import SaveThenStop
 
 
 class StopController:

@@ -23,7 +23,7 @@ from __future__ import annotations
 import contextlib
 from typing import Iterator
 
-from t2t_revival.stop_controller import StopController
+from t2t_revival.process.stop_controller import StopController
 
 
 class SaveThenStop:

@@ -7,7 +7,7 @@ import io
 import zlib
 from typing import Callable, Sequence
 
-from t2t_revival.atomic_file import write_atomically
+from t2t_revival.files.atomic_file import write_atomically
 from t2t_revival.errors import UserError
 
 # What ends a line where these files are read (`read_text_lines`, as sacrebleu

@@ -14,9 +14,9 @@ import dataclasses
 import json
 from typing import Any, ClassVar, TypeVar
 
-from t2t_revival.atomic_file import write_atomically
+from t2t_revival.files.atomic_file import write_atomically
 from t2t_revival.errors import UserError
-from t2t_revival.text_lines import read_record_text
+from t2t_revival.files.text_lines import read_record_text
 
 R = TypeVar("R", bound="JsonRecord")
 

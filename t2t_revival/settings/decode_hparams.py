@@ -15,15 +15,15 @@ import dataclasses
 import typing
 from typing import Any, Mapping
 
-from t2t_revival.decode_length import (CPU_PARALLEL_BATCHES, CPU_PARALLEL_SINGLE_SENTENCES,
+from t2t_revival.decode.decode_length import (CPU_PARALLEL_BATCHES, CPU_PARALLEL_SINGLE_SENTENCES,
                                        EARLY_STOP_RULES, LITERT_CHOICES, LONG_INPUTS,
                                        XLA_CHOICES,
                                        max_decode_length)
 from t2t_revival.errors import UserError
-from t2t_revival.hparams import HParams
+from t2t_revival.settings.hparams import HParams
 from t2t_revival.registry import closest
-from t2t_revival.t2t_hparam_names import T2T_DECODE_NO_EQUIVALENT
-from t2t_revival.typed_settings import check_settings, parse_typed_pairs
+from t2t_revival.settings.t2t_hparam_names import T2T_DECODE_NO_EQUIVALENT
+from t2t_revival.settings.typed_settings import check_settings, parse_typed_pairs
 
 DecodeOverrides = Mapping[str, Any]
 """`--decode_hparams` parsed: {field name: typed value} (`parse_decode_hparams`)."""

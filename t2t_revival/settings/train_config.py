@@ -11,8 +11,8 @@ import dataclasses
 import os
 import tempfile
 
-from t2t_revival.decode_hparams import DecodeHParams
-from t2t_revival.hparams import HParams
+from t2t_revival.settings.decode_hparams import DecodeHParams
+from t2t_revival.settings.hparams import HParams
 
 DEFAULT_TMP_DIR = os.path.join(tempfile.gettempdir(), "t2t_datagen")
 """Where datagen finds raw corpora without --tmp_dir (tensor2tensor's default)."""

@@ -55,7 +55,7 @@ import shutil
 import sys
 import time
 
-from t2t_revival.atomic_file import (DiskWriteError, disk_failure, disk_failure_fix, pid_alive,
+from t2t_revival.files.atomic_file import (DiskWriteError, disk_failure, disk_failure_fix, pid_alive,
                                      write_atomically)
 
 ENV = "T2T_COMPILE_CACHE"
@@ -115,7 +115,7 @@ def is_complete_message(data: bytes) -> bool:
     """Whether `data` parses as protocol-buffer fields to its last byte with
     the three fields of TensorFlow's XlaSerializedCacheEntry (key, the HLO
     module, the executable): what a truncated or garbled entry is not."""
-    from t2t_revival.protobuf_wire import top_level_fields
+    from t2t_revival.files.protobuf_wire import top_level_fields
 
     try:
         numbers = {number for number, _ in top_level_fields(data)}

@@ -18,11 +18,11 @@ import os
 from typing import Any
 
 from t2t_revival import registry
-from t2t_revival.decode_hparams import DecodeHParams, parse_decode_hparams
+from t2t_revival.settings.decode_hparams import DecodeHParams, parse_decode_hparams
 from t2t_revival.errors import UserError
-from t2t_revival.hparams import HParams, resolve
+from t2t_revival.settings.hparams import HParams, resolve
 from t2t_revival.run_dir.file_names import HPARAMS_FILE
-from t2t_revival.train.train_config import DEFAULT_TMP_DIR, TrainConfig
+from t2t_revival.settings.train_config import DEFAULT_TMP_DIR, TrainConfig
 
 
 def problem_for(name: str, data_dir: str, tmp_dir: str = ""):

@@ -1,0 +1,9 @@
+"""File formats and how they are written.
+
+- `atomic_file`: write to a temporary name, then rename (nothing half-written).
+- `text_lines`: UTF-8 text files of lines (.gz too), one clear error a bad line.
+- `json_record.JsonRecord`: a typed JSON record file (run.json, best.json).
+- `protobuf_wire`: the few protobuf wire-format fields we read and write.
+
+This `__init__` imports nothing: import the modules.
+"""
