@@ -162,3 +162,44 @@ def test_no_intact_checkpoint_but_an_intact_best_says_so(trained_copy, tiny_data
                    f"{trained_copy / 'best'} holds an intact one, {trained_copy / 'best' / 'ckpt-3'}",
                    f"--warm_start_from={trained_copy / 'best' / 'ckpt-3'}")
     assert run_files(trained_copy) == before
+
+
+def _garbage_index_only(run):
+    (run / "checkpoint").write_bytes(b"\x00\x01 not an index {{{")
+    return "The checkpoint index"
+
+
+def _checkpoint_lines(text):
+    """What a reader says about the checkpoints it skipped or worked around."""
+    return [line for line in text.splitlines()
+            if line.startswith(("Skipping the checkpoint", "The checkpoint index"))]
+
+
+@pytest.mark.parametrize("damage, chosen", [(_garbage_index_only, "ckpt-3"),
+                                            (_truncate_data, "ckpt-2")],
+                         ids=["garbage_index", "truncated_newest"])
+def test_the_litert_and_tensorflow_paths_choose_and_say_the_same(damage, chosen, trained_copy):
+    """Issue 72: the run directory is the one chooser of a checkpoint. The
+    LiteRT path (no TensorFlow: `checkpoint_prefix`) and the TensorFlow path
+    (`TrainedModel.load`) choose the same checkpoint and say the same lines,
+    called as t2t-decoder calls them and through t2t-decoder itself."""
+    from t2t_revival.decode.litert_program_cache import checkpoint_prefix
+    from t2t_revival.models.trained_model import TrainedModel
+
+    reason = damage(trained_copy)
+    tensorflow, litert = [], []
+    trained = TrainedModel.load(str(trained_copy), log=tensorflow.append)
+    prefix = checkpoint_prefix(str(trained_copy), None, litert.append)
+    assert trained.checkpoint_path == prefix == str(trained_copy / chosen)
+    assert litert == tensorflow and len(tensorflow) == 1 and reason in tensorflow[0], tensorflow
+    said = {}
+    for engine in ("true", "false"):
+        result = run_cli("decoder", f"--output_dir={trained_copy}", "--decode_interactive",
+                         f"--decode_hparams=litert={engine}", stdin="ein mann\n")
+        assert result.returncode == 0, result.stderr[-3000:]
+        assert f"Decoding with {trained_copy / chosen}" in result.stderr, result.stderr[-3000:]
+        assert "could not convert" not in result.stderr, result.stderr[-3000:]
+        assert ("on its LiteRT programs" in result.stderr) == (engine == "true")
+        assert len(result.stdout.splitlines()) == 1
+        said[engine] = _checkpoint_lines(result.stderr)
+    assert said["true"] == said["false"] == tensorflow, said

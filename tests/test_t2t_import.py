@@ -15,6 +15,7 @@ import numpy as np
 import pytest
 
 from conftest import one_line_error, run_cli
+from t2t_revival.files.atomic_file import TEMPORARY_PREFIX
 
 T2T_RUN = "t2t_legacy/transformer_test_ckpt"
 VOCAB_8K = "t2t_legacy/vocab.translate_ende_wmt8k.8192.subwords"
@@ -40,7 +41,8 @@ def _refused(out, output_dir, *needles):
     """One line, exit 2, and nothing written: no output_dir, no temporary beside it."""
     line = one_line_error(out, "t2t-import", *needles)
     assert not os.path.exists(output_dir)
-    assert not [n for n in os.listdir(os.path.dirname(output_dir)) if ".importing-" in n]
+    assert not [n for n in os.listdir(os.path.dirname(output_dir))
+                if n.startswith(TEMPORARY_PREFIX)]
     return line
 
 

@@ -120,3 +120,59 @@ def test_run_record_keeps_usr_dir_and_warm_start(tmp_path):
     assert TrainingDirectory(tmp_path).read_run_record() == record
     assert '"usr_dir": "/u"' in record.to_json()
     assert "usr_dir" not in RunRecord(problem="p").to_json()
+
+
+def test_which_run_holds_a_checkpoint_is_answered_once(tmp_path):
+    """Issue 72: the decoder's other-run check, --warm_start_from's hparams and
+    its vocabulary check all ask `TrainingDirectory.of_checkpoint`."""
+    from t2t_revival.settings.config_resolution import warm_start_hparams
+    from t2t_revival.settings.hparams import HParams
+
+    run = tmp_path / "run"
+    for folder in (run / "best", run / "averaged"):
+        folder.mkdir(parents=True)
+    HParams().save(str(run / "hparams.json"))
+    (run / "run.json").write_text(RunRecord(problem="p").to_json())
+    for source in (run, run / "ckpt-3", run / "best", run / "best" / "ckpt-3",
+                   run / "averaged" / "ckpt-3"):
+        assert TrainingDirectory.of_checkpoint(str(source)).path == str(run), source
+        assert TrainingDirectory.holding(str(source), "x") == str(run)
+        assert warm_start_hparams(str(source)) == HParams()
+    bare = tmp_path / "bare" / "ckpt-1"
+    bare.parent.mkdir()
+    assert TrainingDirectory.of_checkpoint(str(bare)) is None
+    assert TrainingDirectory.holding(str(bare), "default") == "default"
+    other = tmp_path / "other"
+    other.mkdir()
+    (other / "run.json").write_text(RunRecord(problem="q").to_json())
+    assert TrainingDirectory(run).is_other_run(str(other / "ckpt-1"))
+    assert not TrainingDirectory(run).is_other_run(str(run / "best"))
+    assert not TrainingDirectory(run).is_other_run(str(bare))   # no run of its own
+    with pytest.raises(UserError, match="has no hparams.json beside it"):
+        warm_start_hparams(str(bare))
+
+
+def test_the_checkpoint_choice_reads_tensorflows_files_without_tensorflow(tmp_path):
+    """`checkpoint_to_restore` in a fresh process: the `checkpoint` index and
+    the integrity check read in pure Python (the LiteRT path's), TensorFlow
+    never imported; a bare folder is the one-line 'no checkpoint'."""
+    import subprocess
+    import sys
+
+    from conftest import ENV
+
+    code = ("import sys\n"
+            "from t2t_revival.errors import UserError\n"
+            "from t2t_revival.run_dir.training_directory import TrainingDirectory\n"
+            "try:\n"
+            "    TrainingDirectory(sys.argv[1]).checkpoint_to_restore(None, print)\n"
+            "except UserError as e:\n"
+            "    print(e)\n"
+            "print('tensorflow' in sys.modules)\n")
+    (tmp_path / "checkpoint").write_text('model_checkpoint_path: "ckpt-1"\n')
+    out = subprocess.run([sys.executable, "-c", code, str(tmp_path)], capture_output=True,
+                         text=True, env=ENV, check=True).stdout.splitlines()
+    assert out[0].startswith(f"Skipping the checkpoint {tmp_path / 'ckpt-1'}: its .index file "
+                             f"is missing"), out
+    assert out[1].startswith(f"none of the 1 checkpoint(s) in {tmp_path} can be read"), out
+    assert out[2] == "False"

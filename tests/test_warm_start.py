@@ -13,10 +13,6 @@ from t2t_revival.train.warm_start import warm_start
 
 
 def _model(**overrides):
-    from t2t_revival import registry
-
-    registry.load_all()
-
     text = ",".join(f"{k}={v}" for k, v in {"vocab_size": 64, **overrides}.items())
     return build_model(resolve("transformer_tiny", text))
 

@@ -12,6 +12,7 @@ import pytest
 
 from conftest import ENV
 from t2t_revival.process import xla_compile_cache
+from t2t_revival.files.atomic_file import TEMPORARY_PREFIX
 from t2t_revival.files.protobuf_wire import length_delimited, varint
 from t2t_revival.process.xla_compile_cache import XlaCompileCache, is_complete_message
 
@@ -59,13 +60,14 @@ def test_an_entry_is_published_then_linked_into_the_next_process_folder(cache_en
     manifest = json.loads(open(os.path.join(first.shared, "manifest.json")).read())
     record = manifest["entries"]["a__1__XLA_CPU_JIT.pb"]
     assert record["bytes"] == len(entry())
-    second = XlaCompileCache.open("t2t-decoder")
+    said = []
+    second = XlaCompileCache.open("t2t-decoder", log=said.append)
     assert os.environ["TF_XLA_FLAGS"] == f"{FLAG}={second.private}"
     linked = os.path.join(second.private, "a__1__XLA_CPU_JIT.pb")
     assert open(linked, "rb").read() == entry()
     assert second.publish() == 0   # nothing new
     second.close()
-    assert capsys.readouterr().err == ""   # quiet when all is well
+    assert said == [] and capsys.readouterr().err == ""   # quiet when all is well
 
 
 def test_a_half_written_entry_is_never_shared(cache_env):
@@ -98,8 +100,9 @@ def test_a_damaged_entry_is_said_in_one_line_removed_and_not_used(cache_env, cap
     else:
         os.unlink(manifest_path)
     capsys.readouterr()
-    cache = XlaCompileCache.open("t2t-decoder")
-    err = capsys.readouterr().err.splitlines()
+    err = []
+    cache = XlaCompileCache.open("t2t-decoder", log=err.append)
+    assert capsys.readouterr().err == ""   # said through the log only
     assert len(err) == 1, err
     assert err[0].startswith("t2t-decoder: ignored 1 damaged XLA compile cache entry"), err
     assert reason in err[0], err
@@ -109,15 +112,15 @@ def test_a_damaged_entry_is_said_in_one_line_removed_and_not_used(cache_env, cap
     open(os.path.join(cache.private, "a__1__XLA_CPU_JIT.pb"), "wb").write(entry())
     cache.close()
     assert open(path, "rb").read() == entry()
-    XlaCompileCache.open("t2t-decoder").close()
-    assert capsys.readouterr().err == ""
+    XlaCompileCache.open("t2t-decoder", log=err.append).close()
+    assert len(err) == 1 and capsys.readouterr().err == ""
 
 
 def test_a_killed_process_folder_is_removed_by_the_next_one(cache_env):
     cache = XlaCompileCache.open("t2t-decoder")
     dead = subprocess.run([sys.executable, "-c", "import os; print(os.getpid())"],
                           capture_output=True, text=True, check=True).stdout.strip()
-    abandoned = os.path.join(cache.shared, f".work-{dead}-1")
+    abandoned = os.path.join(cache.shared, f"{TEMPORARY_PREFIX}{dead}-1")
     os.mkdir(abandoned)
     open(os.path.join(abandoned, "half.pb"), "wb").write(b"\x0a")
     other = XlaCompileCache.open("t2t-decoder")
@@ -136,7 +139,7 @@ def test_off_a_folder_of_the_users_own_and_an_unwritable_root(cache_env, monkeyp
     assert XlaCompileCache.open("t2t-decoder") is None
     assert os.environ["TF_XLA_FLAGS"] == f"{FLAG}=/somewhere/mine"
     # A parent process's private folder, inherited, is not the user's: replaced.
-    monkeypatch.setenv("TF_XLA_FLAGS", f"--xla_other=1 {FLAG}={cache_env}/tfx/.work-1-2")
+    monkeypatch.setenv("TF_XLA_FLAGS", f"--xla_other=1 {FLAG}={cache_env}/tfx/{TEMPORARY_PREFIX}1-2")
     cache = XlaCompileCache.open("t2t-decoder")
     assert os.environ["TF_XLA_FLAGS"] == f"--xla_other=1 {FLAG}={cache.private}"
     cache.close()
@@ -145,8 +148,9 @@ def test_off_a_folder_of_the_users_own_and_an_unwritable_root(cache_env, monkeyp
     monkeypatch.setenv("T2T_COMPILE_CACHE", str(a_file))
     monkeypatch.delenv("TF_XLA_FLAGS")
     capsys.readouterr()
-    assert XlaCompileCache.open("t2t-trainer") is None
-    err = capsys.readouterr().err.splitlines()
+    err = []
+    assert XlaCompileCache.open("t2t-trainer", log=err.append) is None
+    assert capsys.readouterr().err == ""
     assert len(err) == 1 and err[0].startswith("t2t-trainer: the XLA compile cache is off: "
                                                f"cannot write {a_file}"), err
     assert "T2T_COMPILE_CACHE=off" in err[0]
@@ -154,8 +158,9 @@ def test_off_a_folder_of_the_users_own_and_an_unwritable_root(cache_env, monkeyp
 
 def test_a_nearly_full_disk_leaves_the_cache_off_in_one_line(cache_env, monkeypatch, capsys):
     monkeypatch.setattr(xla_compile_cache, "MIN_FREE_BYTES", 1 << 62)
-    assert XlaCompileCache.open("t2t-decoder") is None
-    err = capsys.readouterr().err.splitlines()
+    err = []
+    assert XlaCompileCache.open("t2t-decoder", log=err.append) is None
+    assert capsys.readouterr().err == ""
     assert len(err) == 1 and err[0].startswith("t2t-decoder: the XLA compile cache is off: "), err
     assert "MB free on the disk" in err[0] and "T2T_COMPILE_CACHE=off" in err[0]
     assert "TF_XLA_FLAGS" not in os.environ
@@ -230,4 +235,4 @@ def test_the_decoder_reuses_its_programs_and_ignores_a_truncated_one(tmp_path, s
     err, third = decode(3)
     assert "XLA compile cache" not in err and "XlaSerializedCacheEntry" not in err, err
     assert third == first
-    assert not list(shared.glob(".work-*"))   # each process removed its own folder
+    assert not list(shared.glob(f"{TEMPORARY_PREFIX}*"))   # each process removed its own folder

@@ -111,11 +111,11 @@ def import_usr_dir(output_dir: str | None = None) -> str | None:
 
 def _recorded_usr_dir(output_dir: str) -> str:
     """The usr_dir in output_dir/run.json ("" without a run.json or a usr_dir)."""
-    from t2t_revival.run_dir.file_names import RUN_FILE
     from t2t_revival.run_dir.run_record import RunRecord
+    from t2t_revival.run_dir.training_directory import TrainingDirectory
 
     try:
-        return RunRecord.load(os.path.join(output_dir, RUN_FILE)).usr_dir
+        return RunRecord.load(TrainingDirectory(output_dir).run_file).usr_dir
     except OSError:   # missing, a folder, unreadable: said where the run is read
         return ""
 

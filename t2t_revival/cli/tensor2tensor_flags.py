@@ -411,14 +411,13 @@ def check_run_flags(output_dir: str, values: flags.FlagValues = flags.FLAGS) -> 
     """The decoder's and exporter's tensor2tensor run flags (--problem, --model,
     --hparams_set, --hparams, --data_dir) against the run's run.json: a
     UserError naming the first that disagrees; agreeing ones change nothing."""
-    from t2t_revival.run_dir.file_names import RUN_FILE
-    from t2t_revival.run_dir.run_record import RunRecord
+    from t2t_revival.run_dir.training_directory import TrainingDirectory
 
     names = [n for n in RUN_FLAGS if n in values and values[n].present]
-    path = os.path.join(output_dir, RUN_FILE)
-    if not names or not os.path.isfile(path):
+    directory = TrainingDirectory(output_dir)
+    if not names or not os.path.isfile(directory.run_file):
         return   # (a directory without run.json is the decoder's own error)
-    record = RunRecord.load(path)
+    record = directory.read_run_record()
     for name in names:
         given_value = values[name].value
         if name == "hparams":
@@ -443,12 +442,10 @@ def _same_hparams(values: flags.FlagValues, record, output_dir: str) -> bool:
     """Whether --hparams (on --hparams_set or the run's set) resolves to what
     the run's set and overrides resolve to. A run without a set (imported by
     t2t-import, or fine-tuned from its hparams.json) is its hparams.json."""
-    from t2t_revival import registry
-    from t2t_revival.settings.hparams import HParams, resolve
-    from t2t_revival.run_dir.file_names import HPARAMS_FILE
+    from t2t_revival.settings.hparams import resolve
+    from t2t_revival.run_dir.training_directory import TrainingDirectory
 
-    registry.load_all()
-    own = None if record.hparams_set else HParams.load(os.path.join(output_dir, HPARAMS_FILE))
+    own = None if record.hparams_set else TrainingDirectory(output_dir).read_hparams()
     hparams_set = values["hparams_set"].value if values["hparams_set"].present \
         else record.hparams_set
     return resolve(hparams_set, values["hparams"].value,

@@ -6,6 +6,11 @@ here, so that a kill mid-write never leaves a half-written file under the
 final name, and every such file has the same mode, `FILE_MODE` (0644): a
 serving container or a teammate running as another user can read it.
 
+A whole file or folder built before it is renamed into place (a cache
+entry, an imported run) is built at `temporary_name` beside it: named after
+the building process, so that `remove_dead_temporaries` removes what a
+killed process left and nothing a live one is building.
+
 It also owns what a write that the disk refuses becomes: `disk_failure`
 recognizes a full disk, an exceeded quota or a read-only file system (from
 Python or from TensorFlow's writers), and `atomic_output` turns it into one
@@ -17,11 +22,14 @@ from __future__ import annotations
 import contextlib
 import errno
 import os
+import re
 import shutil
 import tempfile
+import time
 from typing import IO, Iterator, Sequence
 
 from t2t_revival.errors import UserError
+from t2t_revival.process.stop_controller import StopController
 
 FILE_MODE = 0o644
 """rw-r--r--: readable by every user, whatever the umask."""
@@ -106,16 +114,49 @@ def pid_alive(pid: int) -> bool:
     return True
 
 
-_pending: set[str] = set()
-"""The temporary files of the `atomic_output` blocks in progress in this process."""
+TEMPORARY_PREFIX = ".tmp-"
+"""A file or folder built beside its final name, then renamed into place:
+`.tmp-<pid>-<time ns>[-<label>]` (`temporary_name`); what a killed process
+left of one is found by its pid (`remove_dead_temporaries`)."""
+
+_TEMPORARY = re.compile(rf"^{re.escape(TEMPORARY_PREFIX)}(\d+)-\d+(?:-(.*))?$")
 
 
-def remove_pending_temporaries() -> None:
-    """Remove the temporary files of the writes in progress: for a process
-    that is about to end without unwinding them (`os._exit` on a stop signal)."""
-    for tmp in list(_pending):
-        with contextlib.suppress(OSError):
-            os.unlink(tmp)
+def temporary_name(parent: str, label: str = "") -> str:
+    """A path in `parent` for a file or folder to build, then rename into
+    place: named after this process, so that `remove_dead_temporaries` knows
+    it for a leftover once the process is gone. Nothing is created."""
+    suffix = f"-{label}" if label else ""
+    return os.path.join(parent, f"{TEMPORARY_PREFIX}{os.getpid()}-{time.time_ns()}{suffix}")
+
+
+def temporary_folder(parent: str, label: str = "") -> str:
+    """`temporary_name`, created as an empty folder (mode 0755); returns it."""
+    path = temporary_name(parent, label)
+    os.mkdir(path)
+    os.chmod(path, 0o755)
+    return path
+
+
+def remove_dead_temporaries(parent: str, label: str | None = None) -> list[str]:
+    """Remove the `temporary_name` files and folders in `parent` (of `label`
+    only, when given) whose process is gone: what a kill left of a build;
+    return their paths. Those of live processes, this one's included, stay."""
+    removed = []
+    with contextlib.suppress(FileNotFoundError, NotADirectoryError):
+        for name in sorted(os.listdir(parent)):
+            match = _TEMPORARY.match(name)
+            if not match or (label is not None and match.group(2) != label) \
+                    or pid_alive(int(match.group(1))):
+                continue
+            path = os.path.join(parent, name)
+            if os.path.isdir(path) and not os.path.islink(path):
+                shutil.rmtree(path, ignore_errors=True)
+            else:
+                with contextlib.suppress(FileNotFoundError):
+                    os.unlink(path)
+            removed.append(path)
+    return removed
 
 
 @contextlib.contextmanager
@@ -127,7 +168,9 @@ def atomic_output(path: str) -> Iterator[str]:
     `FILE_MODE` and is renamed to `path`, replacing what was there; on an
     error it is removed and `path` is left as it was, and a write the disk
     refused (`disk_failure`) becomes a one-line UserError naming `path`.
-    Missing parent folders are created.
+    Missing parent folders are created. A stop signal that ends the process
+    without unwinding the block removes the temporary file too (the
+    process's `StopController`, `removed_if_stopped`).
     """
     directory = os.path.dirname(os.path.abspath(path))
     tmp = None
@@ -136,10 +179,10 @@ def atomic_output(path: str) -> Iterator[str]:
         fd, tmp = tempfile.mkstemp(prefix=f".{os.path.basename(path)}.",
                                    suffix=TEMPORARY_SUFFIX, dir=directory)
         os.close(fd)
-        _pending.add(tmp)
-        yield tmp
-        os.chmod(tmp, FILE_MODE)
-        os.replace(tmp, path)
+        with StopController.process().removed_if_stopped(tmp):
+            yield tmp
+            os.chmod(tmp, FILE_MODE)
+            os.replace(tmp, path)
     except Exception as e:
         reason = disk_failure(e)
         if reason is None:
@@ -150,7 +193,6 @@ def atomic_output(path: str) -> Iterator[str]:
                              f"{disk_failure_fix(reason)}, then rerun. Received: path={path!r}",
                              reason) from None
     finally:
-        _pending.discard(tmp)
         if tmp is not None and os.path.exists(tmp):
             os.unlink(tmp)
 

@@ -3,17 +3,14 @@
 from __future__ import annotations
 
 import dataclasses
-import os
 from typing import Any
 
 from t2t_revival.data.subword_vocabulary import SubwordVocabulary
 from t2t_revival.data.t2t_subword_vocabulary import T2TSubwordVocabulary
-from t2t_revival.errors import UserError
 from t2t_revival.settings.hparams import HParams
 from t2t_revival.models.build_model import build_model
 from t2t_revival.process.phase_times import phase
-from t2t_revival.run_dir.checkpoint_folder import (CheckpointFolder, Log, restore_model_weights,
-                                                   stderr_log)
+from t2t_revival.run_dir.checkpoint_folder import Log, restore_model_weights, stderr_log
 from t2t_revival.run_dir.run_record import RunRecord
 from t2t_revival.run_dir.training_directory import TrainingDirectory
 
@@ -55,23 +52,17 @@ class TrainedModel:
         hparams = directory.read_hparams().for_inference()
         record = directory.read_run_record()
         vocab = directory.vocabulary(record)
-        named = checkpoint_path and not os.path.isdir(checkpoint_path)
-        if named:
-            directory.checkpoints.check_named(checkpoint_path)
-        model = build_model(hparams, record.model)
-        phase("built")
-        if named:
-            restore_model_weights(model, checkpoint_path)
-        else:
-            folder = CheckpointFolder(checkpoint_path) if checkpoint_path \
-                else directory.checkpoints
-            checkpoint_path = folder.restore_newest(
-                lambda prefix: restore_model_weights(model, prefix), log)
-            if checkpoint_path is None:
-                raise UserError(f"no checkpoint in {folder.path}; train first, or pass "
-                                f"--checkpoint_path. Received: output_dir={directory.path!r}"
-                                + (f", checkpoint_path={folder.path!r}"
-                                   if folder is not directory.checkpoints else ""))
+        built = []
+
+        def restore(prefix: str) -> None:   # the model built once a checkpoint is chosen
+            if not built:
+                built.append(build_model(hparams, record.model))
+                phase("built")
+            restore_model_weights(built[0], prefix)
+
+        # The run directory chooses (as for the LiteRT path, which has no TensorFlow).
+        checkpoint_path = directory.checkpoint_to_restore(checkpoint_path, log, restore)
+        model = built[0]
         phase("restored")
         return cls(hparams=hparams, run_record=record, vocab=vocab,
                    checkpoint_path=checkpoint_path, model=model)

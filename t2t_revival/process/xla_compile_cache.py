@@ -28,7 +28,8 @@ So TensorFlow never sees the shared folder itself:
   the shared folder under a temporary name and renamed, and the manifest is
   rewritten atomically, under a lock; the private folder goes. A process
   killed before that leaves only its private folder, which the next `open`
-  removes.
+  removes. (The folder, its lock, manifest, temporary names, sweep and
+  eviction are `files.disk_cache.DiskCache`'s.)
 - The least recently used entries go once the folder passes `MAX_BYTES` or
   `MAX_ENTRIES`. With less than `MIN_FREE_BYTES` free on its disk the cache
   stays off for the process (one line): TensorFlow fails a compile whose
@@ -38,7 +39,8 @@ So TensorFlow never sees the shared folder itself:
 `T2T_COMPILE_CACHE` names the root (default `~/.cache/t2t-revival/xla`, or
 `$XDG_CACHE_HOME/t2t-revival/xla`); `T2T_COMPILE_CACHE=off` turns it off. A
 `--tf_xla_persistent_cache_directory` of the user's own in `TF_XLA_FLAGS` is
-left alone (and this cache stays off).
+left alone (and this cache stays off). What the cache has to say (an entry
+ignored, the cache off) goes to the `log` its caller passes (`open`).
 """
 
 from __future__ import annotations
@@ -48,15 +50,14 @@ import contextlib
 import dataclasses
 import functools
 import hashlib
-import json
 import os
 import platform
 import shutil
-import sys
-import time
+from typing import Callable
 
-from t2t_revival.files.atomic_file import (DiskWriteError, disk_failure, disk_failure_fix, pid_alive,
-                                     write_atomically)
+from t2t_revival.files.atomic_file import (TEMPORARY_PREFIX, DiskWriteError, disk_failure,
+                                           disk_failure_fix)
+from t2t_revival.files.disk_cache import DiskCache
 
 ENV = "T2T_COMPILE_CACHE"
 """The environment variable naming the cache's root folder, or `off`."""
@@ -69,11 +70,13 @@ whose program it cannot write (the decoder then says so in one line)."""
 MAX_ENTRIES = 500
 """As many entries, at most (each process checks every entry the manifest lists)."""
 _FLAG = "--tf_xla_persistent_cache_directory"
-_MANIFEST = "manifest.json"
-_FORMAT = 1
-_WORK_PREFIX = ".work-"
 _ENTRY_SUFFIX = ".pb"
-_process = None   # this process's cache (`XlaCompileCache.for_process`), False when off
+
+Log = Callable[[str], None]
+
+
+def quiet(message: str) -> None:
+    """A log that says nothing (the default: the caller passes its own)."""
 
 
 def default_root() -> str:
@@ -124,62 +127,53 @@ def is_complete_message(data: bytes) -> bool:
     return {1, 2, 3} <= numbers
 
 
-def file_sha256(path: str) -> str:
-    """The SHA-256 of a file's bytes, hex (read a megabyte at a time)."""
-    digest = hashlib.sha256()
-    with open(path, "rb") as f:
-        for block in iter(lambda: f.read(1 << 20), b""):
-            digest.update(block)
-    return digest.hexdigest()
-
-
 @dataclasses.dataclass
 class XlaCompileCache:
-    """The compile cache of this process: `open` it before the first XLA compile."""
+    """The compile cache of this process: `open` it before the first XLA
+    compile, and hold it (it publishes and cleans up at `close`, or at the
+    process's end)."""
 
-    shared: str
+    disk: DiskCache
     """The folder of this TensorFlow version and CPU: entries and manifest."""
     private: str
     """This process's folder, named to TensorFlow (entries hard-linked in)."""
     prog: str
+    log: Log = quiet
     published: bool = False
     _linked: set = dataclasses.field(default_factory=set)
     """The entries linked in from, or published to, the shared folder."""
 
-    @classmethod
-    def for_process(cls, prog: str) -> "XlaCompileCache | None":
-        """The process's cache, opened on the first call (`open`); None when off."""
-        global _process
-        if _process is None:
-            _process = cls.open(prog) or False
-        return _process or None
+    @property
+    def shared(self) -> str:
+        return self.disk.folder
 
     @classmethod
-    def open(cls, prog: str, root: str | None = None) -> "XlaCompileCache | None":
+    def open(cls, prog: str, root: str | None = None,
+             log: Log = quiet) -> "XlaCompileCache | None":
         """Check the shared entries, link the good ones into a private folder,
         and name it to TensorFlow (`TF_XLA_FLAGS`). None (nothing done) when
         the cache is off, the user named a folder of their own, or the root
-        cannot be written (said in one line)."""
+        cannot be written (said in one line, `prog: ...`, through `log`)."""
         root = root_from_environment() if root is None else root
         flags = _strip_private_folder(os.environ.get("TF_XLA_FLAGS", ""))
         if root is None or _FLAG in flags:
             return None
-        shared = os.path.join(root, f"tf{_tensorflow_version()}-{_cpu_fingerprint()}")
+        disk = DiskCache(os.path.join(root, f"tf{_tensorflow_version()}-{_cpu_fingerprint()}"),
+                         MAX_BYTES, MAX_ENTRIES)
         try:
-            os.makedirs(shared, exist_ok=True)
-            free = shutil.disk_usage(shared).free
+            os.makedirs(disk.folder, exist_ok=True)
+            free = shutil.disk_usage(disk.folder).free
             if free < MIN_FREE_BYTES:   # TensorFlow fails a compile it cannot write
-                _say(prog, f"the XLA compile cache is off: {free >> 20} MB free on the disk "
-                           f"of {root}; free some space, or set {ENV}=DIR to another "
-                           f"disk, or {ENV}=off")
+                log(f"{prog}: the XLA compile cache is off: {free >> 20} MB free on the disk "
+                    f"of {root}; free some space, or set {ENV}=DIR to another "
+                    f"disk, or {ENV}=off")
                 return None
-            private = os.path.join(shared, f"{_WORK_PREFIX}{os.getpid()}-{time.time_ns()}")
-            os.mkdir(private)
+            private = disk.temporary(folder=True)
         except OSError as e:
-            _say(prog, f"the XLA compile cache is off: cannot write {root} ({e.strerror}); "
-                       f"set {ENV}=DIR to a writable folder, or {ENV}=off")
+            log(f"{prog}: the XLA compile cache is off: cannot write {root} ({e.strerror}); "
+                f"set {ENV}=DIR to a writable folder, or {ENV}=off")
             return None
-        cache = cls(shared, private, prog)
+        cache = cls(disk, private, prog, log)
         with contextlib.suppress(OSError, DiskWriteError):   # a full disk: start empty
             cache._link_good_entries()
         os.environ["TF_XLA_FLAGS"] = f"{flags} {_FLAG}={private}".strip()
@@ -187,43 +181,38 @@ class XlaCompileCache:
         return cache
 
     def _link_good_entries(self) -> None:
-        with _locked(self.shared):
-            _remove_abandoned_private_folders(self.shared)
-            manifest = _read_manifest(self.shared)
-            bad: dict[str, str] = {}
-            for name in sorted(os.listdir(self.shared)):
-                path = os.path.join(self.shared, name)
+        bad: dict[str, str] = {}
+        with self.disk.locked() as manifest:
+            self.disk.sweep()
+            for name in self.disk.names():
+                path = self.disk.path(name)
                 if not name.endswith(_ENTRY_SUFFIX) or not os.path.isfile(path):
                     continue
-                problem = _entry_problem(path, manifest.get(name))
+                problem = _entry_problem(self.disk, name, manifest.get(name))
                 if problem:
                     bad[name] = problem
-                    manifest.pop(name, None)
-                    with contextlib.suppress(OSError):
-                        os.unlink(path)
+                    self.disk.remove(manifest, name)
                     continue
                 link = os.path.join(self.private, name)
                 try:
                     os.link(path, link)
                 except OSError:
                     shutil.copyfile(path, link)
-                manifest[name]["used"] = time.time()
+                self.disk.touch(manifest, name)
                 self._linked.add(name)
-            for name in set(manifest) - set(os.listdir(self.shared)):
+            for name in set(manifest) - set(self.disk.names()):
                 manifest.pop(name)
-            _write_manifest(self.shared, manifest)
         if bad:
             kinds = sorted(set(bad.values()))
-            _say(self.prog, f"ignored {len(bad)} damaged XLA compile cache "
-                            f"entr{'y' if len(bad) == 1 else 'ies'} in {self.shared} "
-                            f"({'; '.join(kinds)}); removed, and compiled anew when needed")
+            self.log(f"{self.prog}: ignored {len(bad)} damaged XLA compile cache "
+                     f"entr{'y' if len(bad) == 1 else 'ies'} in {self.shared} "
+                     f"({'; '.join(kinds)}); removed, and compiled anew when needed")
 
     def publish(self) -> int:
         """Move what TensorFlow wrote since `open` (complete entries only) into
         the shared folder; returns how many entries it added."""
         added = 0
-        with contextlib.suppress(OSError, DiskWriteError), _locked(self.shared):
-            manifest = _read_manifest(self.shared)
+        with contextlib.suppress(OSError, DiskWriteError), self.disk.locked() as manifest:
             for name in sorted(os.listdir(self.private)):
                 path = os.path.join(self.private, name)
                 if not name.endswith(_ENTRY_SUFFIX) or name in manifest:
@@ -232,26 +221,20 @@ class XlaCompileCache:
                     data = f.read()
                 if name in self._linked or not is_complete_message(data):
                     continue   # linked in (or rewritten), or half-written
-                target = os.path.join(self.shared, name)
-                tmp = os.path.join(self.shared, f".{name}.{os.getpid()}.incomplete")
+                tmp = self.disk.temporary()
                 try:
                     with open(tmp, "wb") as f:
                         f.write(data)
                         f.flush()
                         os.fsync(f.fileno())
-                    os.replace(tmp, target)
+                    self.disk.add(manifest, name, tmp, tensorflow=_tensorflow_version(),
+                                  cpu=_cpu_fingerprint())
                 finally:
                     with contextlib.suppress(FileNotFoundError):
                         os.unlink(tmp)
-                stat = os.stat(target)
-                manifest[name] = {"bytes": stat.st_size, "mtime_ns": stat.st_mtime_ns,
-                                  "sha256": hashlib.sha256(data).hexdigest(),
-                                  "tensorflow": _tensorflow_version(),
-                                  "cpu": _cpu_fingerprint(), "used": time.time()}
                 self._linked.add(name)
                 added += 1
-            _evict(self.shared, manifest)
-            _write_manifest(self.shared, manifest)
+            self.disk.evict(manifest)
         return added
 
     def close(self) -> None:
@@ -277,91 +260,20 @@ def cache_disk_full(error: BaseException) -> DiskWriteError | None:
         f"then rerun", reason)
 
 
-def _say(prog: str, message: str) -> None:
-    print(f"{prog}: {message}", file=sys.stderr, flush=True)
-
-
 def _strip_private_folder(flags: str) -> str:
     """TF_XLA_FLAGS without a private folder of ours (a parent process's, inherited)."""
     kept = [flag for flag in flags.split()
             if not (flag.startswith(f"{_FLAG}=")
-                    and os.path.basename(flag.split("=", 1)[1]).startswith(_WORK_PREFIX))]
+                    and os.path.basename(flag.split("=", 1)[1]).startswith(TEMPORARY_PREFIX))]
     return " ".join(kept)
 
 
-def _remove_abandoned_private_folders(shared: str) -> None:
-    """The private folders of processes that are gone (killed before `close`),
-    and the temporary files of a publish that was killed (under the lock)."""
-    for name in os.listdir(shared):
-        if not name.startswith(_WORK_PREFIX):
-            continue
-        pid = name[len(_WORK_PREFIX):].split("-", 1)[0]
-        if pid.isdigit() and not pid_alive(int(pid)):
-            shutil.rmtree(os.path.join(shared, name), ignore_errors=True)
-        elif name.endswith(".incomplete"):
-            with contextlib.suppress(OSError):
-                os.unlink(os.path.join(shared, name))
-
-
-
-def _entry_problem(path: str, record: dict | None) -> str | None:
-    """Why the entry at `path` cannot be used, or None when it can."""
+def _entry_problem(disk: DiskCache, name: str, record: dict | None) -> str | None:
+    """Why entry `name` cannot be used, or None when it can."""
     if record is None:
         return "not written by this cache"
     if record.get("cpu") != _cpu_fingerprint():
         return f"written by TensorFlow {record.get('tensorflow')} on another CPU"
     if record.get("tensorflow") != _tensorflow_version():
         return f"written by TensorFlow {record.get('tensorflow')}"
-    stat = os.stat(path)
-    if stat.st_size != record.get("bytes"):
-        return f"truncated or overwritten: {stat.st_size:,} bytes of {record.get('bytes'):,}"
-    if stat.st_mtime_ns != record.get("mtime_ns"):
-        if file_sha256(path) != record.get("sha256"):
-            return "its contents changed since it was written"
-        record["mtime_ns"] = stat.st_mtime_ns
-    return None
-
-
-def _read_manifest(shared: str) -> dict:
-    try:
-        with open(os.path.join(shared, _MANIFEST), encoding="utf-8") as f:
-            data = json.load(f)
-    except (OSError, ValueError):
-        return {}
-    if not isinstance(data, dict) or data.get("format") != _FORMAT:
-        return {}
-    entries = data.get("entries")
-    return {name: record for name, record in entries.items() if isinstance(record, dict)} \
-        if isinstance(entries, dict) else {}
-
-
-def _write_manifest(shared: str, entries: dict) -> None:
-    # (write_atomically raises DiskWriteError on a full disk)
-    write_atomically(os.path.join(shared, _MANIFEST),
-                     json.dumps({"format": _FORMAT, "entries": entries}, indent=1,
-                                sort_keys=True) + "\n")
-
-
-def _evict(shared: str, manifest: dict) -> None:
-    """Remove the least recently used entries while the folder holds over
-    MAX_BYTES or MAX_ENTRIES."""
-    total = sum(record.get("bytes", 0) for record in manifest.values())
-    for name in sorted(manifest, key=lambda n: manifest[n].get("used", 0)):
-        if total <= MAX_BYTES and len(manifest) <= MAX_ENTRIES:
-            break
-        total -= manifest.pop(name).get("bytes", 0)
-        with contextlib.suppress(OSError):
-            os.unlink(os.path.join(shared, name))
-
-
-@contextlib.contextmanager
-def _locked(shared: str):
-    """An exclusive lock on the shared folder (its manifest's readers and writers)."""
-    import fcntl
-
-    with open(os.path.join(shared, ".lock"), "a") as lock:
-        fcntl.flock(lock, fcntl.LOCK_EX)
-        try:
-            yield
-        finally:
-            fcntl.flock(lock, fcntl.LOCK_UN)
+    return disk.damage(name, record)

@@ -3,9 +3,13 @@
 - `training_directory.TrainingDirectory`: the directory's layout, its run
   files (hparams.json, run.json, the vocabulary copy) and its checkpoint
   folders. The trainer, decoder, exporters and t2t-avg-checkpoints go through it.
+- `checkpoint_files.CheckpointFiles`: which checkpoint of a folder to
+  restore (the `checkpoint` index, the integrity check, what is skipped
+  said), read without TensorFlow: the one chooser, for every engine
+  (`TrainingDirectory.checkpoint_to_restore`).
 - `checkpoint_folder.CheckpointFolder`: the one owner of a folder of
-  checkpoints (the run's, best/, averaged/): list, check, restore the newest
-  intact, save, average.
+  checkpoints (the run's, best/, averaged/): `CheckpointFiles`'s reading,
+  plus save and average (TensorFlow).
 - `best_checkpoint.BestCheckpoint`: best/, swapped in whole.
 - `run_record.RunRecord`, `best_record.BestRecord`: run.json and best.json
   (`json_record.JsonRecord`, as `HParams` for hparams.json).

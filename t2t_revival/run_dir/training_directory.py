@@ -6,7 +6,7 @@ import contextlib
 import os
 import functools
 import shutil
-from typing import TYPE_CHECKING, Any, Callable
+from typing import TYPE_CHECKING, Any, Callable, Sequence
 
 from t2t_revival.files.atomic_file import copy_atomically
 from t2t_revival.data.subword_vocabulary import SubwordVocabulary
@@ -40,6 +40,9 @@ class TrainingDirectory:
     trainer's), `best` (`BestCheckpoint`) and `averaged`. The trainer writes
     through it; the decoder, the exporters and t2t-avg-checkpoints read
     through it (a model is built from it by `models.TrainedModel.load`).
+    It answers, once for every engine, which checkpoint a reader restores
+    (`checkpoint_to_restore`, without TensorFlow) and which run holds a
+    checkpoint (`of_checkpoint`).
 
     Args:
         path: the directory; the trainer creates it, the readers need it.
@@ -67,17 +70,40 @@ class TrainingDirectory:
 
         return CheckpointFolder(self.averaged_dir, _AVERAGES_KEPT)
 
-    @staticmethod
-    def holding(checkpoint: str, default: str) -> str:
-        """The training directory of `checkpoint` (a prefix, or a folder of
-        checkpoints): the folder holding its hparams.json, its own or the one
-        above (`averaged/`, `best/`); `default` when neither has one."""
+    @classmethod
+    def of_checkpoint(cls, checkpoint: str) -> "TrainingDirectory | None":
+        """The training directory holding `checkpoint` (a prefix, or a folder of
+        checkpoints: `best/`, `averaged/`, a run itself): its own folder or the
+        one above, whichever holds hparams.json or run.json; None when neither
+        does (a bare checkpoint). The one answer to "which run is this"."""
         folder = checkpoint if os.path.isdir(checkpoint) else \
             os.path.dirname(checkpoint) or "."
         for candidate in (folder, os.path.dirname(os.path.abspath(folder))):
-            if os.path.isfile(os.path.join(candidate, HPARAMS_FILE)):
-                return candidate
-        return default
+            if any(os.path.isfile(os.path.join(candidate, name))
+                   for name in (HPARAMS_FILE, RUN_FILE)):
+                return cls(candidate)
+        return None
+
+    @classmethod
+    def holding(cls, checkpoint: str, default: str) -> str:
+        """The path of `of_checkpoint(checkpoint)`; `default` when there is none."""
+        directory = cls.of_checkpoint(checkpoint)
+        return directory.path if directory is not None else default
+
+    def checkpoint_to_restore(self, checkpoint_path: str | None, log: Log,
+                              restore: Callable[[str], None] | None = None) -> str:
+        """The checkpoint a reader of this run restores, whichever engine reads
+        it (`CheckpointFiles.find`, no TensorFlow): `checkpoint_path` checked
+        (a prefix), or the newest intact checkpoint of that folder (`best/`,
+        `averaged/`) or of this directory, the `checkpoint` index read first;
+        an unreadable index and each damaged checkpoint skipped said in one
+        line through `log`. With `restore` (the TensorFlow path's), it is
+        called on the one chosen, and one whose restore finds a damaged byte
+        is skipped too. A one-line UserError when none can be restored.
+        """
+        from t2t_revival.run_dir.checkpoint_files import CheckpointFiles
+
+        return CheckpointFiles(self.path).find(checkpoint_path, log, restore)
 
     def is_other_run(self, checkpoint: str | None) -> bool:
         """Whether the checkpoint (or folder) `checkpoint` lies in another
@@ -87,6 +113,17 @@ class TrainingDirectory:
             return False
         run = self.holding(checkpoint, self.path)
         return os.path.realpath(run) != os.path.realpath(self.path)
+
+    def other_runs(self, checkpoint_paths: Sequence[str]) -> bool:
+        """Whether `checkpoint_paths` decode as an ensemble rather than as this
+        run's own model: several of them, or one of another training
+        directory (built from its own hparams.json, its vocabulary checked
+        against this run's: `Ensemble.load`). The one definition of the rule:
+        the TensorFlow decoder then loads an `Ensemble`, the LiteRT path
+        declines (its programs are one run's model) and an export refuses (it
+        would pair this run's hparams and vocabulary with other weights)."""
+        return len(checkpoint_paths) > 1 or bool(
+            checkpoint_paths and self.is_other_run(checkpoint_paths[0]))
 
     # ------------------------------------------------------------------ paths
     @property
@@ -214,9 +251,9 @@ class TrainingDirectory:
         """
         paths = self.checkpoints.intact(log)
         if not paths:
-            damaged = self.checkpoints.candidates(lambda _: None)
+            damaged = self.checkpoints.none_intact()
             if damaged:
-                raise self.checkpoints.none_intact(len(damaged))
+                raise damaged
             raise UserError(f"no checkpoints in {self.path}; train first with t2t-trainer. "
                             f"Received: output_dir={self.path}")
         if num_last > len(paths):

@@ -29,7 +29,6 @@ def problem_for(name: str, data_dir: str, tmp_dir: str = ""):
     """The registered problem `name`, its data located (`Problem.locate_data`:
     a problem of your own corpora reads their corpora.json here); an unknown
     name is a UserError listing the registered ones."""
-    registry.load_all()
     problem = registry.problems.get(name)()
     problem.locate_data(data_dir, tmp_dir or DEFAULT_TMP_DIR)
     return problem
@@ -38,13 +37,14 @@ def problem_for(name: str, data_dir: str, tmp_dir: str = ""):
 def warm_start_hparams(source: str) -> HParams:
     """The hparams.json of the run `source` names: a training directory, or
     a checkpoint prefix in it, its `averaged/` or its `best/` (what
-    --warm_start_from takes). A UserError when there is none."""
+    --warm_start_from takes; `TrainingDirectory.of_checkpoint`). A UserError
+    when there is none."""
+    from t2t_revival.run_dir.training_directory import TrainingDirectory
+
     source = os.path.abspath(os.path.expanduser(source))
-    folders = (source, os.path.dirname(source), os.path.dirname(os.path.dirname(source)))
-    for folder in folders:
-        path = os.path.join(folder, HPARAMS_FILE)
-        if os.path.isfile(path):
-            return HParams.load(path)
+    directory = TrainingDirectory.of_checkpoint(source)
+    if directory is not None and os.path.isfile(directory.hparams_file):
+        return directory.read_hparams()
     raise UserError(f"--warm_start_from {source} has no {HPARAMS_FILE} beside it to take the "
                     f"model's hparams from; give --hparams_set (and --hparams) of the model "
                     f"it holds. Received: warm_start_from={source!r}")

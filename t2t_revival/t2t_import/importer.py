@@ -4,10 +4,10 @@ from __future__ import annotations
 
 import os
 import shutil
-import tempfile
 from typing import Callable
 
 from t2t_revival.errors import UserError
+from t2t_revival.files.atomic_file import remove_dead_temporaries, temporary_folder
 from t2t_revival.run_dir.file_names import T2T_VOCAB_FILE, checkpoint_step
 from t2t_revival.run_dir.run_record import RunRecord
 from t2t_revival.t2t_import.hparams_from_t2t import hparams_from_t2t, modality
@@ -66,7 +66,8 @@ def import_t2t_run(t2t_dir: str, vocab_file: str, output_dir: str,
     `checkpoint` means (`T2TRunDir.resolve`: the latest, "all", or one),
     hparams.json (`hparams_from_t2t`), the vocabulary as `T2T_VOCAB_FILE` and
     run.json saying where it came from. It is built in a temporary folder
-    beside `output_dir` and renamed into place: it appears whole or not at all.
+    beside `output_dir` (`atomic_file.temporary_folder`; a killed import's is
+    removed by the next) and renamed into place: it appears whole or not at all.
     Every user error (not a T2T run, a missing or truncated shard, hparams.json
     and the checkpoint disagreeing, a vocabulary of another size, an
     unsupported hparam or variable, an `output_dir` that exists) is a
@@ -93,7 +94,9 @@ def import_t2t_run(t2t_dir: str, vocab_file: str, output_dir: str,
     model = build_model(hparams)
     parent = os.path.dirname(output_dir)
     os.makedirs(parent, exist_ok=True)
-    temp = tempfile.mkdtemp(prefix=f".{os.path.basename(output_dir)}.importing-", dir=parent)
+    label = os.path.basename(output_dir)
+    remove_dead_temporaries(parent, label)   # what a killed import of this run left
+    temp = temporary_folder(parent, label)
     try:
         folder = CheckpointFolder(temp)
         saved = []

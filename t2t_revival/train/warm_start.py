@@ -19,11 +19,11 @@ import os
 import tensorflow as tf
 
 from t2t_revival.errors import UserError
-from t2t_revival.run_dir.checkpoint_folder import CORRUPT_RESTORE_ERRORS, restore_model_weights
+from t2t_revival.run_dir.checkpoint_folder import (CORRUPT_RESTORE_ERRORS, quiet,
+                                                   restore_model_weights)
 from t2t_revival.run_dir.corrupt_checkpoint_error import CorruptCheckpointError
 from t2t_revival.run_dir.checkpoint_variables import model_variables
 from t2t_revival.settings.hparams import HParams
-from t2t_revival.run_dir.file_names import RUN_FILE
 from t2t_revival.run_dir.training_directory import TrainingDirectory
 
 _SUFFIX = "/.ATTRIBUTES/VARIABLE_VALUE"
@@ -46,28 +46,29 @@ def _architecture(hparams: HParams) -> dict:
     return values
 
 
-def resolve_checkpoint(source: str) -> tuple[str, TrainingDirectory | None]:
+def resolve_checkpoint(source: str, log=print) -> tuple[str, TrainingDirectory | None]:
     """(checkpoint prefix, the training directory that wrote it or None).
 
     `source` is a checkpoint prefix (`run/ckpt-300`, `run/averaged/ckpt-300`)
-    or a training directory, meaning its latest checkpoint.
+    or a training directory, meaning its newest intact checkpoint (the run
+    directory's choice, `checkpoint_to_restore`; each one skipped said
+    through `log`). The run is the one `TrainingDirectory.of_checkpoint`
+    names, where it has its run.json (else only the shapes can be checked).
     """
     source = os.path.abspath(os.path.expanduser(source))
     if os.path.isdir(source):
         directory = TrainingDirectory(source)
-        if tf.train.latest_checkpoint(source) is None:
+        if not directory.checkpoints.intact(quiet) and directory.checkpoints.none_intact() is None:
             raise UserError(f"--warm_start_from names {source}, which holds no checkpoint; "
                             f"name a training directory with checkpoints or a checkpoint "
                             f"prefix (DIR/ckpt-N). Received: warm_start_from={source!r}")
-        return directory.checkpoints.find(), directory
-    if not tf.io.gfile.exists(source + ".index"):
+        return directory.checkpoint_to_restore(None, log), directory
+    if not os.path.isfile(source + ".index"):
         raise UserError(f"--warm_start_from names no checkpoint ({source}.index is missing); "
                         f"pass a checkpoint prefix (DIR/ckpt-N) or a training directory. "
                         f"Received: warm_start_from={source!r}")
-    for folder in (os.path.dirname(source), os.path.dirname(os.path.dirname(source))):
-        if os.path.isfile(os.path.join(folder, RUN_FILE)):
-            return source, TrainingDirectory(folder)
-    return source, None
+    directory = TrainingDirectory.of_checkpoint(source)
+    return source, directory if directory and os.path.isfile(directory.run_file) else None
 
 
 def check_vocabulary(source: TrainingDirectory, vocab_file: str) -> None:
@@ -150,7 +151,7 @@ def warm_start(model, source: str, vocab_file: str, log=print) -> str:
 
     Returns the checkpoint prefix read.
     """
-    checkpoint_path, directory = resolve_checkpoint(source)
+    checkpoint_path, directory = resolve_checkpoint(source, log)
     if directory is not None:
         check_vocabulary(directory, vocab_file)
         check_architecture(directory, model.hparams)
