@@ -9,19 +9,23 @@ Usage, with or without an explicit name:
     def my_base() -> HParams: ...
 
 A duplicate name is an error. An unknown name is an error that lists every
-registered name and the closest match. Registration happens when
+registered name and the closest match.
+
+Each registry loads its built-in names itself, on first use (a lookup, a
+listing, or a registration of the user's): it imports its package once,
 `t2t_revival.problems` and `t2t_revival.hparams_sets` (the repository's
 `problems/` and `hparams/` folders, installed under the project's name) and
-`t2t_revival.models` are imported; an import error there is loud, never
-swallowed.
+`t2t_revival.models`. No caller imports them first; an import error there is
+loud, never swallowed. The built-in names come before a usr_dir's, so a
+clash names the user's file.
 
 A model is a Keras class, and importing Keras imports TensorFlow (seconds).
-So `t2t_revival.models` registers its models *lazily*
-(`models.register_lazy("transformer", "t2t_revival.models.transformer:Transformer")`):
-the name is known at once, its description is read from the source, and the
-module is imported on the first `get`, where its `@register_model` decorator
-takes the place of the lazy entry. Listing names (`t2t-trainer
---registry_help`) therefore never imports TensorFlow.
+So a model is registered *lazily*: `t2t_revival.models` names each built-in
+model's "module:Class" (`BUILT_IN`, read here, so that package does not
+import this one), the name is known at once, its description is read from
+the source, and the module is imported on the first `get`, where its
+`@register_model` decorator takes the place of the lazy entry. Listing names
+(`t2t-trainer --registry_help`) therefore never imports TensorFlow.
 """
 
 from __future__ import annotations
@@ -32,6 +36,7 @@ import difflib
 import importlib
 import importlib.util
 import re
+import threading
 from typing import Any, Callable, Iterator
 
 from t2t_revival.errors import UserError
@@ -93,11 +98,34 @@ class Registry:
 
     Args:
         kind: what is registered, for messages ("problem", "model", ...).
+        load: registers the built-in entries; called once, on the registry's
+            first use (`load_built_ins`). None: nothing is built in.
     """
 
-    def __init__(self, kind: str):
+    def __init__(self, kind: str, load: Callable[[], None] | None = None):
         self.kind = kind
         self._entries: dict[str, Any] = {}
+        self._load = load
+        self._loaded = load is None
+        self._loading = False   # the loader runs (its own registrations come back here)
+        self._lock = threading.RLock()   # another thread's first use waits for the load
+
+    def load_built_ins(self) -> None:
+        """Register the built-in entries now, once (every lookup, listing and
+        registration does it first: the built-in names come before a user's,
+        so a clash names the user's object). A load that fails is loud again
+        at the next use."""
+        if self._loaded:
+            return
+        with self._lock:
+            if self._loaded or self._loading:
+                return
+            self._loading = True
+            try:
+                self._load()
+                self._loaded = True
+            finally:
+                self._loading = False
 
     def register(self, obj_or_name: Any = None, *, name: str | None = None) -> Any:
         """Decorator: `@reg.register`, `@reg.register("name")` or `@reg.register(name=...)`."""
@@ -109,6 +137,7 @@ class Registry:
 
     def register_lazy(self, name: str, target: str) -> None:
         """Register `name` as "module:Attr", imported on the first `get(name)`."""
+        self.load_built_ins()
         if name in self._entries:
             raise RegistryError(f"A {self.kind} named '{name}' is already registered; "
                                 f"pick another name. Received: {self.kind}={target}")
@@ -132,6 +161,7 @@ class Registry:
         return name or snake_case(obj.__name__)
 
     def _add(self, obj: Any, name: str | None) -> Any:
+        self.load_built_ins()
         key = self._key(obj, name)
         existing = self._entries.get(key)
         if isinstance(existing, LazyEntry) and existing.matches(obj):
@@ -155,6 +185,7 @@ class Registry:
         """Raise the RegistryError of `get` for an unknown `name`, importing
         nothing: a lazy entry's module (a model's Keras, seconds) is left for
         `get`, so a mistyped name is reported before the wait."""
+        self.load_built_ins()
         if name in self._entries:
             return
         known = ", ".join(sorted(self._entries)) or "(none)"
@@ -178,6 +209,7 @@ class Registry:
         return entry
 
     def names(self) -> list[str]:
+        self.load_built_ins()
         return sorted(self._entries)
 
     def descriptions(self) -> list[tuple[str, str]]:
@@ -185,18 +217,27 @@ class Registry:
         return [(n, one_line(self._entries[n])) for n in self.names()]
 
     def __contains__(self, name: str) -> bool:
+        self.load_built_ins()
         return name in self._entries
 
     def __iter__(self) -> Iterator[str]:
         return iter(self.names())
 
     def __len__(self) -> int:
+        self.load_built_ins()
         return len(self._entries)
 
 
-problems = Registry("problem")
-models = Registry("model")
-hparams_sets = Registry("hparam set")
+def _register_built_in_models() -> None:
+    """`t2t_revival.models.BUILT_IN`'s models, lazily (their modules import Keras)."""
+    for name, target in importlib.import_module("t2t_revival.models").BUILT_IN.items():
+        models.register_lazy(name, target)
+
+
+problems = Registry("problem", load=lambda: importlib.import_module("t2t_revival.problems"))
+models = Registry("model", load=_register_built_in_models)
+hparams_sets = Registry("hparam set",
+                        load=lambda: importlib.import_module("t2t_revival.hparams_sets"))
 
 register_problem: Callable = problems.register
 register_model: Callable = models.register
@@ -204,15 +245,14 @@ register_hparams: Callable = hparams_sets.register
 
 
 def load_all() -> None:
-    """Import every module that registers something (loud on failure)."""
-    import t2t_revival.hparams_sets  # noqa: F401  registers the hparam sets
-    import t2t_revival.problems  # noqa: F401  registers the problems
-    import t2t_revival.models  # noqa: F401  registers the models
+    """Register every built-in problem, hparam set and model now (loud on
+    failure). No caller needs it: each registry loads its own on first use."""
+    for reg in (hparams_sets, problems, models):
+        reg.load_built_ins()
 
 
 def help_text() -> str:
     """Every registered problem, model and hparam set with its description."""
-    load_all()
     lines = []
     for title, reg in (("Problems", problems), ("Models", models),
                        ("Hparam sets", hparams_sets)):

@@ -10,6 +10,11 @@ in name order). Its `@register_problem`, `@register_hparams` and
       __init__.py          from . import my_problem
       my_problem.py        @register_problem class MyProblem(Text2TextProblem): ...
 
+Once per process: Python's own module cache (`sys.modules`) is the record, so
+a second import of the same folder checks it again and runs none of its
+modules twice. Its registrations come after the built-in names (each
+registry loads those first), so a clash names the user's file.
+
 An error while importing it (a SyntaxError, an ImportError, any exception
 its code raises, a duplicate registered name, a `sys.exit` or an argparse
 that reads the command's own flags) is a `UsrDirError`: one line naming the
@@ -26,8 +31,6 @@ import sys
 import traceback
 
 from t2t_revival.errors import UserError
-
-_imported: dict[str, str] = {}   # absolute usr_dir -> how it was imported
 
 
 class UsrDirError(UserError):
@@ -70,7 +73,7 @@ def _check_no_clash(name: str, folder: str, usr_dir: str) -> None:
 
 
 def import_usr_dir(path: str | None) -> str | None:
-    """Import the usr_dir at `path` (once per process); returns its absolute path.
+    """Import the usr_dir at `path` (its modules once per process); returns its absolute path.
 
     None or "" does nothing and returns None. A missing path, a file, an empty
     folder and an import error are UsrDirErrors (one line, file:line).
@@ -78,8 +81,6 @@ def import_usr_dir(path: str | None) -> str | None:
     if not path:
         return None
     usr_dir = os.path.abspath(os.path.expanduser(str(path))).rstrip(os.sep)
-    if usr_dir in _imported:
-        return usr_dir
     if not os.path.exists(usr_dir):
         raise UsrDirError(f"the usr_dir {usr_dir} does not exist; point --t2t_usr_dir at "
                           f"the folder of your problem/hparams/model modules. "
@@ -93,8 +94,6 @@ def import_usr_dir(path: str | None) -> str | None:
         raise UsrDirError(f"the usr_dir {usr_dir} holds no Python module (no __init__.py, "
                           f"no *.py); put your @register_problem code there. "
                           f"Received: t2t_usr_dir={path!r}")
-    from t2t_revival import registry
-    registry.load_all()   # the built-in names first: a clash then names the user's file
     if folder not in sys.path:
         sys.path.insert(0, folder)
     for name in names:
@@ -122,5 +121,4 @@ def import_usr_dir(path: str | None) -> str | None:
         finally:   # what the module printed, after its import
             sys.stdout.write(out.getvalue())
             sys.stderr.write(err.getvalue())
-    _imported[usr_dir] = folder
     return usr_dir

@@ -51,9 +51,16 @@ def test_leftovers_of_killed_runs_are_removed_and_nothing_else(trained_copy):
                  ".8.old", "8", ".9.old"):
         (export / name).mkdir(parents=True)
         (export / name / "from").write_text(name)
-    write_version_directory(str(export), 7, lambda tmp: os.makedirs(tmp))
+    said = []
+    write_version_directory(str(export), 7, lambda tmp: os.makedirs(tmp), log=said.append)
     assert sorted(p.name for p in export.iterdir()) == \
         [f".6.incomplete{os.getpid()}", "5", "7", "8", "9"]
+    assert said == [   # (through the caller's log: the CLIs print it to stderr)
+        f"Removed {export}/.5.incomplete{dead.pid}, left by an interrupted export.",
+        f"Put back {export}/5 from {export}/.5.old{dead.pid}, where an interrupted export "
+        f"left it.",
+        f"Removed {export}/.8.old, left by an interrupted export.",
+        f"Put back {export}/9 from {export}/.9.old, where an interrupted export left it."]
     assert [(export / v / "from").read_text() for v in ("5", "8", "9")] == \
         [f".5.old{dead.pid}", "8", ".9.old"]
     # Re-exporting a version swaps the new one in whole, leaving nothing beside it.

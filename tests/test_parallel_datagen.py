@@ -181,9 +181,9 @@ def test_rerun_after_a_kill_while_shuffling_encodes_only_unfinished_shards(
     encoded = []
     real_encode = sharded_record_writer.encode_chunk
 
-    def counting(start, pairs, num_shards, encode, records_of):
+    def counting(vocab_file, start, pairs, num_shards, encode, records_of):
         encoded.append(len(encode))
-        return real_encode(start, pairs, num_shards, encode, records_of)
+        return real_encode(vocab_file, start, pairs, num_shards, encode, records_of)
 
     monkeypatch.setattr(sharded_record_writer, "encode_chunk", counting)
     SmallDatagen(download=False, num_workers=1).generate_data(str(tmp_path), str(raw_dir))
@@ -270,3 +270,20 @@ def test_temporary_files_a_kill_left_are_removed_by_the_rerun(raw_dir, reference
     assert not names & set(left)
     assert names >= set(others)
     assert {n: d for n, d in _digests(tmp_path).items() if n not in others} == expected
+
+
+def test_a_process_loads_a_vocabulary_once_per_version_of_its_file(tmp_path):
+    """What a worker encodes its chunks with (`vocabulary_of`): loaded at
+    the first chunk, the same object after, and loaded again when the file
+    was written anew."""
+    from t2t_revival.data.sharded_record_writer import vocabulary_of
+    from t2t_revival.data.subword_vocabulary import SubwordVocabulary
+
+    vocab = SubwordVocabulary.train((f"w{i} x{i % 7}" for i in range(2000)),
+                                    str(tmp_path / "v.model"), 300)
+    first = vocabulary_of(vocab.model_file)
+    assert vocabulary_of(vocab.model_file) is first
+    assert first.encode_batch(["w1 x1"], num_threads=1) == vocab.encode_batch(["w1 x1"],
+                                                                              num_threads=1)
+    os.utime(vocab.model_file, ns=(time.time_ns(), time.time_ns() + 10**9))
+    assert vocabulary_of(vocab.model_file) is not first

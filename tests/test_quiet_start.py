@@ -59,7 +59,6 @@ def test_registry_help_is_quiet_whole_and_imports_no_tensorflow():
 def test_models_registered_lazily_resolve_to_the_class():
     from t2t_revival import registry
 
-    registry.load_all()
     from t2t_revival.models.transformer import Transformer
 
     assert registry.models.get("transformer") is Transformer
@@ -100,6 +99,17 @@ def test_native_stderr_filter_drops_only_the_known_noise(capfd):
     with tensorflow_noise.quiet_native_stderr(quiet=False):     # --verbose: everything passes
         os.write(2, b"I0000 cudart_stub.cc:31] Could not find cuda drivers\n")
     assert "cudart_stub" in capfd.readouterr().err
+
+
+@pytest.mark.parametrize("argv,hiding", [([], True), (["--verbose"], False)])
+def test_what_the_start_decided_is_held_by_absls_logger(argv, hiding):
+    """`quiet_native_stderr()`'s default: whether the CLIs' start
+    (`quiet_tensorflow_startup`) put its filter on absl's logger."""
+    code = ("import sys\n"
+            "from t2t_revival.cli import tensorflow_noise\n"
+            "print(tensorflow_noise.hiding_noise())")
+    out = _run(["-c", code, *argv], timeout=120)
+    assert (out.returncode, out.stdout) == (0, f"{hiding}\n"), out.stderr
 
 
 def test_a_tiny_training_run_prints_no_tensorflow_startup_lines(shared_data, tmp_path):
@@ -184,7 +194,6 @@ def test_pairs_dropped_for_length_are_said_once_per_split(tiny_data, caplog):
     from t2t_revival import registry
     from t2t_revival.settings.hparams import resolve
 
-    registry.load_all()
     problem = registry.problems.get("translate_ende_multi30k")()   # tiny_data's files
     short = resolve("transformer_tiny", "max_length=8", problem)
     with caplog.at_level(logging.INFO):

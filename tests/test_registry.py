@@ -108,3 +108,83 @@ def test_help_text_lists_every_registered_set_with_description():
         assert len(line.split(None, 1)[1]) > 10  # a real one-line description
     assert text.startswith("Problems:")
     assert "Models:" in text and "Hparam sets:" in text
+
+
+def _built_in_set():
+    """A built-in hparam set of the lazy-loading tests."""
+
+
+def _users_set():
+    """A user's hparam set of the same name."""
+
+
+def test_a_registry_loads_its_built_in_names_on_first_use_once():
+    """No caller loads the built-in names first: any lookup, listing or
+    registration does, once."""
+    loads = []
+
+    def load():
+        loads.append(1)
+        reg.register("transformer_tiny")(_built_in_set)
+
+    reg = Registry("hparam set", load=load)
+    assert loads == []
+    assert "transformer_tiny" in reg and loads == [1]
+    assert reg.get("transformer_tiny") is _built_in_set
+    assert reg.names() == ["transformer_tiny"] and len(reg) == 1 and loads == [1]
+    # A user's registration comes after the built-in names: the clash names it.
+    other = Registry("hparam set", load=lambda: other.register("transformer_tiny")(_built_in_set))
+    with pytest.raises(RegistryError, match=r"already registered \(by test_registry\._built_in_set"
+                                            r"\); pick another name\. Received: hparam "
+                                            r"set=test_registry\._users_set"):
+        other.register("transformer_tiny")(_users_set)
+
+
+def test_a_failed_load_is_loud_at_every_use():
+    def load():
+        raise ImportError("a built-in module is broken")
+
+    reg = Registry("problem", load=load)
+    for _ in range(2):
+        with pytest.raises(ImportError, match="is broken"):
+            reg.get("anything")
+
+
+def test_a_fresh_process_finds_every_built_in_name_without_tensorflow():
+    """The registries load themselves (no `load_all` first), listing names
+    imports no TensorFlow, and the models package does not import the
+    registry (the registry reads it: no circle)."""
+    import subprocess
+    import sys
+
+    from conftest import ENV, ROOT
+
+    code = ("import sys\n"
+            "import t2t_revival.models\n"
+            "print('t2t_revival.registry' in sys.modules)\n"
+            "from t2t_revival import registry\n"
+            "print(registry.problems.get('translate_ende_multi30k').__name__,\n"
+            "      'transformer_tiny' in registry.hparams_sets, registry.models.names())\n"
+            "print(sorted(m for m in sys.modules if m.split('.')[0] in ('tensorflow', 'keras')))\n")
+    out = subprocess.run([sys.executable, "-c", code], capture_output=True, text=True, env=ENV,
+                         cwd=ROOT, timeout=120)
+    assert out.returncode == 0, out.stderr
+    assert out.stdout.splitlines() == ["False", "TranslateEndeMulti30k True ['transformer']",
+                                       "[]"]
+
+
+def test_no_caller_loads_the_registries_by_hand():
+    """`registry.load_all` is called from at most one place (today none): the
+    registries load their built-in names themselves when asked."""
+    import ast
+    import pathlib
+
+    root = pathlib.Path(__file__).resolve().parents[1]
+    calls = []
+    for folder in ("t2t_revival", "benchmarks", "problems", "hparams", "tests"):
+        for path in (root / folder).rglob("*.py"):
+            for node in ast.walk(ast.parse(path.read_text(encoding="utf-8"))):
+                if isinstance(node, ast.Call) and (getattr(node.func, "attr", None) == "load_all"
+                                                   or getattr(node.func, "id", None) == "load_all"):
+                    calls.append(f"{path.relative_to(root)}:{node.lineno}")
+    assert len(calls) <= 1, calls

@@ -108,6 +108,42 @@ def test_under_a_cli_the_handlers_stay_the_controllers_and_the_policy_switches(h
     assert controller.stop_signal is None
 
 
+def test_the_process_controller_is_the_one_its_stop_signals_run(handlers):
+    """Nothing holds the process's controller but the signal table: outside
+    any block a new one (which installs nothing), inside the trainer's block
+    the block's."""
+    assert StopController.process() is not StopController.process()
+    controller = StopController()
+    with SaveThenStop(controller):
+        assert StopController.process() is controller
+        assert SaveThenStop().controller is controller
+    assert StopController.process() is not controller
+
+
+_STOP_INSIDE_A_WRITE = r"""
+import os, signal, sys
+from t2t_revival.files.atomic_file import atomic_output
+from t2t_revival.process.stop_controller import StopController
+from t2t_revival.process.stopped_by_signal import StoppedBySignal
+
+StopController().install("t2t-test")
+with atomic_output(os.path.join(sys.argv[1], "out.txt")) as tmp:
+    with open(tmp, "w") as f:
+        f.write("half")
+    print(len(os.listdir(sys.argv[1])), flush=True)
+    StopController.process().stop_process(StoppedBySignal(signal.SIGTERM))
+"""
+
+
+def test_a_stop_that_cannot_unwind_removes_the_temporary_file_of_a_write(tmp_path):
+    out = subprocess.run([sys.executable, "-c", _STOP_INSIDE_A_WRITE, str(tmp_path)],
+                         capture_output=True, text=True, timeout=60,
+                         env=dict(os.environ, PYTHONPATH=str(ROOT)), cwd=ROOT)
+    assert (out.returncode, out.stdout, out.stderr) == (
+        128 + signal.SIGTERM, "1\n", "t2t-test: stopped by SIGTERM\n")
+    assert os.listdir(tmp_path) == []
+
+
 def test_outside_the_main_thread_the_block_installs_nothing(handlers):
     seen = []
 

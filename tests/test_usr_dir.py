@@ -248,3 +248,21 @@ def test_datagen_names_a_corpus_file_that_is_not_there(tmp_path):
     out = _cli("datagen", f"--t2t_usr_dir={usr_dir}", "--problem=my_files_problem",
                f"--data_dir={tmp_path / 'data'}", f"--tmp_dir={raw}")
     one_line_error(out, "t2t-datagen", f"The corpus file {raw / 'train.en'} is a directory")
+
+
+def test_a_usr_dir_imported_twice_runs_its_modules_once(tmp_path, monkeypatch):
+    """The decoder of a run imports the flag's usr_dir and run.json's, often
+    the same folder: its modules run once (Python's module cache is the
+    record), and the second call returns the same folder."""
+    from t2t_revival.usr_dir import import_usr_dir
+
+    monkeypatch.setattr(sys, "path", list(sys.path))
+    usr_dir = tmp_path / "once_usr"
+    usr_dir.mkdir()
+    runs = tmp_path / "runs.txt"
+    (usr_dir / "once_usr_mod.py").write_text(f"open({str(runs)!r}, 'a').write('ran\\n')\n")
+    try:
+        assert import_usr_dir(str(usr_dir)) == import_usr_dir(str(usr_dir) + "/") == str(usr_dir)
+    finally:
+        sys.modules.pop("once_usr_mod", None)
+    assert runs.read_text() == "ran\n"

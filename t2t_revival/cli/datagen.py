@@ -38,7 +38,6 @@ tensor2tensor_flags.define(tensor2tensor_flags.DATAGEN, __name__)
 def main(argv: list[str]) -> int:
     tensor2tensor_flags.take(tensor2tensor_flags.DATAGEN)
     path_flags.import_usr_dir()
-    registry.load_all()
     problem_cls = registry.problems.get(FLAGS.problem)
     from_tfds = issubclass(problem_cls, TfdsTranslateProblem)
     for name in ("data_dir",) if from_tfds else ("data_dir", "tmp_dir"):

@@ -19,7 +19,7 @@ checkpoint.
 writes output_dir/export/ctranslate2/<step>/: the same checkpoint as a
 CTranslate2 model (model.bin, config.json, shared_vocabulary.json) with the
 SentencePiece vocab.model beside it, for fast CPU/GPU decoding
-(`t2t_revival.export.ctranslate2_translator.CTranslate2Translator`). Needs the
+(`t2t_revival.decode.ctranslate2_translator.CTranslate2Translator`). Needs the
 optional extra: python -m pip install -e ".[ctranslate2]" in the clone.
 
     t2t-exporter --output_dir=t2t_train/tiny --format=litert
@@ -27,24 +27,26 @@ optional extra: python -m pip install -e ".[ctranslate2]" in the clone.
 writes output_dir/export/litert/<step>/: encoder.tflite and step.tflite (the
 decoder's cached step over the beam's rows), fixed-shape LiteRT programs
 for devices (XNNPACK's CPU kernels), with the vocabulary and the settings;
-`t2t_revival.export.litert_translator.LiteRTTranslator` translates with them,
+`t2t_revival.decode.litert_translator.LiteRTTranslator` translates with them,
 one sentence at a time.
 """
 
 from __future__ import annotations
 
+import contextlib
+import sys
+
 from absl import flags
 
 from t2t_revival.cli import entry_point, path_flags, tensor2tensor_flags, tensorflow_noise
+from t2t_revival.export.export_format import DEFAULT_FORMAT, FORMATS, export_format, formats_help
 
 FLAGS = flags.FLAGS
 PROG = "t2t-exporter"
 
 path_flags.define_usr_dir_flag(__name__)
-flags.DEFINE_enum("format", "saved_model", ["saved_model", "ctranslate2", "litert"],
-                  "What to export: a TF Serving SavedModel, a CTranslate2 model "
-                  "directory (needs the ctranslate2 extra), or LiteRT programs "
-                  "(encoder and decoder step, .tflite).")
+flags.DEFINE_enum("format", DEFAULT_FORMAT, list(FORMATS),
+                  f"What to export: {formats_help()}.")
 path_flags.define_path("output_dir", None, "The training directory (hparams.json, checkpoints).")
 path_flags.define_path("checkpoint_path", None,
                        "A checkpoint prefix to export (default: the latest in output_dir), or "
@@ -102,29 +104,20 @@ def main(argv: list[str]) -> int:
     # run directory or hparams.json is reported at once.
     require_directory(FLAGS.output_dir)
     TrainingDirectory(FLAGS.output_dir).read_hparams()
-    if FLAGS.format == "ctranslate2":
-        from t2t_revival.export.ctranslate2_export import export_ctranslate2
-
-        path = export_ctranslate2(FLAGS.output_dir, FLAGS.checkpoint_path,
-                                  overrides, FLAGS.export_dir, FLAGS.version,
-                                  quantization=FLAGS.quantization or "float32")
-        print(f"Exported the CTranslate2 model to {path}")
-        return 0
-    if FLAGS.format == "litert":
-        from t2t_revival.export.litert_export import export_litert
-
-        path = export_litert(FLAGS.output_dir, FLAGS.checkpoint_path, overrides,
-                             FLAGS.export_dir, FLAGS.version)
-        print(f"Exported the LiteRT programs to {path}")
-        return 0
-    from t2t_revival.export.saved_model_export import export_saved_model
-
-    with tensorflow_noise.quiet_native_stderr():   # tensorflow-text's SentencePiece logs INFO
-        path = export_saved_model(FLAGS.output_dir, FLAGS.checkpoint_path,
-                                  overrides, FLAGS.export_dir, FLAGS.version,
-                                  xla=FLAGS.xla)
-    print(f"Exported the SavedModel to {path}")
+    chosen = export_format(FLAGS.format)
+    options = {"xla": FLAGS.xla, "quantization": FLAGS.quantization or "float32"}
+    with (tensorflow_noise.quiet_native_stderr() if chosen.native_noise
+          else contextlib.nullcontext()):   # tensorflow-text's SentencePiece logs INFO
+        path = chosen.export(FLAGS.output_dir, FLAGS.checkpoint_path, overrides,
+                             FLAGS.export_dir, FLAGS.version, log=_say,
+                             **{name: options[name] for name in chosen.options})
+    print(f"Exported the {chosen.what} to {path}")
     return 0
+
+
+def _say(line: str) -> None:
+    """A line of the library's (`log`) to stderr: what an export cleared up."""
+    print(line, file=sys.stderr, flush=True)
 
 
 def run() -> None:

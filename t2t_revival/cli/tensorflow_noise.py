@@ -9,6 +9,9 @@ known start-up lines that TensorFlow prints whatever that level (they go to
 the process's stderr before its logging is set up) while `tensorflow` is
 imported and its devices listed; any other line is passed on. `--verbose`
 (or absl's `--verbosity=1` and above) shows everything.
+
+What it decided is held by absl's logger, not here: the process hides the
+noise when that logger carries its filter (`hiding_noise`).
 """
 
 from __future__ import annotations
@@ -53,7 +56,6 @@ _STARTUP_NOISE = re.compile("|".join((
 # logger, so they are told apart by the file that logs them.
 _LIBRARY_PATHS = tuple(os.sep + os.path.join(*p) + os.sep for p in (
     ("tensorflow", "python"), ("keras", "src"), ("tensorflow_text", "python")))
-_quiet = False   # this process hides the noise (`quiet_tensorflow_startup`)
 
 
 class _LibraryInfoFilter(py_logging.Filter):
@@ -62,6 +64,12 @@ class _LibraryInfoFilter(py_logging.Filter):
     def filter(self, record: py_logging.LogRecord) -> bool:
         return (record.levelno >= py_logging.WARNING
                 or not any(p in record.pathname for p in _LIBRARY_PATHS))
+
+
+def hiding_noise() -> bool:
+    """Whether `quiet_tensorflow_startup` decided to hide the noise in this
+    process: its filter is on absl's logger (the process's, for its life)."""
+    return any(isinstance(f, _LibraryInfoFilter) for f in absl_logging.get_absl_logger().filters)
 
 
 def verbose_requested(argv: list[str]) -> bool:
@@ -91,7 +99,7 @@ def quiet_native_stderr(quiet: bool | None = None) -> Iterator[None]:
         quiet: whether to filter (default: whether `quiet_tensorflow_startup`
             decided to hide the noise in this process).
     """
-    if not (_quiet if quiet is None else quiet):
+    if not (hiding_noise() if quiet is None else quiet):
         yield
         return
     stop = StopController.process()
@@ -155,17 +163,16 @@ def quiet_tensorflow_startup(argv: list[str]) -> None:
     """
     from t2t_revival.process.xla_compile_cache import root_from_environment
 
-    global _quiet
     verbose = verbose_requested(argv)
     quiet_level = "3" if root_from_environment() else "2"
     level = os.environ.setdefault("TF_CPP_MIN_LOG_LEVEL", "0" if verbose else quiet_level)
     if verbose or level == "0" or "tensorflow" in sys.modules:
         return
-    _quiet = True
     if not any(isinstance(f, _QuietTensorFlowFinder) for f in sys.meta_path):
         sys.meta_path.insert(0, _QuietTensorFlowFinder())
     # (absl's own logger, made by absl.logging: one made here first would be a
-    # plain Logger, which names absl's module, not TensorFlow's, as each record's caller.)
+    # plain Logger, which names absl's module, not TensorFlow's, as each record's
+    # caller.) Its filter is also the record that the noise is hidden (`hiding_noise`).
     for logger in (absl_logging.get_absl_logger(), py_logging.getLogger("tensorflow")):
         if not any(isinstance(f, _LibraryInfoFilter) for f in logger.filters):
             logger.addFilter(_LibraryInfoFilter())

@@ -8,6 +8,7 @@ Rerunning the same command resumes from the latest checkpoint in output_dir.
 
 from __future__ import annotations
 
+import contextlib
 import dataclasses
 import os
 import sys
@@ -243,39 +244,37 @@ def _export(output_dir: str, checkpoint_path: str, formats: list[str],
     exported again: this run's --export_on_best wrote it from the same
     checkpoint, or an earlier export did, which is kept and said so (it may be
     of another checkpoint with the same step, such as an average)."""
+    from t2t_revival.export.export_format import DEFAULT_FORMAT, export_format
     from t2t_revival.export.version_directory import checkpoint_version
-    from t2t_revival.run_dir.training_directory import TrainingDirectory
 
-    directory = TrainingDirectory(output_dir)
     version = checkpoint_version(checkpoint_path)
     paths = []
     for name in formats:
-        base = directory.export_dir if name == "saved_model" else \
-            directory.ctranslate2_export_dir
-        what = "SavedModel" if name == "saved_model" else "CTranslate2 model"
-        path = os.path.join(base, str(version))
+        chosen = export_format(name)
+        what = chosen.what
+        path = os.path.join(chosen.export_dir(output_dir), str(version))
         if at_end and exported.get(path) == checkpoint_path:
             print(f"The {what} of {checkpoint_path} is {path}, exported when it was "
                   f"found (--export_on_best).", flush=True)
         elif at_end and os.path.isdir(path):
             print(f"Kept the {what} {path}, exported before this run (t2t-exporter "
                   f"--output_dir={output_dir} --checkpoint_path={checkpoint_path}"
-                  f"{' --format=ctranslate2' if name == 'ctranslate2' else ''} "
+                  f"{'' if name == DEFAULT_FORMAT else f' --format={name}'} "
                   f"exports it again).", flush=True)
         else:
-            if name == "saved_model":
-                from t2t_revival.export.saved_model_export import export_saved_model
-
-                with tensorflow_noise.quiet_native_stderr():   # tensorflow-text logs INFO
-                    path = export_saved_model(output_dir, checkpoint_path, version=version)
-            else:
-                from t2t_revival.export.ctranslate2_export import export_ctranslate2
-
-                path = export_ctranslate2(output_dir, checkpoint_path, version=version)
+            with (tensorflow_noise.quiet_native_stderr() if chosen.native_noise
+                  else contextlib.nullcontext()):   # tensorflow-text logs INFO
+                path = chosen.export(output_dir, checkpoint_path, version=version,
+                                     log=_say)
             exported[path] = checkpoint_path
             print(f"Exported the {what} to {path} (from {checkpoint_path}).", flush=True)
         paths.append(path)
     return paths
+
+
+def _say(line: str) -> None:
+    """A line of the library's (`log`) to stderr: what an export cleared up."""
+    print(line, file=sys.stderr, flush=True)
 
 
 def run() -> None:

@@ -20,8 +20,6 @@ from t2t_revival.process.usable_cores import usable_cores
 
 SPLITS = ("train", "dev", "test")
 MODES = {"train": "train", "eval": "dev"}
-# (problem, split, data_dir, max_length) whose dropped long pairs this process has said.
-_SAID_TOO_LONG: set[tuple[str, str, str, int]] = set()
 
 
 class Problem:
@@ -92,6 +90,7 @@ class Problem:
                             f"num_workers={num_workers}")
         self.num_workers = num_workers or usable_cores()
         """Worker processes that encode and write the shards (output identical for any)."""
+        self._said_too_long: set[tuple[str, str, int]] = set()   # (a trainer keeps one problem)
 
     @property
     def name(self) -> str:
@@ -216,31 +215,6 @@ class Problem:
         hist = self.stats(split, data_dir)["length_histogram"]
         return sum(c for length, c in hist.items() if int(length) > max_length)
 
-    def _check_something_survives(self, split: str, data_dir: str,
-                                  limit: int) -> tuple[int, int]:
-        """(pairs, pairs longer than limit) of `split`; a DataError when none is left.
-
-        A training pipeline repeats forever, so one whose filter keeps nothing
-        would wait forever for its first batch: this is checked from the
-        stats datagen wrote, before any record is read.
-        """
-        total = self.stats(split, data_dir)["examples"]
-        too_long = self.count_too_long(split, data_dir, limit)
-        if total == 0:
-            raise DataError(
-                f"The {split} split of {self.name} in {data_dir} holds no pairs; check "
-                f"the corpus files and rerun t2t-datagen into a new --data_dir. "
-                f"Received: {split} pairs=0")
-        if too_long == total:
-            hist = self.stats(split, data_dir)["length_histogram"]
-            shortest = min(int(n) for n in hist)
-            raise DataError(
-                f"Every one of the {total} {split} pairs of {self.name} is longer than "
-                f"max_length={limit} tokens (the shortest has {shortest}, EOS included), "
-                f"so nothing is left to {'train' if split == 'train' else 'evaluate'} on; "
-                f"raise max_length to at least {shortest}. Received: max_length={limit}")
-        return total, too_long
-
     def corrupt_data_error(self, data_dir: str) -> DataError | None:
         """A DataError naming every shard in data_dir that cannot be read, or None.
 
@@ -285,12 +259,12 @@ class Problem:
                 skip_corrupt: bool = False):
         """Token-bucketed batches of the "train" or "eval" (dev) split.
 
-        Pairs longer than `hparams.max_length` are dropped; their number, when
-        any, is logged once per split in a process (`count_too_long`). With `skip_corrupt`, each shard is read up
-        to a damaged record and the rest of it skipped (`corrupt_records`
-        counts them). With `hparams.packing`, training batches are packed
-        instead (`input_pipeline.packed_dataset`: several pairs per row, with
-        segment ids and per-segment positions).
+        Pairs longer than `hparams.max_length` are dropped, their number (if any)
+        logged once per split of this problem object (`count_too_long`). With `skip_corrupt`,
+        each shard is read up to a damaged record, the rest skipped (`corrupt_records`
+        counts them). With `hparams.packing`, training batches are packed instead
+        (`input_pipeline.packed_dataset`: several pairs per row, with segment ids and
+        per-segment positions).
         """
         if mode not in MODES:
             raise DataError(f"mode must be 'train' or 'eval'. Received: mode={mode!r}")
@@ -309,15 +283,15 @@ class Problem:
                 f"--problem={self.name} --data_dir={data_dir}. Received: "
                 f"first_missing={missing[0]!r}")
         limit = self.batch_shapes(hparams, mode)[-1][1]
-        total, too_long = self._check_something_survives(split, data_dir, limit)
-        said = (self.name, split, os.path.abspath(data_dir), limit)
-        if too_long and said not in _SAID_TOO_LONG:   # once: the dev split is read at every eval
-            _SAID_TOO_LONG.add(said)
+        total, too_long = check_something_survives(self, split, data_dir, limit)
+        said = (split, os.path.abspath(data_dir), limit)
+        if too_long and said not in self._said_too_long:   # once: dev is read at every eval
+            self._said_too_long.add(said)
             logging.info("%s %s: %d of %d pairs are longer than %d tokens and are dropped.",
                          self.name, split, too_long, total, limit)
         if mode == "train" and "dev" in self.num_shards:
             # Evaluation runs after hours of training: refuse an empty dev split now.
-            self._check_something_survives("dev", data_dir, limit)
+            check_something_survives(self, "dev", data_dir, limit)
         from t2t_revival.data import input_pipeline  # imports TensorFlow: only on use
 
         if hparams.packing and mode == "train":
@@ -343,3 +317,30 @@ class Problem:
             return 0, {}
         readable = sum(input_pipeline.readable_record_count(f) for f in files)
         return max(int(self.stats(split, data_dir)["examples"]) - readable, 0), damaged
+
+
+def check_something_survives(problem: Problem, split: str, data_dir: str,
+                             limit: int) -> tuple[int, int]:
+    """(pairs, pairs longer than limit) of `problem`'s `split`; a DataError
+    when none is left.
+
+    A training pipeline repeats forever, so one whose filter keeps nothing
+    would wait forever for its first batch: this is checked from the
+    stats datagen wrote, before any record is read.
+    """
+    total = problem.stats(split, data_dir)["examples"]
+    too_long = problem.count_too_long(split, data_dir, limit)
+    if total == 0:
+        raise DataError(
+            f"The {split} split of {problem.name} in {data_dir} holds no pairs; check "
+            f"the corpus files and rerun t2t-datagen into a new --data_dir. "
+            f"Received: {split} pairs=0")
+    if too_long == total:
+        hist = problem.stats(split, data_dir)["length_histogram"]
+        shortest = min(int(n) for n in hist)
+        raise DataError(
+            f"Every one of the {total} {split} pairs of {problem.name} is longer than "
+            f"max_length={limit} tokens (the shortest has {shortest}, EOS included), "
+            f"so nothing is left to {'train' if split == 'train' else 'evaluate'} on; "
+            f"raise max_length to at least {shortest}. Received: max_length={limit}")
+    return total, too_long

@@ -12,6 +12,7 @@ import array
 import collections
 import concurrent.futures
 import contextlib
+import functools
 import itertools
 import json
 import multiprocessing
@@ -106,19 +107,25 @@ def shard_paths(prefix: str, num_shards: int) -> list[str]:
 
 
 # ---- what a worker process does ---------------------------------------------
-_worker_vocab = None
+def vocabulary_of(vocab_file: str):
+    """The vocabulary in `vocab_file`, loaded once per process and file version
+    (a worker encodes many chunks with it): the one most recently asked for
+    is kept, keyed by the file's path, size and modification time."""
+    stat = os.stat(vocab_file)
+    return _loaded_vocabulary(vocab_file, stat.st_size, stat.st_mtime_ns)
 
 
-def _init_worker(vocab_file: str) -> None:
-    global _worker_vocab
-    _worker_vocab = load_vocabulary(vocab_file)
+@functools.lru_cache(maxsize=1)
+def _loaded_vocabulary(vocab_file: str, size: int, mtime_ns: int):
+    return load_vocabulary(vocab_file)
 
 
 def _init_worker_process(vocab_file: str, parent: int) -> None:
-    """`_init_worker` in a worker process, which also ends itself once its
-    parent is gone (killed with SIGKILL, which runs no clean-up): it would
-    otherwise wait for tasks for ever, holding its memory."""
-    _init_worker(vocab_file)
+    """A worker process's start: it loads the vocabulary before its first
+    task, and ends itself once its parent is gone (killed with SIGKILL, which
+    runs no clean-up): it would otherwise wait for tasks for ever, holding
+    its memory."""
+    vocabulary_of(vocab_file)
 
     def watch_parent():
         while os.getppid() == parent:
@@ -128,17 +135,19 @@ def _init_worker_process(vocab_file: str, parent: int) -> None:
     threading.Thread(target=watch_parent, name="watch_parent", daemon=True).start()
 
 
-def encode_chunk(start: int, pairs: list[tuple[str, str]], num_shards: int,
+def encode_chunk(vocab_file: str, start: int, pairs: list[tuple[str, str]], num_shards: int,
                  encode: frozenset[int], records_of: frozenset[int]) -> tuple[dict, dict]:
-    """Encode the pairs `start, start + 1, ...` whose shard (i % num_shards) is in `encode`.
+    """Encode the pairs `start, start + 1, ...` whose shard (i % num_shards) is
+    in `encode`, with the vocabulary in `vocab_file` (`vocabulary_of`).
 
     Returns ({shard: framed records of the shards in `records_of`, in pair
     order}, {shard: Counter of max(len(inputs), len(targets)), EOS included}).
     """
     shards = [(start + k) % num_shards for k in range(len(pairs))]
     kept = [(shard, pair) for shard, pair in zip(shards, pairs) if shard in encode]
-    src = _worker_vocab.encode_batch([s for _, (s, _) in kept], num_threads=1)
-    tgt = _worker_vocab.encode_batch([t for _, (_, t) in kept], num_threads=1)
+    vocab = vocabulary_of(vocab_file)
+    src = vocab.encode_batch([s for _, (s, _) in kept], num_threads=1)
+    tgt = vocab.encode_batch([t for _, (_, t) in kept], num_threads=1)
     blobs: dict[int, list[bytes]] = collections.defaultdict(list)
     hists: dict[int, collections.Counter] = collections.defaultdict(collections.Counter)
     for (shard, _), s, t in zip(kept, src, tgt):
@@ -259,7 +268,7 @@ class _InProcessPool:
             return self._value
 
     def __init__(self, vocab_file: str):
-        _init_worker(vocab_file)
+        vocabulary_of(vocab_file)   # (a missing or bad vocabulary is said before any pair is read)
 
     def apply_async(self, fn, args):
         return self._Done(fn(*args))
@@ -352,7 +361,8 @@ class ShardedRecordWriter:
         start_time = time.time()
         pool = self._pool(vocab_file)
         try:
-            self._encode_all(pairs, pool, n, encode, records_of, expected_pairs, start_time)
+            self._encode_all(pairs, vocab_file, pool, n, encode, records_of, expected_pairs,
+                             start_time)
             shuffles = [pool.apply_async(shuffle_shard, (self._raw_file(i), self.paths[i],
                                                          self._shuffle_seed(i)))
                         for i in range(n) if i not in done]
@@ -381,7 +391,7 @@ class ShardedRecordWriter:
                      time.time() - start_time, self.num_workers)
         return total
 
-    def _encode_all(self, pairs: Iterable[tuple[str, str]], pool, n: int,
+    def _encode_all(self, pairs: Iterable[tuple[str, str]], vocab_file: str, pool, n: int,
                     encode: frozenset[int], records_of: frozenset[int],
                     expected_pairs: int | None, start_time: float) -> dict:
         """Stream the pairs through the workers; write raw records and histograms."""
@@ -407,7 +417,7 @@ class ShardedRecordWriter:
                 count = start + len(chunk)
                 if encode:  # else only read (the readers count what they drop)
                     in_flight.append(pool.apply_async(
-                        encode_chunk, (start, chunk, n, encode, records_of)))
+                        encode_chunk, (vocab_file, start, chunk, n, encode, records_of)))
                 while len(in_flight) >= max_in_flight:
                     collect_one()
                 progress.update(count)

@@ -2,15 +2,17 @@
 
 Both exports (the TF Serving SavedModel and the CTranslate2 model) write one
 folder per version under a temporary name and rename it when complete, so a
-server polling `export_dir` never loads half a model.
+server polling `export_dir` never loads half a model. What killed exports
+left there is cleared first (`remove_export_leftovers`), each removal said
+through the caller's `log` (the CLIs print it to stderr).
 """
 
 from __future__ import annotations
 
+import contextlib
 import os
 import re
 import shutil
-import sys
 import time
 from typing import Callable
 
@@ -25,19 +27,20 @@ def checkpoint_version(checkpoint_path: str) -> int:
     return int(time.time()) if step is None else step
 
 
-def write_version_directory(export_dir: str, version: int,
-                            write: Callable[[str], None]) -> str:
+def write_version_directory(export_dir: str, version: int, write: Callable[[str], None],
+                            log: Callable[[str], None] | None = None) -> str:
     """Call `write(tmp_dir)`, then rename tmp_dir to `export_dir/<version>`; return it.
 
     Re-exporting an existing version replaces it. On any error the temporary
     folder is removed and an existing version is left as it was; a write the
     disk refused (full, read-only: `disk_failure`) is one UserError line.
+    What killed exports left is cleared first, said through `log` (when given).
     """
     final = os.path.join(export_dir, str(version))
     tmp = os.path.join(export_dir, f".{version}.incomplete{os.getpid()}")
     try:
         os.makedirs(export_dir, exist_ok=True)
-        _remove_leftovers_of_dead_exports(export_dir)
+        remove_export_leftovers(export_dir, log)
         shutil.rmtree(tmp, ignore_errors=True)
         write(tmp)
         # An existing version is swapped for the new one in one step (Linux),
@@ -60,14 +63,19 @@ def write_version_directory(export_dir: str, version: int,
 _LEFTOVER = re.compile(r"^\.(\d+)\.(incomplete|old)(\d*)$")
 
 
-def _remove_leftovers_of_dead_exports(export_dir: str) -> None:
-    """Clear what killed exports left: remove `.<version>.incomplete<pid>`
-    folders whose process is gone (a live export's are left alone), and put
-    back a replaced version that a kill left at its old name
-    (`.<version>.old`, `replace_directory` where it cannot swap in one step;
-    `.<version>.old<pid>` of earlier releases) when the version itself is
-    missing, else remove it."""
-    for name in sorted(os.listdir(export_dir)):
+def remove_export_leftovers(export_dir: str, log: Callable[[str], None] | None = None) -> None:
+    """Clear what killed exports left in `export_dir`: remove
+    `.<version>.incomplete<pid>` folders whose process is gone (a live
+    export's are left alone), and put back a replaced version that a kill
+    left at its old name (`.<version>.old`, `replace_directory` where it
+    cannot swap in one step; `.<version>.old<pid>` of earlier releases) when
+    the version itself is missing, else remove it. Each is one line to `log`
+    (when given); a missing `export_dir` has nothing to clear."""
+    say = log or (lambda line: None)
+    names = []
+    with contextlib.suppress(FileNotFoundError, NotADirectoryError):
+        names = sorted(os.listdir(export_dir))
+    for name in names:
         match = _LEFTOVER.match(name)
         if not match:
             continue
@@ -75,13 +83,12 @@ def _remove_leftovers_of_dead_exports(export_dir: str) -> None:
         path = os.path.join(export_dir, name)
         if kind == "incomplete" and pid and not pid_alive(int(pid)):
             shutil.rmtree(path, ignore_errors=True)
-            print(f"Removed {path}, left by an interrupted export.", file=sys.stderr)
+            say(f"Removed {path}, left by an interrupted export.")
         elif kind == "old" and (not pid or not pid_alive(int(pid))):
             final = os.path.join(export_dir, version)
             if os.path.exists(final):
                 shutil.rmtree(path, ignore_errors=True)
-                print(f"Removed {path}, left by an interrupted export.", file=sys.stderr)
+                say(f"Removed {path}, left by an interrupted export.")
             else:
                 os.replace(path, final)
-                print(f"Put back {final} from {path}, where an interrupted export left "
-                      f"it.", file=sys.stderr)
+                say(f"Put back {final} from {path}, where an interrupted export left it.")

@@ -1,10 +1,10 @@
-"""Models. Importing this package registers every model.
+"""Models. `BUILT_IN` names every built-in model's "module:Class".
 
-Lazily (see `t2t_revival.registry`): a model class needs Keras, and Keras
-imports TensorFlow, so the module is imported on the first
-`registry.models.get(name)`, not here.
+`t2t_revival.registry` reads it and registers each model lazily: a model class
+needs Keras, and Keras imports TensorFlow, so the module is imported on the
+first `registry.models.get(name)`, not here. (This package imports nothing,
+so the registry and the models do not import each other.)
 """
 
-from t2t_revival.registry import models
-
-models.register_lazy("transformer", "t2t_revival.models.transformer:Transformer")
+BUILT_IN = {"transformer": "t2t_revival.models.transformer:Transformer"}
+"""Model name -> "module:Class" of the built-in models."""

@@ -13,7 +13,6 @@ def build_model(hparams: HParams, model_name: str = "transformer"):
     builds the model through it too."""
     import keras
 
-    registry.load_all()
     model = registry.models.get(model_name)(hparams)
     dummy = keras.ops.zeros((1, 8), "int32")
     model({"inputs": dummy, "targets": dummy}, training=False)

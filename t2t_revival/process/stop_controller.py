@@ -1,7 +1,9 @@
 """`StopController`: the one owner of the process's stop signals (SIGTERM,
 SIGINT, SIGHUP: `STOP_SIGNALS`) and of how the process ends when one comes.
 
-One per process (`StopController.process()`), with two policies:
+One per process, with two policies. The process's controller is the one
+its stop signals are handled by (`StopController.process()` finds it in the
+signal table, where `install` put it), so nothing else holds it.
 
 - **Stop now** (every CLI; the trainer before training begins): a CLI's
   entry point calls `install`, and a stop signal raises StoppedBySignal in
@@ -20,6 +22,10 @@ KeyboardInterrupt for SIGINT), or StoppedBySignal.
 
 A signal the process was started with ignored (SIGINT of a background job,
 SIGHUP under `nohup`) stays ignored under both policies.
+
+A stop that cannot unwind (`stop_process`, `os._exit`) first removes the
+temporary files of the writes in progress, which `atomic_file` names to the
+process's controller while it writes them (`removed_if_stopped`).
 """
 
 from __future__ import annotations
@@ -31,7 +37,6 @@ import sys
 import threading
 from typing import TYPE_CHECKING, Iterator, NoReturn
 
-from t2t_revival.files.atomic_file import remove_pending_temporaries
 from t2t_revival.process.stopped_by_signal import STOP_SIGNALS, StoppedBySignal
 
 if TYPE_CHECKING:
@@ -50,8 +55,6 @@ class StopController:
     GRACE_SECONDS = 3.0
     """How long a stop waits for the main thread before it ends the process itself."""
 
-    _process: StopController | None = None
-
     def __init__(self):
         self.prog = "t2t"
         self.stop_signal: int | None = None
@@ -61,13 +64,29 @@ class StopController:
         self._user_stderr: list[int] = []   # `stderr_held` blocks' descriptors, outermost first
         self._watching = False
         self._stopping = threading.Lock()   # one stop line, whichever thread stops first
+        self._temporaries: set[str] = set()   # `removed_if_stopped` files being written
 
     @classmethod
     def process(cls) -> StopController:
-        """The process's controller (made on first use; it installs nothing itself)."""
-        if cls._process is None:
-            cls._process = cls()
-        return cls._process
+        """The process's controller: the one whose handler its stop signals run
+        (`install`, or a `saving_first` block), else a new one, which installs
+        nothing itself (no CLI installed one: the library used from Python)."""
+        for signum in STOP_SIGNALS:
+            handler = signal.getsignal(signum)
+            owner = getattr(handler, "__self__", None)
+            if isinstance(owner, cls) and getattr(handler, "__func__", None) is cls._handle:
+                return owner
+        return cls()
+
+    @contextlib.contextmanager
+    def removed_if_stopped(self, path: str) -> Iterator[None]:
+        """For the block, `path` (a temporary file being written) is removed if
+        the process stops without unwinding the block (`stop_process`)."""
+        self._temporaries.add(path)
+        try:
+            yield
+        finally:
+            self._temporaries.discard(path)
 
     def install(self, prog: str) -> None:
         """Make the stop signals stop the process promptly with one line
@@ -155,7 +174,9 @@ class StopController:
         after removing the temporary files of the writes still in progress.
         """
         self._stopping.acquire()   # never released
-        remove_pending_temporaries()
+        for path in list(self._temporaries):
+            with contextlib.suppress(OSError):
+                os.unlink(path)
         with contextlib.suppress(OSError):   # stderr gone too (a hung-up terminal, a closed pipe)
             print(f"{self.prog}: {stop.message}", file=self._stop_stream or sys.stderr,
                   flush=True)

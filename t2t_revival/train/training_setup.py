@@ -51,7 +51,6 @@ class TrainingSetup:
         cooldown longer than the run), before TensorFlow sets up its
         devices. Sets the process-wide seed and dtype policy.
         """
-        registry.load_all()
         problem = registry.problems.get(config.problem)()
         problem.locate_data(config.data_dir, config.tmp_dir)
         registry.models.get(config.model)   # an unknown name is a UserError here
