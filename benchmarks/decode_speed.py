@@ -189,7 +189,7 @@ def _our_engine(args, overrides, Decoder, search, batch, subset) -> dict:
 
 def _ctranslate2_engines(args, ct2_dir, subset, batch) -> list[dict]:
     """CTranslate2 on the same sentences and batches, one engine per compute type."""
-    from t2t_revival.export.ctranslate2_translator import CTranslate2Translator
+    from t2t_revival.decode.ctranslate2_translator import CTranslate2Translator
 
     engines = []
     for compute_type in args.ct2_compute_types.split(","):

@@ -71,7 +71,6 @@ def _model(hparams_set: str, vocab_size: int):
     from t2t_revival.models.build_model import build_model
     from t2t_revival.special_ids import EOS_ID
 
-    registry.load_all()
     hp = registry.hparams_sets.get(hparams_set)().replace(vocab_size=vocab_size)
     keras.utils.set_random_seed(0)
     model = build_model(hp)
@@ -91,10 +90,10 @@ def _one(hp, model, np, batch: int, beam: int, source_length: int, threads: int,
     from t2t_revival.decode.decoder import Decoder
     from t2t_revival.settings.decode_hparams import DecodeHParams
     from t2t_revival.decode.decode_length import max_decode_length, position_limit
-    from t2t_revival.export.flat_cache import is_per_sentence
+    from t2t_revival.decode.flat_cache import is_per_sentence
     from t2t_revival.export.litert_conversion import (cache_specs, step_function,
                                                       step_output_names, to_litert)
-    from t2t_revival.export.litert_program import LiteRTProgram
+    from t2t_revival.decode.litert_program import LiteRTProgram
     from t2t_revival.special_ids import EOS_ID
 
     rows = batch * beam

@@ -81,12 +81,10 @@ def step_costs(shape, rounds, calls, length):
     import numpy as np
     import tensorflow as tf
 
-    from t2t_revival import registry
     from t2t_revival.settings.hparams import resolve
     from t2t_revival.layers.dropout import Dropout
     from t2t_revival.models.transformer import Transformer
 
-    registry.load_all()
     hparams_set, overrides = SHAPES[shape]
     hp = resolve(hparams_set, overrides)
     rows = max(1, hp.batch_size // length)

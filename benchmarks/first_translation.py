@@ -85,7 +85,7 @@ for line in outputs["outputs"].numpy():
 # The same with CTranslate2Translator (ctranslate2 and sentencepiece only).
 _CTRANSLATE2 = r"""
 import json, sys, time
-from t2t_revival.export.ctranslate2_translator import CTranslate2Translator
+from t2t_revival.decode.ctranslate2_translator import CTranslate2Translator
 print("t2t-phase: imported %.3f" % time.time(), file=sys.stderr, flush=True)
 translator = CTranslate2Translator(sys.argv[1])
 print("t2t-phase: loaded %.3f" % time.time(), file=sys.stderr, flush=True)
@@ -233,7 +233,7 @@ def compile_cache_entries() -> dict | None:
     warm cache loads what a cold one compiles or converts."""
     import glob
 
-    from t2t_revival.export.litert_program_cache import FOLDER
+    from t2t_revival.decode.litert_program_cache import FOLDER
 
     root = root_from_environment()
     return None if root is None else {

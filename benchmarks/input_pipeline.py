@@ -47,7 +47,6 @@ def main() -> None:
     from t2t_revival import registry
     from t2t_revival.settings.hparams import resolve
 
-    registry.load_all()
     problem = registry.problems.get(args.problem)(download=False)
     hp = resolve(args.hparams_set, args.hparams, problem=problem)
     tmp = None

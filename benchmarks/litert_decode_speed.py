@@ -4,7 +4,7 @@ process without TensorFlow (issue 62). Prints one JSON line.
     python -m benchmarks.litert_decode_speed \\
         --litert=t2t_train/tiny/export/litert --ctranslate2=t2t_train/tiny/export/ctranslate2
 
-t2t-decoder's LiteRT path (`LiteRTDecoder`, `litert=auto|true`) translates a
+t2t-decoder's LiteRT path (`LiteRTTranslator`, `litert=auto|true`) translates a
 sentence at a time: the encoder and the cached decoder step on LiteRT
 (XNNPACK), under our `beam_search` with Keras's numpy backend (set here
 before Keras is imported, as t2t-decoder does). This times that
@@ -47,8 +47,8 @@ def main():
     parser.add_argument("--rounds", type=int, default=3)
     args = parser.parse_args()
     from t2t_revival.errors import UserError
-    from t2t_revival.export.ctranslate2_translator import CTranslate2Translator
-    from t2t_revival.export.litert_translator import LiteRTTranslator
+    from t2t_revival.decode.ctranslate2_translator import CTranslate2Translator
+    from t2t_revival.decode.litert_translator import LiteRTTranslator
     from t2t_revival.files.text_lines import read_text_lines
 
     if args.rounds < 1 or args.max_sentences < 1:

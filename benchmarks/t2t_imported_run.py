@@ -67,7 +67,7 @@ def dev_log_prob(output_dir: str, pairs: str) -> float:
 
 
 def ctranslate2_agreement(run: str, work: str, sentences: int, intra_threads: int) -> dict:
-    from t2t_revival.export.ctranslate2_translator import CTranslate2Translator
+    from t2t_revival.decode.ctranslate2_translator import CTranslate2Translator
 
     source = lines(MULTI30K / "test_2016_flickr.en.gz")[:sentences]
     source_file = write_lines(os.path.join(work, "test.en"), source)

@@ -377,7 +377,6 @@ def main(argv=None):
 
     from t2t_revival import registry
 
-    registry.load_all()
     result = {"benchmark": "train_loop", "steps": a.steps,
               "steps_per_execution": a.steps_per_execution, "shapes": {}}
     tmp = None

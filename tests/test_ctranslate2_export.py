@@ -99,7 +99,7 @@ def test_export_matches_our_model_and_beam_search(variant, vocab_file, tmp_path)
     from t2t_revival.data.subword_vocabulary import SubwordVocabulary
     from decoding import decoder_of
     from t2t_revival.export.ctranslate2_export import export_ctranslate2
-    from t2t_revival.export.ctranslate2_translator import CTranslate2Translator
+    from t2t_revival.decode.ctranslate2_translator import CTranslate2Translator
 
     out_dir = str(tmp_path / "run")
     model = _random_run(out_dir, vocab_file, **VARIANTS[variant])
@@ -168,7 +168,7 @@ def test_export_matches_our_model_and_beam_search(variant, vocab_file, tmp_path)
 ])
 def test_translator_threads_default_to_two_translations_sharing_the_cores(
         intra, inter, on_gpu, cores, expected):
-    from t2t_revival.export.ctranslate2_translator import thread_setting
+    from t2t_revival.decode.ctranslate2_translator import thread_setting
 
     assert thread_setting(intra, inter, on_gpu, cores) == expected
 
@@ -176,7 +176,7 @@ def test_translator_threads_default_to_two_translations_sharing_the_cores(
 def test_int8_export_loads_and_stays_close(vocab_file, tmp_path):
     from t2t_revival.data.subword_vocabulary import SubwordVocabulary
     from t2t_revival.export.ctranslate2_export import export_ctranslate2
-    from t2t_revival.export.ctranslate2_translator import CTranslate2Translator
+    from t2t_revival.decode.ctranslate2_translator import CTranslate2Translator
 
     out_dir = str(tmp_path / "run")
     # int8's largest per-token log-prob error on these random tiny models ranged
@@ -219,7 +219,7 @@ def test_translator_overrides_out_of_range_are_refused_before_loading(override, 
     """The ranges of `DecodeHParams`, checked before the export is read (the
     folder here holds none): extra_length=100000 would allocate its cache."""
     from t2t_revival.errors import UserError
-    from t2t_revival.export.ctranslate2_translator import CTranslate2Translator
+    from t2t_revival.decode.ctranslate2_translator import CTranslate2Translator
 
     with pytest.raises(UserError) as error:
         CTranslate2Translator(str(tmp_path), **override)
@@ -230,7 +230,7 @@ def test_missing_ctranslate2_says_how_to_install(monkeypatch, tmp_path):
     from t2t_revival.errors import UserError
     from t2t_revival.export.ctranslate2_export import export_ctranslate2
 
-    from t2t_revival.export.ctranslate2_translator import CTranslate2Translator
+    from t2t_revival.decode.ctranslate2_translator import CTranslate2Translator
 
     monkeypatch.setitem(sys.modules, "ctranslate2", None)     # import fails
     # The extra of the clone (`pip install "t2t-revival[ctranslate2]"` would
@@ -245,7 +245,7 @@ def test_missing_ctranslate2_says_how_to_install(monkeypatch, tmp_path):
 
 def test_the_install_hint_pins_what_the_extra_pins():
     tomllib = pytest.importorskip("tomllib")   # Python 3.11
-    from t2t_revival.export.ctranslate2_translator import INSTALL_HINT
+    from t2t_revival.decode.ctranslate2_translator import INSTALL_HINT
 
     with open(ROOT / "pyproject.toml", "rb") as f:
         extra = tomllib.load(f)["project"]["optional-dependencies"]["ctranslate2"]
@@ -276,7 +276,7 @@ def test_every_engine_decodes_to_the_same_length_limit(encoding, vocab_file, tmp
     from decoding import decoder_of
     from t2t_revival.decode.decode_length import longest_decode_length
     from t2t_revival.export.ctranslate2_export import export_ctranslate2
-    from t2t_revival.export.ctranslate2_translator import CTranslate2Translator
+    from t2t_revival.decode.ctranslate2_translator import CTranslate2Translator
     from t2t_revival.export.translation_module import TranslationModule
 
     out_dir = str(tmp_path / "run")
@@ -358,7 +358,7 @@ def test_ctranslate2_agrees_with_t2t_decoder_on_multi30k(tiny_run, tiny_run_test
     from conftest import run_cli
     from readme_workflow import TINY_RUN_TEST_LINES
     from t2t_revival.decode.decoder import read_text_lines
-    from t2t_revival.export.ctranslate2_translator import CTranslate2Translator
+    from t2t_revival.decode.ctranslate2_translator import CTranslate2Translator
 
     out_dir, _ = tiny_run
     export_dir = tmp_path / "ct2"
@@ -408,7 +408,7 @@ def test_ctranslate2_agrees_with_t2t_decoder_on_multi30k(tiny_run, tiny_run_test
 
 def test_translator_given_the_folder_of_versions_takes_the_highest(tmp_path):
     """As TF Serving's model base path: `export/ctranslate2` means its newest version."""
-    from t2t_revival.export.ctranslate2_translator import EXPORT_CONFIG, newest_version
+    from t2t_revival.decode.export_settings import EXPORT_CONFIG, newest_version
 
     for version in ("7", "12", "9"):
         (tmp_path / version).mkdir()

@@ -195,7 +195,7 @@ def test_a_failing_parallel_batch_raises_and_drops_the_batches_not_started():
 
 
 def test_the_ctranslate2_translator_imports_no_tensorflow():
-    code = ("import sys, t2t_revival.export.ctranslate2_translator; "
+    code = ("import sys, t2t_revival.decode.ctranslate2_translator; "
             "print(sorted(m for m in ('tensorflow', 'keras') if m in sys.modules))")
     out = subprocess.run([sys.executable, "-c", code], capture_output=True, text=True,
                          cwd=ROOT, env={"PYTHONPATH": str(ROOT)}, timeout=120)

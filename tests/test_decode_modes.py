@@ -416,12 +416,12 @@ def test_scoring_batches_by_tokens_too(runs):
 
     pairs = list(zip(SOURCES, TARGETS)) * 3
     by_sentences = decoder_of(runs["a"])
-    # (Its score_batch is replaced: a decoder of its own.)
+    # (Its scorer's score_batch is replaced: a decoder of its own.)
     by_tokens = decoder_of(runs["a"], settings="batch_tokens=48", fresh=True)
     sizes = []
-    real = by_tokens.score_batch
-    by_tokens.score_batch = lambda inputs, targets: sizes.append(int(inputs.shape[0])) or \
-        real(inputs, targets)
+    real = by_tokens.scorer.score_batch
+    by_tokens.scorer.score_batch = lambda inputs, targets: \
+        sizes.append(int(inputs.shape[0])) or real(inputs, targets)
     np.testing.assert_allclose(by_tokens.score(pairs), by_sentences.score(pairs), atol=1e-5)
     assert len(sizes) > 1 and sum(sizes) == len(pairs)
 

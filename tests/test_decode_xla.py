@@ -44,7 +44,6 @@ def random_run_dir(shared_data, work):
         lines = [next(f).strip() for _ in range(3000)]
     vocab = str(work / "vocab.src.model")
     SubwordVocabulary.train(lines, vocab, vocab_size=2000)
-    registry.load_all()
     hparams = dataclasses.replace(registry.hparams_sets.get("transformer_tiny")(),
                                   vocab_size=2000, max_length=MAX_LENGTH,
                                   num_hidden_layers=1)
@@ -156,7 +155,7 @@ def test_xla_auto_compiles_once_the_sentences_repay_it(random_run, monkeypatch):
     the uncompiled search is traced once for every batch size and length."""
     from decoding import decoder_of
     from t2t_revival.decode import decoder as decoder_module
-    from t2t_revival.decode.decode_length import AUTO_XLA_SENTENCES_PER_PROGRAM
+    from t2t_revival.settings.decode_choices import AUTO_XLA_SENTENCES_PER_PROGRAM
 
     out_dir, sentences = random_run
     # The uncompiled search's translations, which the XLA search's equal
@@ -485,7 +484,7 @@ def test_decode_speed_leaves_a_zero_setting_at_each_engines_default(random_run, 
     pytest.importorskip("ctranslate2")
     import tensorflow as tf
 
-    from t2t_revival.export.ctranslate2_translator import thread_setting
+    from t2t_revival.decode.ctranslate2_translator import thread_setting
     from t2t_revival.process.usable_cores import usable_cores
 
     report = _benchmark_report("decode_speed", random_run, tmp_path, "--batch_sizes=2",

@@ -203,7 +203,6 @@ def test_eval_metric_is_one_the_problem_can_score_with(tmp_path):
         _trainer(tmp_path / "run", tmp_path, eval_metric="ter")
     from t2t_revival import registry
 
-    registry.load_all()
     # A translation problem scores with chrF on request (its own eval_metric
     # may be "chrf" too): the headline, reported beside the two BLEU figures.
     import sacrebleu

@@ -19,7 +19,6 @@ import threading
 import pytest
 
 from conftest import ROOT, one_line_error, run_cli
-from t2t_revival import registry
 from t2t_revival.cli import path_flags
 from t2t_revival.data.data_error import DataError
 from t2t_revival.errors import UserError
@@ -27,8 +26,6 @@ from t2t_revival.settings.hparams import HParams, HParamsError, resolve
 from t2t_revival.problems.translate_multi30k import TranslateEndeMulti30k
 from tiny_runs import (PROBLEM, TINY_HPARAMS, TinyMulti30k, cli_subprocess, digests, trainer_args,
                        write_corpus)
-
-registry.load_all()
 
 
 @pytest.fixture

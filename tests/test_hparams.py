@@ -11,7 +11,6 @@ from conftest import ISSUE_HPARAMS_SETS
 from t2t_revival import registry
 from t2t_revival.settings.hparams import HParams, HParamsError, parse_overrides, resolve
 
-registry.load_all()
 ALL_SETS = registry.hparams_sets.names()
 # The page with the paper's Table 3 as override strings.
 TABLE3_PAGE = pathlib.Path(__file__).resolve().parents[1] / "docs" / "reproducing.md"
@@ -57,7 +56,6 @@ def test_paper_values():
 
 
 def test_parsing_tiny_is_the_cpu_sized_parsing_set():
-    registry.load_all()
     assert "transformer_parsing_tiny" in ALL_SETS
     hp = registry.hparams_sets.get("transformer_parsing_tiny")()
     base = registry.hparams_sets.get("transformer_parsing_base")()

@@ -1,5 +1,5 @@
 """t2t-decoder's small jobs on the run's LiteRT programs, without TensorFlow
-(litert=auto in the decode hparams; `LiteRTDecoder`, `LiteRTProgramCache`)."""
+(litert=auto in the decode hparams; `EngineChoice`, `LiteRTTranslator`, `LiteRTProgramCache`)."""
 
 import json
 import os
@@ -11,6 +11,7 @@ import sys
 import pytest
 
 from conftest import ENV, one_line_error, run_cli
+from t2t_revival.files.atomic_file import TEMPORARY_PREFIX
 from random_run_dir import make_random_run_dir, make_vocab
 
 # The first is longer than max_length (16): cut, as by the TensorFlow path.
@@ -74,8 +75,9 @@ def test_a_small_job_converts_once_then_answers_without_tensorflow(random_run, f
     first, _, first_translations = first_job
     assert "Converting " in first.stderr and "to LiteRT programs" in first.stderr
     cache = _cache_after_the_first_job(first_job, tmp_path)
-    entries = os.listdir(cache / "litert")
-    assert len(entries) == 1 and not entries[0].startswith(".tmp-")
+    names = os.listdir(cache / "litert")
+    entries = [n for n in names if not n.startswith(".") and n != "manifest.json"]
+    assert len(entries) == 1 and sorted(names) == [".lock", entries[0], "manifest.json"]
     second = _decode(random_run, cache, f"--decode_from_file={source}",
                      f"--decode_to_file={tmp_path / 'second.de'}")
     assert second.returncode == 0, second.stderr[-3000:]
@@ -107,7 +109,7 @@ def test_a_small_job_converts_once_then_answers_without_tensorflow(random_run, f
 def test_a_damaged_entry_is_said_removed_and_converted_anew(random_run, first_job, source,
                                                            tmp_path):
     cache = _cache_after_the_first_job(first_job, tmp_path)   # converted by the first job
-    (entry,) = (cache / "litert").iterdir()
+    (entry,) = [p for p in (cache / "litert").iterdir() if p.is_dir()]
     step = entry / "step.tflite"
     step.write_bytes(step.read_bytes()[:1000])   # truncated, as by a full disk
     again = _decode(random_run, cache, f"--decode_from_file={source}",
@@ -117,17 +119,18 @@ def test_a_damaged_entry_is_said_removed_and_converted_anew(random_run, first_jo
     assert len(said) == 1 and "step.tflite has 1,000 bytes of" in said[0], again.stderr
     assert "Converting" in again.stderr and "Traceback" not in again.stderr
     assert (tmp_path / "again.de").read_text() == first_job[2]
-    assert json.loads((entry / "manifest.json").read_text())["files"]["step.tflite"]["size"] \
+    manifest = json.loads((cache / "litert" / "manifest.json").read_text())
+    assert manifest["entries"][entry.name]["files"]["step.tflite"]["bytes"] \
         == step.stat().st_size > 1000
 
 
 def test_which_jobs_take_the_litert_path(random_run, tmp_path, monkeypatch):
     from t2t_revival.settings.decode_hparams import DecodeHParams
-    from t2t_revival.decode.decode_length import AUTO_LITERT_SENTENCES
+    from t2t_revival.decode.engine_choice import EngineChoice
+    from t2t_revival.settings.decode_choices import AUTO_LITERT_SENTENCES
     from t2t_revival.errors import UserError
-    from t2t_revival.export import litert_program_cache
-    from t2t_revival.export.litert_decoder import LiteRTDecoder
-    from t2t_revival.export.litert_program_cache import program_key
+    from t2t_revival.decode import litert_program_cache
+    from t2t_revival.decode.litert_program_cache import LiteRTProgramCache, program_key
 
     monkeypatch.setenv("T2T_COMPILE_CACHE", str(tmp_path / "cache"))
     converted = []
@@ -140,9 +143,18 @@ def test_which_jobs_take_the_litert_path(random_run, tmp_path, monkeypatch):
 
     monkeypatch.setattr(litert_program_cache, "run_exporter", fake_exporter)
 
+    said = []
+
     def job(sentences=2, paths=(), interactive=False, **settings):
-        return LiteRTDecoder.programs_for_job("t2t-decoder", random_run, list(paths),
-                                              DecodeHParams(**settings), sentences, interactive)
+        """(programs, checkpoint) of the LiteRT path, or None: TensorFlow decodes."""
+        choice = EngineChoice.for_job(random_run, list(paths), DecodeHParams(**settings),
+                                      sentences, LiteRTProgramCache.from_environment(
+                                          "t2t-decoder"), said.append, interactive)
+        if choice.engine == "tensorflow":
+            assert choice.programs is None
+            return None
+        assert choice.engine == "litert"
+        return choice.programs, choice.checkpoint
 
     assert job(litert="false") is None
     assert job(sentences=AUTO_LITERT_SENTENCES + 1) is None
@@ -155,6 +167,7 @@ def test_which_jobs_take_the_litert_path(random_run, tmp_path, monkeypatch):
     programs, prefix = job(sentences=AUTO_LITERT_SENTENCES + 1, interactive=True)
     assert prefix == os.path.join(random_run, "ckpt-1") and converted == [prefix]
     assert os.path.basename(programs) == program_key(random_run, prefix, DecodeHParams())
+    assert said[0].startswith(f"Converting {prefix} to LiteRT programs") and len(said) == 2
     assert job() == (programs, prefix) and len(converted) == 1       # found, checked
     assert job(sentences=500, litert="true") == (programs, prefix)
     assert job(beam_size=2)[0] != programs and len(converted) == 2    # another beam setting
@@ -166,8 +179,9 @@ def test_which_jobs_take_the_litert_path(random_run, tmp_path, monkeypatch):
 
 
 def test_the_key_follows_the_checkpoint_and_the_settings(random_run, tmp_path):
+    from t2t_revival.errors import UserError
     from t2t_revival.settings.decode_hparams import DecodeHParams
-    from t2t_revival.export.litert_program_cache import checkpoint_prefix, program_key
+    from t2t_revival.decode.litert_program_cache import checkpoint_prefix, program_key
 
     run = tmp_path / "run"
     shutil.copytree(random_run, run, ignore=shutil.ignore_patterns("export"))
@@ -187,14 +201,16 @@ def test_the_key_follows_the_checkpoint_and_the_settings(random_run, tmp_path):
         shutil.copyfile(str(prefix) + suffix, run / f"ckpt-12{suffix}")
     assert checkpoint_prefix(str(run), None) == str(run / "ckpt-12")
     assert checkpoint_prefix(str(run), str(run / "ckpt-1")) == str(run / "ckpt-1")
-    assert checkpoint_prefix(str(run), str(run / "ckpt-2")) is None
-    assert checkpoint_prefix(str(tmp_path), None) is None
+    with pytest.raises(UserError, match="no checkpoint at .*ckpt-2"):
+        checkpoint_prefix(str(run), str(run / "ckpt-2"))
+    with pytest.raises(UserError, match="no checkpoint in"):
+        checkpoint_prefix(str(tmp_path), None)
 
 
 def test_a_failed_conversion_is_one_line_and_tensorflow_decodes(random_run, source, tmp_path,
                                                                 monkeypatch):
-    from t2t_revival.export import litert_program_cache
-    from t2t_revival.export.litert_program_cache import ConversionFailed
+    from t2t_revival.decode import litert_program_cache
+    from t2t_revival.decode.litert_program_cache import ConversionFailed
 
     def failing(*args):
         raise ConversionFailed("the checkpoint ckpt-1 is damaged")
@@ -208,7 +224,8 @@ def test_a_failed_conversion_is_one_line_and_tensorflow_decodes(random_run, sour
     assert said == ["t2t-decoder: could not convert to LiteRT programs (the checkpoint "
                     "ckpt-1 is damaged); decoding with TensorFlow"]
     assert len((tmp_path / "out.de").read_text().split("\n")) == len(SENTENCES) + 1
-    assert not [p for p in os.listdir(tmp_path / "cache" / "litert") if p.startswith(".tmp-")]
+    assert not [p for p in os.listdir(tmp_path / "cache" / "litert")
+                if p.startswith(TEMPORARY_PREFIX)]
 
 
 def test_litert_settings_that_cannot_be_served_are_one_line(random_run, source):

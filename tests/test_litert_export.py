@@ -36,7 +36,7 @@ def test_litert_round_trip_in_a_clean_process_gives_the_decoders_translations(ra
                                                "t2t_export.json", "vocab.model"]
     # A fresh process that loads the export from its folder of versions.
     code = ("import json, sys\n"
-            "from t2t_revival.export.litert_translator import LiteRTTranslator\n"
+            "from t2t_revival.decode.litert_translator import LiteRTTranslator\n"
             "t = LiteRTTranslator(sys.argv[1])\n"
             "print(json.dumps([t.translate(json.loads(sys.argv[2])), t.export_dir]))\n")
     proc = subprocess.run([sys.executable, "-c", code, os.path.dirname(version_dir),
@@ -79,7 +79,7 @@ def test_litert_export_errors_are_one_line(random_run, tmp_path):
 
 def test_litert_translator_refuses_what_is_not_a_litert_export(tmp_path):
     from t2t_revival.errors import UserError
-    from t2t_revival.export.litert_translator import LiteRTTranslator
+    from t2t_revival.decode.litert_translator import LiteRTTranslator
 
     with pytest.raises(UserError, match="t2t_export.json is missing; pass a version directory "
                                         "written by t2t-exporter --format=litert"):

@@ -315,7 +315,6 @@ def test_problem_packs_training_batches_only(multi30k_data_dir):
     from t2t_revival import registry
     from t2t_revival.settings.hparams import resolve
 
-    registry.load_all()
     data_dir, _ = multi30k_data_dir
     problem = registry.problems.get("translate_ende_multi30k")(download=False)
     hp = resolve("transformer_tiny", "packing=true", problem)

@@ -49,7 +49,6 @@ def corpora(tmp_path, shared_data):
 def _problem(data_dir, tmp_dir):
     from t2t_revival import registry
 
-    registry.load_all()
     registered = registry.problems
 
     problem = registered.get("translate_plain_text")(num_workers=1)

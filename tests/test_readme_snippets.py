@@ -72,10 +72,8 @@ def test_the_main_job_is_the_workflow_s_training_command():
 def test_the_workflow_is_what_the_trainer_prints_next():
     """After the main job, the trainer prints the README's workflow, to the
     score (t2t-bleu on test.hyp.de) and the export."""
-    from t2t_revival import registry
     from t2t_revival.cli.next_commands import next_commands
 
-    registry.load_all()
     train, *after = _workflow()
     expected = next_commands(_flag(train, "problem"), _flag(train, "output_dir"),
                              _flag(train, "data_dir"), int(_flag(train, "train_steps")))

@@ -188,7 +188,7 @@ def test_the_saved_model_of_the_imported_run_gives_the_decoders_translations(
 def test_the_ctranslate2_export_agrees_with_the_decoder_on_99_percent(
         imported, decoded, test_sentences, tmp_path):
     pytest.importorskip("ctranslate2")
-    from t2t_revival.export.ctranslate2_translator import CTranslate2Translator
+    from t2t_revival.decode.ctranslate2_translator import CTranslate2Translator
 
     run, _ = imported
     out = run_cli("exporter", f"--output_dir={run}", "--format=ctranslate2",

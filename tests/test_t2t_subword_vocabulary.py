@@ -273,7 +273,6 @@ def test_own_data_with_a_t2t_vocab_is_encoded_with_it(tmp_path, shared_data):
 
     m30k = shared_data / "multi30k"
     corpora = _own_corpora(tmp_path / "corpora", LEGACY / VOCABS[0])
-    registry.load_all()
     problem = registry.problems.get("translate_plain_text")(num_workers=1)
     data_dir = tmp_path / "data"
     problem.locate_data(str(data_dir), str(corpora))
@@ -345,7 +344,7 @@ def test_ctranslate2_export_of_a_t2t_vocabulary_run_agrees_with_the_decoder(t2t_
     pytest.importorskip("ctranslate2")
     from decoding import decoder_of
     from t2t_revival.export.ctranslate2_export import export_ctranslate2
-    from t2t_revival.export.ctranslate2_translator import CTranslate2Translator
+    from t2t_revival.decode.ctranslate2_translator import CTranslate2Translator
 
     path = export_ctranslate2(t2t_run, export_dir=str(tmp_path / "ct2"))
     assert "vocab.subwords" in os.listdir(path) and "vocab.model" not in os.listdir(path)

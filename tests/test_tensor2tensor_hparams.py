@@ -17,7 +17,6 @@ from t2t_revival.settings.hparams import HParams, HParamsError, fields_help, par
 from t2t_revival.settings.t2t_hparam_names import (NO_EQUIVALENT, OTHER_T2T_NAMES,
                                           T2T_DECODE_NO_EQUIVALENT, T2T_NAMES, names_help)
 
-registry.load_all()
 
 # One value of each of tensor2tensor's names, and what it is here.
 ALIASES = {

@@ -31,7 +31,6 @@ def _lines(path):
 
 
 def test_registered_beside_the_archive_problems():
-    registry.load_all()
     for name, tfds_name in (("translate_ende_wmt14_tfds", "wmt14_translate/de-en"),
                             ("translate_ende_wmt_t2t_tfds", "wmt_t2t_translate/de-en")):
         cls = registry.problems.get(name)
@@ -104,7 +103,6 @@ def test_mock_tfds_datagen_train_decode(tmp_path):
     from t2t_revival.settings.decode_hparams import parse_decode_hparams
     from t2t_revival.train.trainer import train
 
-    registry.load_all()
     data_dir, out_dir = tmp_path / "data", tmp_path / "run"
     with tfds.testing.mock_data(num_examples=E2E_MOCK_PAIRS):
         _SmallMockWmt14().generate_data(str(data_dir), "")

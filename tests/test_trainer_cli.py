@@ -98,8 +98,6 @@ def test_the_next_commands_after_training_go_on_to_scoring_and_export(problem, e
     """What the trainer prints last: the workflow after training, through the
     score and the export of the same averaged checkpoint (README.md's workflow
     block for the main job: tests/test_readme_snippets.py)."""
-    from t2t_revival import registry
     from t2t_revival.cli.next_commands import next_commands
 
-    registry.load_all()
     assert next_commands(problem, "out", "data", 7) == expected

@@ -41,7 +41,7 @@ from keras import ops
 
 from t2t_revival.decode.lexical_constraints import (advance, all_met, allocate_banks,
                                                     phrase_tables)
-from t2t_revival.decode.decode_length import EARLY_STOP_RULES
+from t2t_revival.settings.decode_choices import EARLY_STOP_RULES
 from t2t_revival.layers.sentence_cache import map_cache, map_caches
 from t2t_revival.special_ids import EOS_ID, PAD_ID
 

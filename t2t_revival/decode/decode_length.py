@@ -15,7 +15,7 @@ share, so that all four decode the same batch to the same length limit:
   length bucket, plus one for a smaller last batch;
 - the longest output is that padded length + `extra_length`, capped at
   `max_length` with learned positions (no position row beyond it);
-  `extra_length` itself is at most `MAX_EXTRA_LENGTH` (1024);
+  `extra_length` itself is at most `setting_ranges.MAX_EXTRA_LENGTH` (1024);
 - an input longer than `max_length` is cut to `max_length` tokens with EOS
   last, by the SavedModel (`cut_to_max_length`, in the graph) and by the
   decoders (`cut_line`, counted and reported at the end with
@@ -48,73 +48,6 @@ from t2t_revival.errors import UserError
 # test set then needs 3 of them instead of 6 (the limit of the longest output,
 # padded length + extra_length, changed for none of its 1,000 sentences).
 LENGTH_QUANTUM = 16
-
-# The most output tokens a decode may add beyond its input (`extra_length`,
-# in `HParams` and `DecodeHParams` alike). The decoder's self-attention cache
-# holds input + extra_length positions for every row of a batch, so an
-# unbounded value is an out-of-memory kill, not a longer translation
-# (extra_length=100000 reached 14 GB with a small model). 1024 is fairseq's
-# default number of target positions and above Marian's 1000-token output
-# limit; the paper's settings are 50 (translation) and 300 (parsing).
-MAX_EXTRA_LENGTH = 1024
-
-# What a decoder does with an input longer than max_length (`long_inputs`):
-# cut it (the default, as the SavedModel does) or refuse it.
-LONG_INPUTS = ("cut", "refuse")
-
-# `xla` in the decode hparams: "auto" (the default) compiles the search with
-# XLA only where its compile time is repaid (`AUTO_XLA_SENTENCES_PER_PROGRAM`),
-# "true" always, "false" never (the uncompiled search: the same translations).
-XLA_CHOICES = ("auto", "true", "false")
-# `litert`, the same three: "auto" where `AUTO_LITERT_SENTENCES` says.
-LITERT_CHOICES = XLA_CHOICES
-
-# With xla=auto, a decoder compiles the programs a call needs (one per batch
-# bucket and padded length) once it has decoded, or is about to decode, this
-# many sentences per program, counting its earlier uncompiled calls (so a
-# trainer's dev decoding starts uncompiled and compiles once the evaluations
-# add up, as a tiered JIT does). Measured on the tiny README model, 2 cores,
-# loaded: 1,000 Multi30k sentences (5 programs) took 28 s compiled and 69 s
-# uncompiled, after 227 s of compiling and 5 s of tracing; 100 took 4 s
-# either way after 182 s and 5 s. So a short job answers in seconds
-# uncompiled, and 200 a program keeps a 1,000-line test set on XLA, as
-# before, for the larger models whose compiled search gains more
-# (benchmarks/RESULTS.md).
-AUTO_XLA_SENTENCES_PER_PROGRAM = 200
-
-# With litert=auto (the decode hparams), t2t-decoder decodes a job of at most
-# this many sentences (or --decode_interactive) on the run's LiteRT programs,
-# without TensorFlow (`LiteRTDecoder`). Measured on the 2-core machine with
-# the tiny README model (2026-11-28): a fresh process translates 2 lines in
-# 3.5 s that way (the TensorFlow path: 15-17 s), 100 lines in 15 s (19-23 s),
-# and 1,000 in 110-135 s, one sentence at a time at 7-9 a second, where the
-# TensorFlow path's batched XLA search takes 33-62 s: so up to 100.
-AUTO_LITERT_SENTENCES = 100
-# ... and converts the programs first (once; kept in the compile cache) only
-# for a model of at most this many weights (`estimated_parameters`): the tiny
-# model (1.6 M) converts in about 10 s, as long as the TensorFlow path's
-# trace; transformer_base's (60 M) would make a 2-line job wait for its
-# conversion, and transformer_big's programs hold 1.7 GB. Larger models use
-# programs already converted (litert=true converts them).
-AUTO_LITERT_MAX_PARAMETERS = 20_000_000
-
-# When a batch element's beam search stops (`beam_search`'s docstring):
-# "exact" (tensor2tensor's bound: no live hypothesis can still win) or
-# "best_finished" (the best finished one beats every live one as it stands).
-EARLY_STOP_RULES = ("exact", "best_finished")
-
-# The batches a CPU decodes at once by default (`parallel_batches` = 0 in the
-# decode hparams; `inter_threads` = 0 for `CTranslate2Translator`): on the
-# 2-core machine 2 made our decoder 1.3-1.4x faster than 1 at batch 32 and
-# 1.3-1.7x at batch 1 (the Multi30k recipe model and a transformer_base
-# shape), and CTranslate2 2 x 1 thread 1.05x faster than 1 x 2 at batch 32
-# and 2.1-2.8x at batch 1; more gained nothing at batch 32
-# (benchmarks/RESULTS.md).
-CPU_PARALLEL_BATCHES = 2
-# ... and our decoder's at batch_size=1: 4 was 1.3x faster than 2 on the
-# recipe model, the same as 2 at transformer_base's shape.
-CPU_PARALLEL_SINGLE_SENTENCES = 4
-
 
 def _is_int(*values) -> bool:
     return all(isinstance(v, numbers.Integral) for v in values)
@@ -207,12 +140,39 @@ def check_input_length(line: int, length: int, max_length: int, sentence: str) -
             f"Received: line {line}={sentence[:60]!r}...")
 
 
-def cut_line(ids: list[int], max_length: int, eos_id: int) -> list[int]:
-    """An EOS-terminated id list cut to `max_length` ids, EOS last (as
-    `cut_to_max_length` cuts a batch in the SavedModel)."""
+def cut_line(ids: list, max_length: int, eos_id) -> list:
+    """An EOS-terminated id (or piece) list cut to `max_length` ids, EOS last
+    (as `cut_to_max_length` cuts a batch in the SavedModel)."""
     if len(ids) <= max_length:
         return ids
     return ids[:max_length - 1] + [eos_id]
+
+
+def fit_inputs(sentences: Sequence[str], encode: Callable[[str], list], end,
+               max_length: int, long_inputs: str = "cut", max_input_size: int = -1
+               ) -> tuple[list[list], int]:
+    """(each input's tokens, how many were cut to max_length): the input rule
+    every engine applies (`Translator.fit`), written once.
+
+    A sentence's tokens are `encode(sentence)` and the end symbol `end` (EOS
+    ids, or the piece that spells it); a blank sentence gives [] (an empty
+    output). tensor2tensor's `max_input_size` (> 0) cuts first, not counted;
+    then a sentence longer than `max_length` tokens (its end included) is
+    cut to it, `end` last (`cut_line`), and counted, or refused with
+    long_inputs="refuse" (`check_input_length`: a UserError naming the line).
+    """
+    fitted, cut = [], 0
+    for line, sentence in enumerate(sentences, start=1):
+        tokens = list(encode(sentence)) + [end] if sentence.strip() else []
+        if 0 < max_input_size < len(tokens):
+            tokens = cut_line(tokens, max_input_size, end)
+        if len(tokens) > max_length:
+            if long_inputs == "refuse":
+                check_input_length(line, len(tokens), max_length, sentence)
+            tokens = cut_line(tokens, max_length, end)
+            cut += 1
+        fitted.append(tokens)
+    return fitted, cut
 
 
 def cut_lines_report(cut: int, total: int, max_length: int) -> str:

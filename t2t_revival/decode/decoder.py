@@ -19,16 +19,17 @@ import tensorflow as tf
 
 from t2t_revival.decode.beam_search import OnStep, beam_search
 from t2t_revival.decode.ensemble import Ensemble
-from t2t_revival.decode.forced_scoring import score_targets
+from t2t_revival.decode.pair_scorer import PairScorer
 from t2t_revival.decode.sampling import sample_search
 from t2t_revival.decode.search_guides import SearchGuides, guide_specs, search_arguments
 from t2t_revival.decode.search_memory import (available_bytes, beam_batch_size,
                                               out_of_memory_advice, sample_in_chunks)
 from t2t_revival.settings.decode_hparams import DecodeHParams, DecodeOverrides
-from t2t_revival.decode.decode_length import (AUTO_XLA_SENTENCES_PER_PROGRAM, batch_bucket,
-                                       check_input_length, cut_line,
-                                       decode_in_length_order, length_sorted_batches,
-                                       max_decode_length, padded_length, position_limit)
+from t2t_revival.decode.decode_length import (batch_bucket, decode_in_length_order,
+                                              length_sorted_batches, max_decode_length,
+                                              padded_length, position_limit)
+from t2t_revival.settings.decode_choices import AUTO_XLA_SENTENCES_PER_PROGRAM
+from t2t_revival.decode.translator import GUIDES, Translator
 from t2t_revival.process.device_memory import out_of_memory_error
 from t2t_revival.errors import UserError
 from t2t_revival.models.trained_model import TrainedModel
@@ -41,8 +42,10 @@ from t2t_revival.process.usable_cores import usable_cores
 from t2t_revival.process.xla_compile_cache import cache_disk_full
 
 
-class Decoder:
-    """Translation (beam search or sampling) and scoring with a trained model.
+class Decoder(Translator):
+    """Translation (beam search or sampling) and scoring with a trained model:
+    the TensorFlow engine of the `Translator` contract (prefixes and
+    constraints served).
 
         decoder = Decoder.load("t2t_train/tiny", overrides={"beam_size": 8})
         decoder.translate(["A dog runs."])
@@ -55,19 +58,15 @@ class Decoder:
             resolved here: 2 on a CPU, 4 at batch_size=1, 1 on a GPU).
     """
 
+    engine = "TensorFlow"
+    serves = frozenset(GUIDES)
+
     def __init__(self, trained: TrainedModel, decode_hparams: DecodeHParams):
         self.hparams, self.run_record = trained.hparams, trained.run_record
-        self.decode_hparams = decode_hparams.resolved(
-            on_gpu=bool(tf.config.list_physical_devices("GPU")))
-        dhp = self.decode_hparams
-        if not dhp.sampling and not dhp.batch_tokens:   # beams of bounded memory
-            sentences = beam_batch_size(trained.hparams, dhp, available_bytes() // 4)
-            if sentences < dhp.batch_size:
-                self.decode_hparams = dataclasses.replace(dhp, batch_size=sentences)
+        self.max_length = trained.hparams.max_length
+        self.decode_hparams = on_this_device(trained.hparams, decode_hparams)
         self.vocab, self.checkpoint_path = trained.vocab, trained.checkpoint_path
         self.model = trained.model
-        # How many inputs of the last `translate` call were cut to max_length.
-        self.cut_inputs = 0
         self.skipped: dict[int, str] = {}   # {index: why}: `SearchGuides.refuse_unmet`
         # autograph=False: the model and beam search use no Python control flow
         # on tensors (beam search loops with ops.while_loop), and autograph's
@@ -99,9 +98,7 @@ class Decoder:
         self._compiled_searches_lock = threading.Lock()
         # (rows, padded length) of every program the compiled search has run.
         self._compiled_programs: set[tuple[int, int]] = set()
-        self.score_batch = tf.function(self._score_batch, reduce_retracing=True,
-                                       autograph=False)
-        """Forced scoring of a batch: (inputs [B, S], targets [B, T]) -> (log_probs, scores)."""
+        self._scorer: PairScorer | None = None   # `score`'s, made on its first call
         self._seed_generator = keras.random.SeedGenerator(self.decode_hparams.seed) \
             if self.decode_hparams.sampling else None
         self.on_beam_step: OnStep | None = None
@@ -109,7 +106,7 @@ class Decoder:
 
     @classmethod
     def load(cls, output_dir: str, checkpoint_paths: str | Sequence[str] | None = None,
-             overrides: DecodeOverrides | None = None) -> "Decoder":
+             overrides: DecodeOverrides | DecodeHParams | None = None) -> "Decoder":
         """The decoder of a training directory.
 
         Args:
@@ -119,22 +116,22 @@ class Decoder:
                 (`output_dir/best`); default the newest intact in output_dir.
                 Several decode as an `Ensemble` (prefixes or directories, one
                 vocabulary); so does one checkpoint of another training
-                directory (built from its own hparams.json, its vocabulary
-                checked).
-            overrides: the parsed `--decode_hparams` (`parse_decode_hparams`),
-                over the defaults of hparams.json (see `DecodeHParams`).
+                directory (`TrainingDirectory.other_runs`).
+            overrides: the decode settings resolved at the door (a
+                `DecodeHParams`, used as they are), or the parsed
+                `--decode_hparams` (`parse_decode_hparams`) over the defaults
+                of hparams.json.
         """
         paths = [checkpoint_paths] if isinstance(checkpoint_paths, str) \
             else list(checkpoint_paths or [])
         directory = TrainingDirectory(output_dir)
-        if len(paths) > 1 or (paths and directory.is_other_run(paths[0])):
-            # A checkpoint of another run is built from its own hparams.json,
-            # and its vocabulary checked against output_dir's, as an
-            # ensemble's members are (an ensemble of one is that model).
+        if directory.other_runs(paths):
             trained = Ensemble.load(output_dir, paths)
         else:
             trained = TrainedModel.load(directory, paths[0] if paths else None)
-        return cls(trained, DecodeHParams.from_hparams(trained.hparams, overrides))
+        settings = overrides if isinstance(overrides, DecodeHParams) else \
+            DecodeHParams.from_hparams(trained.hparams, overrides)
+        return cls(trained, settings)
 
     # ------------------------------------------------------------------
     @property
@@ -214,22 +211,15 @@ class Decoder:
         return search
 
     def encode(self, sentences: Sequence[str]) -> list[list[int]]:
-        """EOS-terminated ids; a line longer than max_length is cut (counted in
-        `cut_inputs`) or refused, as `long_inputs` says."""
-        encoded, max_length = [], self.hparams.max_length
-        refuse = self.decode_hparams.long_inputs == "refuse"
-        self.cut_inputs = 0
-        for i, sentence in enumerate(sentences):
-            ids = self.vocab.encode(sentence) + [EOS_ID] if sentence.strip() else []
-            if 0 < self.decode_hparams.max_input_size < len(ids):  # tensor2tensor's cut
-                ids = cut_line(ids, self.decode_hparams.max_input_size, EOS_ID)
-            if len(ids) > max_length:
-                if refuse:
-                    check_input_length(i + 1, len(ids), max_length, sentence)
-                ids = cut_line(ids, max_length, EOS_ID)
-                self.cut_inputs += 1
-            encoded.append(ids)
-        return encoded
+        """EOS-terminated ids by the input rule (`Translator.fit`: cut to
+        max_length, counted in `cut_inputs`, or refused, as `long_inputs`
+        says; tensor2tensor's max_input_size first)."""
+        dhp = self.decode_hparams
+        return self.fit(sentences, self.vocab.encode, EOS_ID, dhp.long_inputs,
+                        dhp.max_input_size)
+
+    def describe(self) -> str:
+        return self.checkpoint_path
 
     def translate(self, sentences: Sequence[str],
                   progress: Callable[[int, int], None] | None = None,
@@ -297,18 +287,8 @@ class Decoder:
                 sequences, scores = self.uncompiled_search(inputs) if extra is None else \
                     self.search(inputs, max_decode_length(length, dhp.extra_length, limit),
                                 guides=extra)
-            sequences, scores = np.asarray(sequences)[:len(chunk)], np.asarray(scores)[:len(chunk)]
-
-            def text(sequence, score) -> str:
-                # one_field: a model's byte pieces can spell a newline or a tab,
-                # which would split a translation over lines or n-best columns.
-                out = one_field(self.vocab.decode(sequence))
-                return f"{out}\t{score:.2f}" if dhp.write_beam_scores else out
-
-            if dhp.return_beams:
-                return ["\t".join(text(s, score) for s, score in zip(beams, beam_scores))
-                        for beams, beam_scores in zip(sequences, scores)]
-            return [text(s, score) for s, score in zip(sequences, scores)]
+            return output_lines(self.vocab, np.asarray(sequences)[:len(chunk)],
+                                np.asarray(scores)[:len(chunk)], dhp)
 
         lengths = [len(ids) for ids in encoded]
         first = {} if dhp.xla == "false" or dhp.sampling else \
@@ -347,45 +327,48 @@ class Decoder:
         return out_of_memory_advice(self.decode_hparams, settings, then)
 
     # ------------------------------------------------------------------ scoring
-    def _score_batch(self, inputs, targets):
-        """inputs [B, S], targets [B, T] -> (log_probs [B], scores [B])."""
-        return score_targets(self.model, inputs, targets, self.decode_hparams.alpha)
+    @property
+    def scorer(self) -> PairScorer:
+        """The forced scoring of this decoder's model (made on first use)."""
+        if self._scorer is None:
+            self._scorer = PairScorer(self.model, self.hparams, self.vocab, self.decode_hparams)
+        return self._scorer
 
     def score(self, pairs: Sequence[tuple[str, str]],
               progress: Callable[[int, int], None] | None = None
               ) -> list[tuple[float, float]]:
-        """(log-probability, length-penalized score) of each (source, target) pair.
+        """(log-probability, length-penalized score) of each (source, target)
+        pair, by forced decoding (`PairScorer.score`)."""
+        return self.scorer.score(pairs, progress)
 
-        Forced decoding (`forced_scoring.score_targets`): the target is scored
-        with EOS appended; the score is the log-probability / ((5 + length) /
-        6) ** alpha, length counting EOS, the score beam search gives that
-        output. An empty source is a lone EOS, an empty target EOS alone. A
-        source or target longer than max_length tokens is a UserError.
-        """
-        hp, dhp = self.hparams, self.decode_hparams
-        sources, targets = [], []
-        for line, (source, target) in enumerate(pairs, start=1):
-            for side, text, ids in (("source", source, sources), ("target", target, targets)):
-                ids.append(self.vocab.encode(text) + [EOS_ID])
-                if len(ids[-1]) > hp.max_length:
-                    raise UserError(
-                        f"pair {line}: the {side} has {len(ids[-1])} tokens, more than "
-                        f"the model's max_length of {hp.max_length}; split the pair. "
-                        f"Received: {side}={text[:60]!r}...")
 
-        def pad(rows: list[list[int]]) -> tf.Tensor:
-            length = padded_length(max(len(r) for r in rows), hp.max_length)
-            return tf.constant([r + [PAD_ID] * (length - len(r)) for r in rows], tf.int32)
+def on_this_device(hparams, dhp: DecodeHParams) -> DecodeHParams:
+    """The decode settings as this device runs them: parallel_batches=0 made
+    a number (`DecodeHParams.resolved`: 2 on a CPU, 4 at batch_size=1, 1 on a
+    GPU), and beam search's batch_size lowered to what the memory holds."""
+    dhp = dhp.resolved(on_gpu=bool(tf.config.list_physical_devices("GPU")))
+    if not dhp.sampling and not dhp.batch_tokens:   # beams of bounded memory
+        sentences = beam_batch_size(hparams, dhp, available_bytes() // 4)
+        if sentences < dhp.batch_size:
+            return dataclasses.replace(dhp, batch_size=sentences)
+    return dhp
 
-        def score_batch(chunk: list[int]) -> list[tuple[float, float]]:
-            log_probs, scores = self.score_batch(pad([sources[i] for i in chunk]),
-                                            pad([targets[i] for i in chunk]))
-            return list(zip(log_probs.numpy().tolist(), scores.numpy().tolist()))
 
-        return decode_in_length_order([len(s) for s in sources], dhp.batch_size,
-                                      score_batch, progress, batch_tokens=dhp.batch_tokens,
-                                      max_length=hp.max_length,
-                                      parallel_batches=dhp.parallel_batches)
+def output_lines(vocab, sequences, scores, dhp: DecodeHParams) -> list[str]:
+    """The output line of each input: its best sequence (with return_beams,
+    every beam, tab-separated), each followed by a tab and its score with
+    write_beam_scores (tensor2tensor's "%.2f")."""
+
+    def text(sequence, score) -> str:
+        # one_field: a model's byte pieces can spell a newline or a tab,
+        # which would split a translation over lines or n-best columns.
+        out = one_field(vocab.decode(sequence))
+        return f"{out}\t{score:.2f}" if dhp.write_beam_scores else out
+
+    if dhp.return_beams:
+        return ["\t".join(text(s, score) for s, score in zip(beams, beam_scores))
+                for beams, beam_scores in zip(sequences, scores)]
+    return [text(s, score) for s, score in zip(sequences, scores)]
 
 
 def decode_side_by_side(first: dict[tuple[int, int], list[int]], decode_batch

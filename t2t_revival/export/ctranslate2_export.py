@@ -54,7 +54,8 @@ import numpy as np
 from t2t_revival.settings.decode_hparams import DecodeOverrides
 from t2t_revival.decode.decode_length import longest_decode_length
 from t2t_revival.errors import UserError
-from t2t_revival.export.ctranslate2_translator import EXPORT_CONFIG, INSTALL_HINT
+from t2t_revival.decode.ctranslate2_translator import INSTALL_HINT
+from t2t_revival.decode.export_settings import EXPORT_CONFIG
 from t2t_revival.export.version_directory import checkpoint_version, write_version_directory
 from t2t_revival.run_dir.file_names import VOCAB_FILE
 from t2t_revival.special_ids import EOS_ID, PAD_ID
@@ -242,7 +243,7 @@ With t2t-revival (same beam settings as t2t-decoder: beam {settings['beam_size']
 alpha {settings['alpha']}, extra length {settings['extra_length']}):
 
 ```python
-from t2t_revival.export.ctranslate2_translator import CTranslate2Translator
+from t2t_revival.decode.ctranslate2_translator import CTranslate2Translator
 translator = CTranslate2Translator("{version_dir_name}", compute_type="int8")
 print(translator.translate(["A man is riding a bike."]))
 ```

@@ -1,25 +1,18 @@
 """What the exports are made from: a training directory's restored model and
-the beam settings fixed in the export (no TensorFlow at import: t2t-decoder's
-LiteRT path reads `LITERT_FIXES`)."""
+the beam settings fixed in the export (which: `export_settings`'s `*_FIXES`)."""
 
 from __future__ import annotations
 
 from typing import TYPE_CHECKING, Sequence
 
 from t2t_revival.settings.decode_hparams import DecodeHParams, DecodeOverrides
+from t2t_revival.decode.export_settings import (  # noqa: F401 (the exporters' names)
+    CTRANSLATE2_FIXES, LITERT_FIXES, SAVED_MODEL_FIXES)
 from t2t_revival.errors import UserError
 from t2t_revival.run_dir.training_directory import TrainingDirectory, require_directory
 
 if TYPE_CHECKING:
     from t2t_revival.models.trained_model import TrainedModel
-
-
-# The decode settings each export fixes (t2t-exporter --decode_hparams).
-SAVED_MODEL_FIXES = ("beam_size", "alpha", "extra_length", "early_stop", "alignments",
-                     "alignment_layer", "alignment_heads", "max_constraint_tokens")
-CTRANSLATE2_FIXES = ("beam_size", "alpha", "extra_length", "batch_size")
-LITERT_FIXES = ("beam_size", "alpha", "extra_length", "early_stop")
-
 
 def load_export_source(output_dir: str, checkpoint_path: str | None,
                        overrides: DecodeOverrides | None, fixes: Sequence[str], export: str
@@ -54,7 +47,7 @@ def load_export_source(output_dir: str, checkpoint_path: str | None,
                         f"--decode_hparams. Received: "
                         + ", ".join(f"{key}={overrides[key]!r}" for key in unfixed))
     directory = TrainingDirectory(output_dir)
-    if directory.is_other_run(checkpoint_path):
+    if checkpoint_path and directory.other_runs([checkpoint_path]):
         other = TrainingDirectory.holding(checkpoint_path, output_dir)
         raise UserError(f"the checkpoint {checkpoint_path} belongs to the training "
                         f"directory {other}, not to {output_dir}, whose hparams and "

@@ -33,7 +33,7 @@ import numpy as np
 import tensorflow as tf
 from keras import ops
 
-from t2t_revival.export.flat_cache import LOGITS, flat_cache, is_per_sentence, nested_cache
+from t2t_revival.decode.flat_cache import LOGITS, flat_cache, is_per_sentence, nested_cache
 from t2t_revival.layers.sentence_cache import map_cache
 
 

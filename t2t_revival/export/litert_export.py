@@ -31,8 +31,8 @@ import shutil
 
 from t2t_revival.settings.decode_hparams import DecodeOverrides
 from t2t_revival.decode.decode_length import longest_decode_length
-from t2t_revival.export.ctranslate2_translator import EXPORT_CONFIG
-from t2t_revival.export.litert_translator import ENCODER_FILE, STEP_FILE
+from t2t_revival.decode.export_settings import EXPORT_CONFIG
+from t2t_revival.decode.litert_translator import ENCODER_FILE, STEP_FILE
 from t2t_revival.export.version_directory import checkpoint_version, write_version_directory
 
 
@@ -45,7 +45,7 @@ Beam {settings['beam_size']}, alpha {settings['alpha']}, extra length
 (EOS included; longer ones are cut), outputs of up to {settings['cache_length']}.
 
 ```python
-from t2t_revival.export.litert_translator import LiteRTTranslator
+from t2t_revival.decode.litert_translator import LiteRTTranslator
 translator = LiteRTTranslator("{final}")
 print(translator.translate(["A man is riding a bike."]))
 ```
@@ -77,7 +77,7 @@ def export_litert(output_dir: str, checkpoint_path: str | None = None,
     import tensorflow as tf
 
     from t2t_revival.export.export_source import LITERT_FIXES, load_export_source
-    from t2t_revival.export.flat_cache import is_per_sentence
+    from t2t_revival.decode.flat_cache import is_per_sentence
     from t2t_revival.export.litert_conversion import (cache_specs, encoder_function,
                                                       encoder_output_names, step_function,
                                                       step_output_names, to_litert)

@@ -1,4 +1,26 @@
-"""The Transformer of "Attention Is All You Need" (Vaswani et al. 2017)."""
+"""The Transformer of "Attention Is All You Need" (Vaswani et al. 2017).
+
+Mixed precision: the model's dtype policy is the `dtype` kwarg when given,
+else `hparams.mixed_precision` ("float32", "mixed_bfloat16" or
+"mixed_float16"); the global Keras policy is NOT consulted. Attention
+softmax and the output logits are float32 under every policy. (Loss scaling
+for mixed_float16 is the trainer's job: wrap the optimizer in
+`keras.optimizers.LossScaleOptimizer`.)
+
+Parameter counts, with a 37,000-token shared vocabulary (tests print them):
+transformer_base has 63,045,632 parameters (paper: 65M, -3.0%) and
+transformer_big 214,171,648 (paper: 213M, +0.6%) (Table 3). Of these,
+37000 x d_model are the one shared embedding (18,944,000 base, 37,888,000
+big); the rest is 6 encoder layers (4 d_model^2 attention + 2 d_model d_ff
++ d_ff + d_model FFN + 2 LayerNorms: 3,150,336 base, 12,592,128 big) and
+6 decoder layers (two attentions, FFN, 3 LayerNorms: 4,199,936 base,
+16,788,480 big). The differences from the paper: the
+attention projections have no biases (tensor2tensor's choice; biases
+would add 4 d_model per attention, about 0.1M); the paper's En-De vocabulary
+is "about 37000" BPE tokens, and its exact size (so the embedding's share)
+is not given; and the paper does not say how it counted (e.g. whether the
+shared matrix is counted once or three times; we count it once).
+"""
 
 from __future__ import annotations
 
@@ -39,26 +61,7 @@ class Transformer(keras.Model):
     with 1.0 at PAD positions of the source and 0.0 elsewhere
     (tensor2tensor's "padding" convention).
 
-    Mixed precision: the model's dtype policy is the `dtype` kwarg when given,
-    else `hparams.mixed_precision` ("float32", "mixed_bfloat16" or
-    "mixed_float16"); the global Keras policy is NOT consulted. Attention
-    softmax and the output logits are float32 under every policy. (Loss scaling
-    for mixed_float16 is the trainer's job: wrap the optimizer in
-    `keras.optimizers.LossScaleOptimizer`.)
-
-    Parameter counts, with a 37,000-token shared vocabulary (tests print them):
-    transformer_base has 63,045,632 parameters (paper: 65M, -3.0%) and
-    transformer_big 214,171,648 (paper: 213M, +0.6%) (Table 3). Of these,
-    37000 x d_model are the one shared embedding (18,944,000 base, 37,888,000
-    big); the rest is 6 encoder layers (4 d_model^2 attention + 2 d_model d_ff
-    + d_ff + d_model FFN + 2 LayerNorms: 3,150,336 base, 12,592,128 big) and
-    6 decoder layers (two attentions, FFN, 3 LayerNorms: 4,199,936 base,
-    16,788,480 big). The differences from the paper: the
-    attention projections have no biases (tensor2tensor's choice; biases
-    would add 4 d_model per attention, about 0.1M); the paper's En-De vocabulary
-    is "about 37000" BPE tokens, and its exact size (so the embedding's share)
-    is not given; and the paper does not say how it counted (e.g. whether the
-    shared matrix is counted once or three times; we count it once).
+    Mixed precision and parameter counts: the module docstring.
 
     Args:
         hparams: the resolved `HParams` (or its dict form, as `from_config` sees).
@@ -100,15 +103,7 @@ class Transformer(keras.Model):
 
         (self.shared_embedding, self.source_embedding, self.target_embedding,
          self.output_projection, self.target_space_embedding) = _embeddings(hp, policy)
-        if hp.position_encoding == "learned":
-            self.encoder_position = PositionEmbedding(
-                hp.max_length, name="encoder_position", dtype=policy)
-            self.decoder_position = PositionEmbedding(
-                hp.max_length, name="decoder_position", dtype=policy)
-        else:
-            self.encoder_position = self.decoder_position = SinusoidalPositionEncoding(
-                layout="t2t" if hp.position_encoding == "t2t_sinusoid" else "paper",
-                name="position_encoding", dtype=policy)
+        self.encoder_position, self.decoder_position = _positions(hp, policy)
 
         layer_args = dict(
             num_heads=hp.num_heads, key_size=hp.key_size, value_size=hp.value_size,
@@ -119,13 +114,11 @@ class Transformer(keras.Model):
                                for i in range(hp.num_hidden_layers)]
         self.decoder_layers = [DecoderLayer(name=f"decoder_layer_{i}", **layer_args)
                                for i in range(hp.num_hidden_layers)]
-        if hp.norm_type == "pre":
-            self.encoder_final_norm = keras.layers.LayerNormalization(
-                epsilon=hp.layer_norm_epsilon, name="encoder_final_norm", dtype=policy)
-            self.decoder_final_norm = keras.layers.LayerNormalization(
-                epsilon=hp.layer_norm_epsilon, name="decoder_final_norm", dtype=policy)
-        else:
-            self.encoder_final_norm = self.decoder_final_norm = None
+        self.encoder_final_norm, self.decoder_final_norm = (
+            keras.layers.LayerNormalization(epsilon=hp.layer_norm_epsilon, name=name,
+                                            dtype=policy)
+            if hp.norm_type == "pre" else None
+            for name in ("encoder_final_norm", "decoder_final_norm"))
         self.embedding_dropout = Dropout(hp.dropout, dtype=policy)
 
     # ---- building and serialization ---------------------------------------
@@ -180,11 +173,6 @@ class Transformer(keras.Model):
             return self.shared_embedding.project(x)
         return ops.cast(self.output_projection(x), "float32")
 
-    @staticmethod
-    def _cross_mask(encoder_padding):
-        """float `[batch, S]` (1.0 at PAD) -> bool `[batch, 1, 1, S]`, True = attend."""
-        return (encoder_padding < 0.5)[:, None, None, :]
-
     def encode(self, inputs, training=False, segmentation=None, position=None):
         """Encode the source.
 
@@ -201,7 +189,7 @@ class Transformer(keras.Model):
         inputs = ops.cast(inputs, "int32")
         encoder_padding = ops.cast(ops.equal(inputs, PAD_ID), "float32")  # (B, S)
         if segmentation is None:
-            mask = self._cross_mask(encoder_padding)  # (B, 1, 1, S)
+            mask = cross_mask(encoder_padding)  # (B, 1, 1, S)
         else:
             mask = segment_mask(segmentation, segmentation)  # (B, 1, S, S)
         x = self._embed(self.source_embedding, self.encoder_position, inputs,
@@ -240,7 +228,7 @@ class Transformer(keras.Model):
         decoder_input = ops.pad(targets[:, :-1], [[0, 0], [1, 0]],
                                 constant_values=PAD_ID)  # (B, T)
         if segmentation is None:
-            mask = self._cross_mask(encoder_padding)  # (B, 1, 1, S)
+            mask = cross_mask(encoder_padding)  # (B, 1, 1, S)
             self_mask = None  # the decoder layers' causal mask alone
         else:
             if encoder_segmentation is None:
@@ -340,7 +328,7 @@ class Transformer(keras.Model):
             `(logits float32 [batch, vocab_size] for position index, new cache)`.
         """
         ids = ops.cast(ids, "int32")[:, None]  # (B, 1)
-        mask = self._cross_mask(cache[PER_SENTENCE]["encoder_padding"])  # (sentences, 1, 1, S)
+        mask = cross_mask(cache[PER_SENTENCE]["encoder_padding"])  # (sentences, 1, 1, S)
         x = self._embed(self.target_embedding, self.decoder_position, ids,
                         start_index=index)  # (B, 1, D)
         new_cache = {PER_SENTENCE: cache[PER_SENTENCE]}
@@ -351,6 +339,23 @@ class Transformer(keras.Model):
         if self.decoder_final_norm is not None:
             x = self.decoder_final_norm(x)
         return self._logits(x)[:, 0], new_cache  # (B, V)
+
+
+def cross_mask(encoder_padding):
+    """float `[batch, S]` (1.0 at PAD) -> bool `[batch, 1, 1, S]`, True = attend."""
+    return (encoder_padding < 0.5)[:, None, None, :]
+
+
+def _positions(hp: HParams, policy):
+    """(encoder, decoder) positions: learned tables of max_length rows each,
+    or one sinusoid (the paper's layout, or tensor2tensor's) for both."""
+    if hp.position_encoding == "learned":
+        return tuple(PositionEmbedding(hp.max_length, name=name, dtype=policy)
+                     for name in ("encoder_position", "decoder_position"))
+    sinusoid = SinusoidalPositionEncoding(
+        layout="t2t" if hp.position_encoding == "t2t_sinusoid" else "paper",
+        name="position_encoding", dtype=policy)
+    return sinusoid, sinusoid
 
 
 def _embeddings(hp: HParams, policy):

@@ -15,10 +15,10 @@ import dataclasses
 import typing
 from typing import Any, Mapping
 
-from t2t_revival.decode.decode_length import (CPU_PARALLEL_BATCHES, CPU_PARALLEL_SINGLE_SENTENCES,
-                                       EARLY_STOP_RULES, LITERT_CHOICES, LONG_INPUTS,
-                                       XLA_CHOICES,
-                                       max_decode_length)
+from t2t_revival.settings.decode_choices import (AUTO_LITERT_SENTENCES, CPU_PARALLEL_BATCHES,
+                                                  EARLY_STOP_RULES, check_long_inputs,
+                                                  CPU_PARALLEL_SINGLE_SENTENCES, LITERT_CHOICES,
+                                                  XLA_CHOICES)
 from t2t_revival.errors import UserError
 from t2t_revival.settings.hparams import HParams
 from t2t_revival.registry import closest
@@ -81,7 +81,7 @@ class DecodeHParams:
     litert: str = "auto"
     """t2t-decoder only: decode on the run's LiteRT programs (the encoder and
     the cached decoder step through XNNPACK's CPU kernels, under the same
-    beam search; `LiteRTDecoder`), one sentence at a time, without
+    beam search; `LiteRTTranslator`, `EngineChoice`), one sentence at a time, without
     TensorFlow in the process: "auto" (the default) for a job of at most
     `AUTO_LITERT_SENTENCES` sentences or --decode_interactive that they
     serve (beam search's best output, one checkpoint of this run;
@@ -171,63 +171,13 @@ class DecodeHParams:
         for name in ("xla", "litert"):   # xla=True (Python) or xla=True: "true"
             if isinstance(getattr(self, name), (bool, str)):
                 object.__setattr__(self, name, str(getattr(self, name)).lower())
-        check_settings(self, "decode hparam", DecodeHParamsError)
-        for name, choices in (("long_inputs", LONG_INPUTS), ("early_stop", EARLY_STOP_RULES),
-                              ("xla", XLA_CHOICES), ("litert", LITERT_CHOICES)):
-            if getattr(self, name) not in choices:
-                raise DecodeHParamsError(
-                    f"decode hparam '{name}' must be one of {', '.join(choices)}. "
-                    f"Received: {name}={getattr(self, name)!r}")
-        if self.sampling and self.parallel_batches > 1:
-            raise DecodeHParamsError(
-                "decode hparam 'parallel_batches' must be 1 with sampling=true: the "
-                "samples come from one seeded stream, in batch order. "
-                f"Received: parallel_batches={self.parallel_batches!r}")
-        if self.shards > 1 and not self.shard_id < self.shards:
-            raise DecodeHParamsError(
-                f"decode hparam 'shard_id' must be in [0, shards) (shards={self.shards}). "
-                f"Received: shard_id={self.shard_id}")
-        if not self.delimiter:
-            raise DecodeHParamsError("decode hparam 'delimiter' must not be empty (it "
-                                     "separates the inputs). Received: delimiter=''")
-        heads = self.alignment_heads
-        if heads not in ALIGNMENT_HEADS and not heads.isdigit():
-            raise DecodeHParamsError(
-                "decode hparam 'alignment_heads' must be mean, max or a head number. "
-                f"Received: alignment_heads={heads!r}")
-        if self.alignment_heatmap and not self.alignments:
-            raise DecodeHParamsError(
-                "decode hparam 'alignment_heatmap' draws an alignment; add "
-                "alignments=true to --decode_hparams. "
-                f"Received: alignment_heatmap={self.alignment_heatmap}")
-        if self.litert == "true" and self.xla == "true":
-            raise DecodeHParamsError(
-                "decode hparams litert=true and xla=true name two engines for the search; "
-                "keep one. Received: litert=true, xla=true")
-        if self.litert == "true" and litert_unsupported(self):
-            name = litert_unsupported(self)[0]
-            raise DecodeHParamsError(
-                f"decode hparam litert=true decodes beam search's best output (the LiteRT "
-                f"programs); drop {name} or litert=true. Received: {name}="
-                f"{getattr(self, name)!r}")
-        if self.sampling and (self.constraints or self.prefix):
-            raise DecodeHParamsError(
-                "decode hparams 'constraints' and 'prefix' are for beam search; drop "
-                f"sampling=true. Received: constraints={self.constraints}, "
-                f"prefix={self.prefix}")
-        defaults = DecodeHParams.__dataclass_fields__
-        changed = [name for name in SAMPLING_ONLY
-                   if getattr(self, name) != defaults[name].default]
-        if changed and not self.sampling:
-            raise DecodeHParamsError(
-                f"decode hparam '{changed[0]}' is for sampling; add sampling=true to "
-                f"--decode_hparams (or drop it for beam search). "
-                f"Received: {changed[0]}={getattr(self, changed[0])!r}")
+        for check in CHECKS:   # by concern, each one its own function
+            check(self)
 
     def max_decode_length(self, input_length: int) -> int:
         """The longest output for an input of `input_length` tokens (no position
-        cap; `decode_length` has the whole rule)."""
-        return max_decode_length(input_length, self.extra_length)
+        cap, no padding: `decode_length.max_decode_length` has the whole rule)."""
+        return input_length + self.extra_length
 
     def resolved(self, on_gpu: bool) -> "DecodeHParams":
         """These settings with parallel_batches=0 (the default) made a number:
@@ -271,6 +221,90 @@ ALIGNMENT_HEADS = ("mean", "max")
 SAMPLING_ONLY = ("temperature", "top_k", "top_p", "samples_per_input", "seed")
 """The decode hparams that only sampling reads."""
 
+def _values(s: DecodeHParams) -> None:
+    """Each value in its range (`setting_ranges`) or among its choices."""
+    check_settings(s, "decode hparam", DecodeHParamsError)
+    check_long_inputs(s.long_inputs, "decode hparam 'long_inputs'", DecodeHParamsError)
+    for name, choices in (("early_stop", EARLY_STOP_RULES),
+                          ("xla", XLA_CHOICES), ("litert", LITERT_CHOICES)):
+        if getattr(s, name) not in choices:
+            raise DecodeHParamsError(
+                f"decode hparam '{name}' must be one of {', '.join(choices)}. "
+                f"Received: {name}={getattr(s, name)!r}")
+
+
+def _sampled_batches(s: DecodeHParams) -> None:
+    """Sampling draws from one seeded stream: one batch at a time."""
+    if s.sampling and s.parallel_batches > 1:
+        raise DecodeHParamsError(
+            "decode hparam 'parallel_batches' must be 1 with sampling=true: the "
+            "samples come from one seeded stream, in batch order. "
+            f"Received: parallel_batches={s.parallel_batches!r}")
+
+
+def _t2t_files(s: DecodeHParams) -> None:
+    """tensor2tensor's file keys: a shard of the shards, a delimiter."""
+    if s.shards > 1 and not s.shard_id < s.shards:
+        raise DecodeHParamsError(
+            f"decode hparam 'shard_id' must be in [0, shards) (shards={s.shards}). "
+            f"Received: shard_id={s.shard_id}")
+    if not s.delimiter:
+        raise DecodeHParamsError("decode hparam 'delimiter' must not be empty (it "
+                                 "separates the inputs). Received: delimiter=''")
+
+
+def _alignments(s: DecodeHParams) -> None:
+    """The heads to combine; a heatmap only of alignments."""
+    heads = s.alignment_heads
+    if heads not in ALIGNMENT_HEADS and not heads.isdigit():
+        raise DecodeHParamsError(
+            "decode hparam 'alignment_heads' must be mean, max or a head number. "
+            f"Received: alignment_heads={heads!r}")
+    if s.alignment_heatmap and not s.alignments:
+        raise DecodeHParamsError(
+            "decode hparam 'alignment_heatmap' draws an alignment; add "
+            "alignments=true to --decode_hparams. "
+            f"Received: alignment_heatmap={s.alignment_heatmap}")
+
+
+def _engines(s: DecodeHParams) -> None:
+    """One engine named; litert=true only with what its programs serve."""
+    if s.litert == "true" and s.xla == "true":
+        raise DecodeHParamsError(
+            "decode hparams litert=true and xla=true name two engines for the search; "
+            "keep one. Received: litert=true, xla=true")
+    if s.litert == "true" and litert_unsupported(s):
+        name = litert_unsupported(s)[0]
+        raise DecodeHParamsError(
+            f"decode hparam litert=true decodes beam search's best output (the LiteRT "
+            f"programs); drop {name} or litert=true. Received: {name}="
+            f"{getattr(s, name)!r}")
+
+
+def _guides(s: DecodeHParams) -> None:
+    """Prefixes and constraints guide beam search, not sampling."""
+    if s.sampling and (s.constraints or s.prefix):
+        raise DecodeHParamsError(
+            "decode hparams 'constraints' and 'prefix' are for beam search; drop "
+            f"sampling=true. Received: constraints={s.constraints}, prefix={s.prefix}")
+
+
+def _sampling_only(s: DecodeHParams) -> None:
+    """The sampling settings need sampling=true."""
+    defaults = DecodeHParams.__dataclass_fields__
+    changed = [name for name in SAMPLING_ONLY if getattr(s, name) != defaults[name].default]
+    if changed and not s.sampling:
+        raise DecodeHParamsError(
+            f"decode hparam '{changed[0]}' is for sampling; add sampling=true to "
+            f"--decode_hparams (or drop it for beam search). "
+            f"Received: {changed[0]}={getattr(s, changed[0])!r}")
+
+
+CHECKS = (_values, _sampled_batches, _t2t_files, _alignments, _engines, _guides,
+          _sampling_only)
+"""`DecodeHParams`' checks, one concern each, in the order they are told."""
+
+
 _TYPES: dict[str, Any] = {f.name: typing.get_type_hints(DecodeHParams)[f.name]
                           for f in dataclasses.fields(DecodeHParams)}
 
@@ -285,6 +319,35 @@ def _unknown(key: str, raw: str) -> DecodeHParamsError:
     return DecodeHParamsError(
         f"Unknown decode hparam '{key}'.{hint} The fields are "
         f"{', '.join(_TYPES)}. Received: {key}={raw}")
+
+
+def decode_hparams_help() -> str:
+    """t2t-decoder's help of --decode_hparams: the keys and their defaults."""
+    return ('"beam_size=4,alpha=0.6,extra_length=50,batch_size=32,return_beams=false,'
+            'batch_tokens=0,xla=auto,long_inputs=cut" (batch_tokens > 0: batches of '
+            'that many source tokens; xla=auto compiles the search with XLA where a '
+            'job is big enough to repay it, xla=true always, xla=false never; '
+            f'litert=auto decodes a job of up to {AUTO_LITERT_SENTENCES} lines, or '
+            '--decode_interactive, '
+            "on the run's LiteRT programs without TensorFlow (converted once, "
+            'kept in T2T_COMPILE_CACHE), litert=true any job they serve, '
+            'litert=false never; '
+            'long_inputs=refuse: stop at a line longer than max_length; '
+            'parallel_batches=N: N batches at once, a thread each; the default 0 '
+            'decodes 2 at once on a CPU, 4 at batch_size=1, and 1 on a GPU); '
+            'sampling instead of beam search: "sampling=true,temperature=1.0,'
+            'top_k=0,top_p=1.0,samples_per_input=1,seed=1" (top_k 0 and top_p 1.0 keep '
+            'every token; return_beams=true writes all samples_per_input, best first). '
+            'constraints=true: input lines source<TAB>phrase<TAB>... (every output '
+            'contains every phrase; max_constraint_tokens=32 subwords a line); '
+            'prefix=true: lines source<TAB>prefix (outputs start with it). '
+            "tensor2tensor's keys: num_samples=N decodes the first N inputs (-1 all), "
+            'max_input_size, write_beam_scores, delimiter, shards, shard_id, '
+            'log_results. Word alignments: "alignments=true,alignment_layer=-1,'
+            'alignment_heads=max" writes <decode_to_file>.align (Pharaoh '
+            '"0-0 1-2 ...", a line per output; interactive: after a tab), '
+            'alignment_heatmap=N also draws input line N to '
+            '<decode_to_file>.alignN.png.')
 
 
 def parse_decode_hparams(text: str) -> DecodeOverrides:

@@ -17,7 +17,14 @@ import dataclasses
 import math
 import numbers
 
-from t2t_revival.decode.decode_length import MAX_EXTRA_LENGTH
+# The most output tokens a decode may add beyond its input (`extra_length`,
+# in `HParams` and `DecodeHParams` alike). The decoder's self-attention cache
+# holds input + extra_length positions for every row of a batch, so an
+# unbounded value is an out-of-memory kill, not a longer translation
+# (extra_length=100000 reached 14 GB with a small model). 1024 is fairseq's
+# default number of target positions and above Marian's 1000-token output
+# limit; the paper's settings are 50 (translation) and 300 (parsing).
+MAX_EXTRA_LENGTH = 1024
 
 
 @dataclasses.dataclass(frozen=True)
