@@ -62,6 +62,28 @@ once stopped batch elements are dropped; see `beam_search`):
     searching:  bool [R]       the batch elements whose result may still change
 """
 
+OnChoice = Callable[[dict], None]
+"""`beam_search`'s observer of its choices: `on_choice(choice)` after each
+step's choice, with (R rows as in `OnStep`; N candidates, k = beam size):
+
+    index:           int32 scalar      the position the step chose a token for
+    log_probs:       float32 [R, N]    each candidate's log-prob (<= DEAD: none)
+    parents:         int32 [R, N]      the live slot (0..k-1) it extends
+    tokens:          int32 [R, N]      its token
+    live_pick:       int32 [R, k]      the candidates that form the new live set
+    live_log_probs:  float32 [R, k]    their log-probs (<= DEAD: an empty slot)
+    finished_pick:   int32 [R, k]      the new finished set: < k the old set's
+                                       slot, >= k candidate (pick - k)
+    finished_scores: float32 [R, k]    its scores (<= DEAD: an empty slot)
+
+The candidates are the 2k best extensions (with constraints, also each
+hypothesis's best token and its constraint tokens, repeats marked dead).
+Greedy search (beam 1) reports its chosen token as the one candidate; a row
+that has ended reports a dead one. Called where the step is traced, as
+`on_step`: eagerly, once per step with the values (what
+`t2t_revival.insights` draws).
+"""
+
 
 def length_penalty(length, alpha: float):
     """GNMT's length penalty ((5 + length) / 6) ** alpha (Wu et al. 2016, eq. 14).
@@ -187,7 +209,8 @@ def beam_search(step: StepFn, cache, batch_size, beam_size: int, alpha: float,
                 max_decode_length: int, eos_id: int = EOS_ID,
                 return_beams: bool = True, early_stop: str = "exact",
                 resize_cache: Callable[[Any, int], Any] | None = None,
-                on_step: OnStep | None = None, prefix=None, constraints=None):
+                on_step: OnStep | None = None, prefix=None, constraints=None,
+                on_choice: OnChoice | None = None):
     """Beam search with the GNMT length penalty and early stopping.
 
     Args:
@@ -222,6 +245,9 @@ def beam_search(step: StepFn, cache, batch_size, beam_size: int, alpha: float,
             traced: eagerly once per step, under tf.function or XLA once per
             trace of the loop body; not with beam_size 1 (greedy search).
             None adds nothing to the search.
+        on_choice: optional `on_choice(choice)` after each step's choice
+            (`OnChoice`): the candidates and which of them the live and
+            finished sets took; called as `on_step` is (with beam_size 1 too).
         prefix: None, or int32 [B, P]: each sentence's forced first tokens,
             PAD (0) after them (`lexical_constraints.pack_prefixes`; P <
             max_decode_length). Every hypothesis takes them; their log-probs
@@ -295,7 +321,8 @@ def beam_search(step: StepFn, cache, batch_size, beam_size: int, alpha: float,
         # tensor2tensor decodes beam 1 greedily. (The two-set search below
         # with one beam would differ: it keeps the best EOS hypothesis met
         # along the way while the live beam goes on.)
-        seqs, log_probs = greedy_search(step, cache, batch_size, max_decode_length, eos_id)
+        seqs, log_probs = greedy_search(step, cache, batch_size, max_decode_length, eos_id,
+                                        on_choice=on_choice)
         ended = ops.any(ops.equal(seqs, eos_id), axis=1)
         lengths = ops.where(ended, ops.argmax(ops.equal(seqs, eos_id), axis=1) + 1,
                             max_decode_length)
@@ -365,7 +392,13 @@ def beam_search(step: StepFn, cache, batch_size, beam_size: int, alpha: float,
         # New finished set: the k best of the old finished and the new EOS ones.
         new_scores = top_log_probs / length_penalty(index + 1, alpha)
         new_scores = ops.where(ops.logical_and(is_eos, alive), new_scores, NEG_INF)
-        finished_scores, finished_seqs = _merge_finished(state, new_scores, top_seqs, k)
+        finished_scores, finished_seqs, finished_pick = _merge_finished(
+            state, new_scores, top_seqs, k)
+        if on_choice is not None:
+            on_choice({"index": index, "log_probs": top_log_probs, "parents": parents,
+                       "tokens": tokens, "live_pick": live_pick,
+                       "live_log_probs": live_log_probs, "finished_pick": finished_pick,
+                       "finished_scores": finished_scores})
 
         new_state = {
             "index": index + 1,
@@ -401,7 +434,7 @@ def beam_search(step: StepFn, cache, batch_size, beam_size: int, alpha: float,
     result_fields = _RESULT_FIELDS
     if guided:
         state, body = _guided_search(state, step, k, length, alpha, eos_id, prefix,
-                                     constraints, settle, on_step)
+                                     constraints, settle, on_step, on_choice)
         if constraints is not None:
             result_fields += ("live_active", "live_met")
     grow = (buffer_lengths, resize_cache) if buffer_lengths else None
@@ -427,7 +460,7 @@ def beam_search(step: StepFn, cache, batch_size, beam_size: int, alpha: float,
 
 
 def _guided_search(state, step: StepFn, k: int, length: int, alpha: float, eos_id: int,
-                   prefix, constraints, settle, on_step):
+                   prefix, constraints, settle, on_step, on_choice):
     """(state, body) of a beam search with a prefix and/or constraints.
 
     The step's log-probs are computed in full (log-softmax over [B*k, V]);
@@ -487,6 +520,7 @@ def _guided_search(state, step: StepFn, k: int, length: int, alpha: float, eos_i
                                                                  eos_id, k)
             eos_scores = ops.where(ops.logical_and(is_eos, alive), top_log_probs, NEG_INF)
             eos_parents = parents                                              # [B, 2k]
+            eos_pick, log_probs_n = None, top_log_probs
         else:
             width = tables["ids"].shape[1]
             beams = ops.arange(k, dtype="int32")
@@ -527,6 +561,8 @@ def _guided_search(state, step: StepFn, k: int, length: int, alpha: float, eos_i
             new_state["live_met"] = _gather_beams(met, live_pick)
             eos_scores, eos_pick = ops.top_k(
                 ops.where(ops.logical_and(fresh, is_eos), log_probs_n, NEG_INF), k)
+            log_probs_n = ops.where(fresh, log_probs_n, NEG_INF)   # repeats: dead
+            eos_pick = ops.cast(eos_pick, "int32")
             eos_parents = ops.take_along_axis(parents, ops.cast(eos_pick, "int32"), axis=1)
         live_ids = ops.take_along_axis(tokens, live_pick, axis=1)                # [B, k]
         live_parents = ops.take_along_axis(parents, live_pick, axis=1)           # [B, k]
@@ -536,7 +572,18 @@ def _guided_search(state, step: StepFn, k: int, length: int, alpha: float, eos_i
                                    ops.full_like(eos_parents, eos_id), index, length)
         new_scores = ops.where(eos_scores > DEAD,
                                eos_scores / length_penalty(index + 1, alpha), NEG_INF)
-        finished_scores, finished_seqs = _merge_finished(state, new_scores, eos_seqs, k)
+        finished_scores, finished_seqs, finished_pick = _merge_finished(
+            state, new_scores, eos_seqs, k)
+        if on_choice is not None:
+            if eos_pick is not None:   # a new one's slot among the EOS picks -> its candidate
+                finished_pick = ops.where(
+                    finished_pick >= k, ops.take_along_axis(
+                        eos_pick, ops.maximum(finished_pick - k, 0), axis=1) + k,
+                    finished_pick)
+            on_choice({"index": index, "log_probs": log_probs_n, "parents": parents,
+                       "tokens": tokens, "live_pick": live_pick,
+                       "live_log_probs": new_log_probs, "finished_pick": finished_pick,
+                       "finished_scores": finished_scores})
         new_state.update({
             "index": index + 1,
             "live_ids": live_ids,
@@ -613,11 +660,13 @@ def _reorder_cache(new_cache, old_cache, live_parents, k: int):
 
 def _merge_finished(state, new_scores, new_seqs, k: int):
     """The k best of the finished set and new EOS-ended hypotheses (scores
-    [B, n], NEG_INF where none; seqs [B, n, L]): (scores [B, k], seqs [B, k, L])."""
+    [B, n], NEG_INF where none; seqs [B, n, L]): (scores [B, k], seqs [B, k, L],
+    picks int32 [B, k]: < k the old set's slot, >= k new one pick - k)."""
     all_scores = ops.concatenate([state["finished_scores"], new_scores], axis=1)  # [B, k+n]
     all_seqs = ops.concatenate([state["finished_seqs"], new_seqs], axis=1)        # [B, k+n, L]
     finished_scores, finished_pick = ops.top_k(all_scores, k)                     # [B, k]
-    return finished_scores, _gather_beams(all_seqs, ops.cast(finished_pick, "int32"))
+    finished_pick = ops.cast(finished_pick, "int32")
+    return finished_scores, _gather_beams(all_seqs, finished_pick), finished_pick
 
 
 def _staged_loop(state, body, batch_size, k: int, length: int, grow=None,
@@ -692,7 +741,7 @@ def _staged_loop(state, body, batch_size, k: int, length: int, grow=None,
 
 
 def greedy_search(step: StepFn, cache, batch_size, max_decode_length: int,
-                  eos_id: int = EOS_ID):
+                  eos_id: int = EOS_ID, on_choice: OnChoice | None = None):
     """Greedy (argmax) decoding with the same step contract (beam = 1).
 
     Args:
@@ -701,6 +750,7 @@ def greedy_search(step: StepFn, cache, batch_size, max_decode_length: int,
         batch_size: B (a Python int, or a scalar tensor).
         max_decode_length: the number of positions decoded at most.
         eos_id: the end-of-sentence id (1).
+        on_choice: optional observer of each step's choice (`OnChoice`, k = 1).
 
     Returns:
         (sequences int32 [B, max_decode_length], log_probs float32 [B]):
@@ -710,11 +760,12 @@ def greedy_search(step: StepFn, cache, batch_size, max_decode_length: int,
     """
     return token_by_token_search(
         step, cache, batch_size, max_decode_length,
-        lambda logits, log_probs: ops.cast(ops.argmax(log_probs, axis=-1), "int32"), eos_id)
+        lambda logits, log_probs: ops.cast(ops.argmax(log_probs, axis=-1), "int32"), eos_id,
+        on_choice)
 
 
 def token_by_token_search(step: StepFn, cache, rows, max_decode_length: int, choose,
-                          eos_id: int = EOS_ID):
+                          eos_id: int = EOS_ID, on_choice: OnChoice | None = None):
     """One token per row per step, chosen by `choose(logits, log_probs) -> int32 [rows]`
     (greedy: argmax; sampling: a draw); the loop of `greedy_search` and `sample_search`.
 
@@ -745,14 +796,33 @@ def token_by_token_search(step: StepFn, cache, rows, max_decode_length: int, cho
         finished = state["finished"]
         tokens = ops.where(finished, PAD_ID, chosen)
         at_index = ops.equal(ops.arange(length, dtype="int32"), index)        # [L]
+        new_log_probs = state["log_probs"] + ops.where(finished, 0.0, chosen_log_prob)
+        ends = ops.logical_or(finished, ops.equal(tokens, eos_id))
+        if on_choice is not None:
+            _report_single_choice(on_choice, index, tokens, new_log_probs, finished, ends)
         return {
             "index": index + 1,
             "ids": tokens,
             "seqs": ops.where(at_index[None, :], tokens[:, None], state["seqs"]),
-            "log_probs": state["log_probs"] + ops.where(finished, 0.0, chosen_log_prob),
-            "finished": ops.logical_or(finished, ops.equal(tokens, eos_id)),
+            "log_probs": new_log_probs,
+            "finished": ends,
             "cache": new_cache,
         }
 
     state = ops.while_loop(cond, body, state)
     return state["seqs"], state["log_probs"]
+
+
+def _report_single_choice(on_choice: OnChoice, index, tokens, log_probs, finished, ends):
+    """`on_choice` of a token-by-token step (k = 1): the chosen token the one
+    candidate (dead on a row that had ended), live unless it ends the row,
+    the finished slot taking it when it is EOS (its score unpenalized)."""
+    dead = ops.full_like(log_probs, NEG_INF)
+    candidate = ops.where(finished, dead, log_probs)[:, None]                   # [R, 1]
+    new_eos = ops.logical_and(ends, ops.logical_not(finished))[:, None]
+    on_choice({"index": index, "log_probs": candidate,
+               "parents": ops.zeros_like(tokens)[:, None], "tokens": tokens[:, None],
+               "live_pick": ops.zeros_like(tokens)[:, None],
+               "live_log_probs": ops.where(ends, dead, log_probs)[:, None],
+               "finished_pick": ops.cast(new_eos, "int32"),
+               "finished_scores": ops.where(ends, log_probs, dead)[:, None]})

@@ -140,7 +140,7 @@ class Decoder(Translator):
         return dict(self._compiled_searches)
 
     def search_batch(self, inputs, max_decode_length, samples_per_input: int | None = None,
-                     guides: dict | None = None, step=None):
+                     guides: dict | None = None, step=None, on_choice=None):
         """inputs int32 [B, S] -> (sequences [B, (beam,) L], scores [B, (beam)]).
 
         The search itself, in Python (`search` and `compiled_search` are its
@@ -149,7 +149,7 @@ class Decoder(Translator):
         samples_per_input: with sampling, the samples of this call (default
         the decode hparams'; `sample_in_chunks` draws them in chunks).
         guides: beam search's prefixes and constraints (`SearchGuides.tensors`).
-        step: beam search's step (default the model's `decode_step`)."""
+        step, on_choice: beam search's (default the model's `decode_step`; None)."""
         encoder_output, encoder_padding = self.model.encode(inputs, training=False)
         cache = self.model.init_cache(encoder_output, encoder_padding, max_decode_length)
         dhp = self.decode_hparams
@@ -168,7 +168,7 @@ class Decoder(Translator):
                            max_decode_length=max_decode_length,
                            return_beams=dhp.return_beams, early_stop=dhp.early_stop,
                            resize_cache=self.model.resize_cache, on_step=self.on_beam_step,
-                           **search_arguments(guides))
+                           on_choice=on_choice, **search_arguments(guides))
 
     def _search_padded(self, inputs, guides=None, step=None):
         """inputs int32 [B, S] -> `search_batch`'s outputs, the length limit
