@@ -45,37 +45,68 @@ def _check_lines(sources, outputs, lines):
         assert all(0 <= s < len(source.split()) for s, _ in links)
 
 
-def test_attention_is_returned_without_changing_the_logits(run):
-    """decode(return_attention=True): the same logits, and each layer's
-    weights equal softmax(QK^T/sqrt(dk)) computed by hand from its
-    cross-attention projections; masked source positions get 0."""
+def _softmax_by_hand(query, key, masked):
+    """softmax(QK^T/sqrt(dk)) of query [B, T, H, d], key [B, S, H, d]; 0 where `masked`."""
+    scores = np.einsum("bthd,bshd->bhts", query, key) / np.sqrt(query.shape[-1])
+    scores = np.where(masked, -1e9, scores)
+    expected = np.exp(scores - scores.max(-1, keepdims=True))
+    return expected / expected.sum(-1, keepdims=True)
+
+
+def _split_qkv(layer, x, heads):
+    """The fused projections of a self-attention layer: (q, k) [B, T, H, d]."""
+    qkv = np.asarray(layer.qkv_dense(x))
+    dk = layer.key_size
+    b, t = qkv.shape[:2]
+    return (qkv[..., :heads * dk].reshape(b, t, heads, dk),
+            qkv[..., heads * dk:2 * heads * dk].reshape(b, t, heads, dk))
+
+
+def test_attention_is_returned_without_changing_the_outputs(run):
+    """encode and decode with return_attention=True: the same outputs, and
+    each layer's weights (encoder self-attention, decoder self-attention,
+    encoder-decoder attention) equal softmax(QK^T/sqrt(dk)) computed by hand
+    from the first layer's projections; masked positions get 0."""
     from decoding import decoder_of
 
     model = decoder_of(run).model
     inputs = np.array([[5, 6, 7, 1], [8, 9, 1, 0]], np.int32)
     targets = np.array([[10, 11, 1], [12, 1, 0]], np.int32)
     encoder_output, padding = model.encode(inputs)
+    again, _, encoder_attention = model.encode(inputs, return_attention=True)
+    np.testing.assert_array_equal(np.asarray(again), np.asarray(encoder_output))
     plain = model.decode(targets, encoder_output, padding)
     logits, attention = model.decode(targets, encoder_output, padding, return_attention=True)
     np.testing.assert_array_equal(np.asarray(plain), np.asarray(logits))
-    assert tuple(attention.shape) == (2, 2, 2, 3, 4)   # (B, layers, H, T, S)
-    np.testing.assert_allclose(np.asarray(attention).sum(-1), 1.0, atol=1e-5)
-    assert np.all(np.asarray(attention)[1, :, :, :, 3] == 0.0)   # PAD
-    # By hand, for the first layer: its input is the embedded, shifted
-    # targets plus positions; then its causal self-attention sublayer.
+    cross, decoder = np.asarray(attention["cross"]), np.asarray(attention["decoder"])
+    assert cross.shape == (2, 2, 2, 3, 4)   # (B, layers, H, T, S)
+    assert decoder.shape == (2, 2, 2, 3, 3) and tuple(encoder_attention.shape) == (2, 2, 2, 4, 4)
+    for weights in (cross, decoder, np.asarray(encoder_attention)):
+        np.testing.assert_allclose(weights.sum(-1), 1.0, atol=1e-5)
+    assert np.all(cross[1, :, :, :, 3] == 0.0)   # PAD
+    causal = ~np.tril(np.ones((3, 3), bool))[None, None]
+    assert np.all(decoder[:, :, :, causal[0, 0]] == 0.0)   # the future
+    # By hand, the encoder's first layer: over the embedded source.
+    embedded = model.source_embedding(inputs)
+    x = np.asarray(embedded + model.encoder_position(embedded))
+    encoder_layer = model.encoder_layers[0]
+    q, k = _split_qkv(encoder_layer.self_attention, x, 2)
+    np.testing.assert_allclose(np.asarray(encoder_attention)[:, 0], _softmax_by_hand(
+        q, k, np.asarray(padding)[:, None, None, :] > 0.5), atol=1e-5)
+    # The decoder's first layer: its input is the embedded, shifted targets
+    # plus positions; its causal self-attention, then the cross-attention.
     layer = model.decoder_layers[0]
     attention_layer = layer.cross_attention
     embedded = model.target_embedding(np.pad(targets[:, :-1], ((0, 0), (1, 0))))
     x = np.asarray(embedded + model.decoder_position(embedded))
+    q, k = _split_qkv(layer.self_attention, x, 2)
+    np.testing.assert_allclose(decoder[:, 0], _softmax_by_hand(q, k, causal), atol=1e-5)
     x = np.asarray(layer.self_attention_norm(x + layer.self_attention(
         x, attention_mask=np.tril(np.ones((3, 3), bool))[None, None])))
     query = np.asarray(attention_layer.query_dense(x)).reshape(2, 3, 2, -1)
     key, _ = attention_layer.compute_key_value(encoder_output)
-    scores = np.einsum("bthd,bshd->bhts", query, np.asarray(key)) / np.sqrt(query.shape[-1])
-    scores = np.where(np.asarray(padding)[:, None, None, :] > 0.5, -1e9, scores)
-    expected = np.exp(scores - scores.max(-1, keepdims=True))
-    expected /= expected.sum(-1, keepdims=True)
-    np.testing.assert_allclose(np.asarray(attention)[:, 0], expected, atol=1e-5)
+    np.testing.assert_allclose(cross[:, 0], _softmax_by_hand(
+        query, np.asarray(key), np.asarray(padding)[:, None, None, :] > 0.5), atol=1e-5)
 
 
 def test_pieces_map_to_the_whitespace_words(run):

@@ -128,7 +128,7 @@ class WordAligner:
         encoder_output, encoder_padding = model.encode(inputs, training=False)
         _, attention = model.decode(targets, encoder_output, encoder_padding,
                                     training=False, return_attention=True)
-        return word_attention(combine_heads(attention, self.layer, self.heads),
+        return word_attention(combine_heads(attention["cross"], self.layer, self.heads),
                               source_words, target_words)
 
     def matrices(self, sources: Sequence[str], outputs: Sequence[str],

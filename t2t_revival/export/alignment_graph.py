@@ -59,7 +59,7 @@ def graph_alignments(model, layer: int, heads: str, tokenizer, inputs, targets,
     encoder_output, encoder_padding = model.encode(inputs, training=False)
     _, attention = model.decode(targets, encoder_output, encoder_padding, training=False,
                                 return_attention=True)
-    merged = word_attention(combine_heads(attention, layer, heads),
+    merged = word_attention(combine_heads(attention["cross"], layer, heads),
                             graph_piece_words(tokenizer, inputs, source_words),
                             graph_piece_words(tokenizer, targets, target_words))
     source_of_target = tf.argmax(merged, axis=2, output_type=tf.int32)      # [B, T]

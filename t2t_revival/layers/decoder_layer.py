@@ -6,7 +6,7 @@ from keras import ops
 from t2t_revival.layers.attention_masks import causal_mask
 from t2t_revival.layers.dropout import Dropout
 from t2t_revival.layers.feed_forward_network import FeedForwardNetwork
-from t2t_revival.layers.multi_head_attention import MultiHeadAttention
+from t2t_revival.layers.multi_head_attention import MultiHeadAttention, attend_keeping_weights
 from t2t_revival.layers.sentence_cache import PER_SENTENCE
 
 
@@ -48,8 +48,9 @@ class DecoderLayer(keras.layers.Layer):
             `cross_attention_mask` is then per sentence too.
         cache_index: int32 scalar, position of `x[:, 0]` (with `cache`).
         training: enables dropout.
-        return_attention: also return the encoder-decoder attention weights
-            (without `cache`): float32 `[batch, h, length, source_length]`.
+        return_attention: also return the attention weights (without
+            `cache`): `{"self": float32 [batch, h, length, length],
+            "cross": float32 [batch, h, length, source_length]}`.
 
     Without a cache the self-attention is causal over `x`; with one, `x` is
     written into the self-attention buffer at `cache_index` and attends to
@@ -57,7 +58,7 @@ class DecoderLayer(keras.layers.Layer):
 
     Returns:
         `[batch, length, d_model]`, or `(output, new_cache)` when `cache` is
-        given, or `(output, cross_attention_weights)` with `return_attention`.
+        given, or `(output, weights)` with `return_attention`.
     """
 
     def __init__(self, num_heads, key_size, value_size, d_ff, dropout=0.0,
@@ -129,14 +130,16 @@ class DecoderLayer(keras.layers.Layer):
     def call(self, x, encoder_output=None, cross_attention_mask=None, cache=None,
              cache_index=None, self_attention_mask=None, training=None,
              return_attention=False):
-        new_self_cache, cross_weights = None, None
+        new_self_cache = None
+        weights = {} if return_attention and cache is None else None
         if cache is None:
             causal = causal_mask(ops.shape(x)[1])  # (1, 1, T, T)
             if self_attention_mask is not None:  # e.g. (B, 1, T, T) same segment
                 causal = ops.logical_and(causal, self_attention_mask)
 
             def self_attend(h):
-                return self.self_attention(h, attention_mask=causal, training=training)
+                return attend_keeping_weights(self.self_attention, weights, "self", h,
+                                              attention_mask=causal, training=training)
         else:
             def self_attend(h):
                 nonlocal new_self_cache
@@ -145,16 +148,11 @@ class DecoderLayer(keras.layers.Layer):
                 return out
 
         def cross_attend(h):
-            nonlocal cross_weights
-            if cache is None and return_attention:
-                out, cross_weights = self.cross_attention(
-                    h, memory=encoder_output, attention_mask=cross_attention_mask,
-                    training=training, return_attention=True)
-                return out
             if cache is None:
-                return self.cross_attention(h, memory=encoder_output,
-                                            attention_mask=cross_attention_mask,
-                                            training=training)
+                return attend_keeping_weights(self.cross_attention, weights, "cross", h,
+                                              memory=encoder_output,
+                                              attention_mask=cross_attention_mask,
+                                              training=training)
             # A sentence's rows (its beams) are its queries at once, over the
             # one copy of its keys and values: [B*k, T, D] -> [B, k*T, D].
             memory = cache[PER_SENTENCE]["cross"]
@@ -168,8 +166,8 @@ class DecoderLayer(keras.layers.Layer):
         x = self._sublayer(x, self.cross_attention_norm, cross_attend, training)
         x = self._sublayer(x, self.ffn_norm,
                            lambda h: self.ffn(h, training=training), training)
-        if return_attention:
-            return x, cross_weights  # (B, T, D), float32 (B, H, T, S)
+        if return_attention:  # (B, T, D), {"self": (B, H, T, T), "cross": (B, H, T, S)}
+            return x, weights
         if cache is None:
             return x  # (B, T, D)
         return x, {"self": new_self_cache, PER_SENTENCE: cache[PER_SENTENCE]}

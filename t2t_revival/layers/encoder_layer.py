@@ -4,7 +4,7 @@ import keras
 
 from t2t_revival.layers.dropout import Dropout
 from t2t_revival.layers.feed_forward_network import FeedForwardNetwork
-from t2t_revival.layers.multi_head_attention import MultiHeadAttention
+from t2t_revival.layers.multi_head_attention import MultiHeadAttention, attend_keeping_weights
 
 
 @keras.saving.register_keras_serializable(package="t2t_revival")
@@ -29,9 +29,11 @@ class EncoderLayer(keras.layers.Layer):
         attention_mask: bool broadcastable to `[batch, heads, length, length]`
             (True = may attend), e.g. `[batch, 1, 1, length]` for source padding.
         training: enables dropout.
+        return_attention: also return the self-attention weights, float32
+            `[batch, h, length, length]` (the layer's own softmax).
 
     Returns:
-        `[batch, length, d_model]`.
+        `[batch, length, d_model]`, or `(output, weights)` with `return_attention`.
     """
 
     def __init__(self, num_heads, key_size, value_size, d_ff, dropout=0.0,
@@ -71,13 +73,17 @@ class EncoderLayer(keras.layers.Layer):
             return x + self.residual_dropout(fn(norm(x)), training=training)
         return norm(x + self.residual_dropout(fn(x), training=training))
 
-    def call(self, x, attention_mask=None, training=None):
+    def call(self, x, attention_mask=None, training=None, return_attention=False):
+        weights = {} if return_attention else None
         x = self._sublayer(
             x, self.self_attention_norm,
-            lambda h: self.self_attention(h, attention_mask=attention_mask, training=training),
+            lambda h: attend_keeping_weights(self.self_attention, weights, "self", h,
+                                             attention_mask=attention_mask, training=training),
             training)
         x = self._sublayer(x, self.ffn_norm,
                            lambda h: self.ffn(h, training=training), training)
+        if return_attention:
+            return x, weights["self"]  # (B, S, D), float32 (B, H, S, S)
         return x  # (B, S, D)
 
     def compute_output_shape(self, input_shape):

@@ -203,3 +203,15 @@ class MultiHeadAttention(keras.layers.Layer):
             "kernel_initializer": keras.initializers.serialize(self.kernel_initializer),
         })
         return config
+
+
+def attend_keeping_weights(attention: MultiHeadAttention, kept: dict | None, name: str,
+                           query, **kwargs):
+    """`attention(query, **kwargs)`'s output; with `kept` (a dict), its
+    weights too, float32 `[batch, heads, T, S]` under `kept[name]` (a layer's
+    `return_attention`, without a cache)."""
+    if kept is None:
+        return attention(query, **kwargs)
+    out, kept[name] = attention(query, return_attention=True, **kwargs)
+    return out
+

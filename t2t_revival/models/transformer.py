@@ -173,7 +173,8 @@ class Transformer(keras.Model):
             return self.shared_embedding.project(x)
         return ops.cast(self.output_projection(x), "float32")
 
-    def encode(self, inputs, training=False, segmentation=None, position=None):
+    def encode(self, inputs, training=False, segmentation=None, position=None,
+               return_attention=False):
         """Encode the source.
 
         Args:
@@ -182,9 +183,11 @@ class Transformer(keras.Model):
                 batch (1..n per row, 0 at PAD); attention stays in a segment.
             position: optional int32 `[batch, S]` per-segment positions
                 (0, 1, ... in each segment); default 0 .. S-1 in every row.
+            return_attention: also return every layer's self-attention
+                weights, float32 `[batch, layers, heads, S, S]` (T2T Insights).
         Returns:
             `(encoder_output [batch, S, d_model], encoder_padding float32 [batch, S])`
-            with `encoder_padding` 1.0 at PAD positions.
+            with `encoder_padding` 1.0 at PAD positions (and the weights).
         """
         inputs = ops.cast(inputs, "int32")
         encoder_padding = ops.cast(ops.equal(inputs, PAD_ID), "float32")  # (B, S)
@@ -194,10 +197,17 @@ class Transformer(keras.Model):
             mask = segment_mask(segmentation, segmentation)  # (B, 1, S, S)
         x = self._embed(self.source_embedding, self.encoder_position, inputs,
                         positions=position, training=training, source=True)
+        attention = []
         for layer in self.encoder_layers:
-            x = layer(x, attention_mask=mask, training=training)
+            x = layer(x, attention_mask=mask, training=training,
+                      return_attention=return_attention)
+            if return_attention:
+                x, weights = x
+                attention.append(weights)  # (B, H, S, S)
         if self.encoder_final_norm is not None:
             x = self.encoder_final_norm(x)
+        if return_attention:
+            return x, encoder_padding, ops.stack(attention, axis=1)  # (B, layers, H, S, S)
         return x, encoder_padding
 
     def decode(self, targets, encoder_output, encoder_padding, training=False,
@@ -216,35 +226,20 @@ class Transformer(keras.Model):
                 segment k, and starts with PAD as its own start symbol.
             position: optional int32 `[batch, T]` per-segment target positions.
             encoder_segmentation: int32 `[batch, S]`, with `segmentation`.
-            return_attention: also return every decoder layer's
-                encoder-decoder attention weights (word alignments).
+            return_attention: also return every decoder layer's attention
+                weights (word alignments, T2T Insights).
         Returns:
             float32 logits `[batch, T, vocab_size]`; `logits[:, i]` predicts `targets[:, i]`.
-            With `return_attention`, `(logits, attention)`: attention float32
-            `[batch, layers, heads, T, S]`, row i the attention that predicts
-            `targets[:, i]`.
+            With `return_attention`, `(logits, {"cross": float32 [batch, layers,
+            heads, T, S], "decoder": [batch, layers, heads, T, T]})`: row i the
+            attention that predicts `targets[:, i]` (decoder: over the inputs,
+            the start symbol first).
         """
         targets = ops.cast(targets, "int32")
         decoder_input = ops.pad(targets[:, :-1], [[0, 0], [1, 0]],
                                 constant_values=PAD_ID)  # (B, T)
-        if segmentation is None:
-            mask = cross_mask(encoder_padding)  # (B, 1, 1, S)
-            self_mask = None  # the decoder layers' causal mask alone
-        else:
-            if encoder_segmentation is None:
-                raise ValueError(
-                    "Transformer.decode got target segmentation without the "
-                    "source's; pass encoder_segmentation [batch, S] too (a packed "
-                    "batch has both). Received: encoder_segmentation=None")
-            segmentation = ops.cast(segmentation, "int32")
-            # Each segment's first decoder input is PAD, not the previous
-            # segment's last token: keep the shifted token only where it comes
-            # from the same segment.
-            shifted = ops.pad(segmentation[:, :-1], [[0, 0], [1, 0]])  # (B, T)
-            decoder_input = ops.where(ops.equal(shifted, segmentation),
-                                      decoder_input, PAD_ID)  # (B, T)
-            mask = segment_mask(segmentation, encoder_segmentation)  # (B, 1, T, S)
-            self_mask = segment_mask(segmentation, segmentation)  # (B, 1, T, T)
+        decoder_input, mask, self_mask = _decoder_masks(
+            decoder_input, encoder_padding, segmentation, encoder_segmentation)
         x = self._embed(self.target_embedding, self.decoder_position, decoder_input,
                         positions=position, training=training)
         attention = []
@@ -254,11 +249,13 @@ class Transformer(keras.Model):
                       return_attention=return_attention)
             if return_attention:
                 x, weights = x
-                attention.append(weights)  # (B, H, T, S)
+                attention.append(weights)  # {"self": (B, H, T, T), "cross": (B, H, T, S)}
         if self.decoder_final_norm is not None:
             x = self.decoder_final_norm(x)
-        if return_attention:
-            return self._logits(x), ops.stack(attention, axis=1)  # (B, layers, H, T, S)
+        if return_attention:  # each (B, layers, H, T, S or T)
+            return self._logits(x), {
+                "cross": ops.stack([w["cross"] for w in attention], axis=1),
+                "decoder": ops.stack([w["self"] for w in attention], axis=1)}
         return self._logits(x)
 
     def call(self, inputs, training=False):
@@ -339,6 +336,27 @@ class Transformer(keras.Model):
         if self.decoder_final_norm is not None:
             x = self.decoder_final_norm(x)
         return self._logits(x)[:, 0], new_cache  # (B, V)
+
+
+def _decoder_masks(decoder_input, encoder_padding, segmentation, encoder_segmentation):
+    """(decoder_input, cross-attention mask, self-attention mask or None) of
+    `Transformer.decode`: without segmentation the source padding's mask
+    (B, 1, 1, S) and the decoder layers' causal mask alone; with it (a packed
+    batch) the segments' masks (B, 1, T, S) and (B, 1, T, T)."""
+    if segmentation is None:
+        return decoder_input, cross_mask(encoder_padding), None
+    if encoder_segmentation is None:
+        raise ValueError(
+            "Transformer.decode got target segmentation without the "
+            "source's; pass encoder_segmentation [batch, S] too (a packed "
+            "batch has both). Received: encoder_segmentation=None")
+    segmentation = ops.cast(segmentation, "int32")
+    # Each segment's first decoder input is PAD, not the previous segment's
+    # last token: keep the shifted token only where it comes from the same segment.
+    shifted = ops.pad(segmentation[:, :-1], [[0, 0], [1, 0]])  # (B, T)
+    decoder_input = ops.where(ops.equal(shifted, segmentation), decoder_input, PAD_ID)
+    return (decoder_input, segment_mask(segmentation, encoder_segmentation),
+            segment_mask(segmentation, segmentation))
 
 
 def cross_mask(encoder_padding):
