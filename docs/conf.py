@@ -21,7 +21,7 @@ root_doc = "README"
 # The pages, in the order of the site's navigation (and of the snippet tests,
 # tests/readme_workflow.py, which run their code blocks after the README's).
 PAGES = ["docs/training", "docs/data", "docs/your-own-data", "docs/decoding",
-         "docs/serving", "docs/parsing", "docs/reproducing", "docs/tensor2tensor",
+         "docs/serving", "docs/insights", "docs/parsing", "docs/reproducing", "docs/tensor2tensor",
          "docs/troubleshooting", "docs/benchmarks", "docs/architecture",
          "benchmarks/RESULTS"]
 _HISTORY = os.path.join(os.path.dirname(__file__), os.pardir, "benchmarks", "history")

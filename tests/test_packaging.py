@@ -71,4 +71,7 @@ def test_the_wheel_installs_every_module_under_t2t_revival(tmp_path):
         f"{INSTALLED_AS[folder]}/{path.relative_to(ROOT / folder).as_posix()}"
         for folder in INSTALLED_AS for path in (ROOT / folder).rglob("*.py")
         if "__pycache__" not in path.parts}
+    # The package's data: T2T Insights' page.
+    expected |= {f"t2t_revival/{path.relative_to(ROOT / 't2t_revival').as_posix()}"
+                 for path in (ROOT / "t2t_revival" / "insights" / "static").iterdir()}
     assert modules == expected, (sorted(modules - expected), sorted(expected - modules))

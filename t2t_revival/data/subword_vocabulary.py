@@ -34,6 +34,9 @@ class SubwordVocabulary:
         model_file: path of the SentencePiece `.model` file.
     """
 
+    kind = "SentencePiece"
+    """What the pieces are, as T2T Insights names them (SentencePiece)."""
+
     RUN_FILE_NAME = VOCAB_FILE
     """The name of its copy in a training directory."""
     RESERVED_PIECES = ("<pad>", "</s>", "<unk>")

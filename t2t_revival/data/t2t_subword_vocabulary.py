@@ -109,6 +109,9 @@ class T2TSubwordVocabulary:
             one line naming the file and the line.
     """
 
+    kind = "SubwordTextEncoder"
+    """What the pieces are, as T2T Insights names them (tensor2tensor's SubwordTextEncoder)."""
+
     RUN_FILE_NAME = T2T_VOCAB_FILE
     """The name of its copy in a training directory."""
     RESERVED_PIECES = RESERVED_PIECES
