@@ -162,7 +162,10 @@ def test_the_page_translates_and_draws_the_search_and_the_attention(browser, sit
     assert abs(shown - computed[row, col]) <= 1e-6
     assert abs(float(cell.get_attribute("data-weight")) - computed[row, col]) <= 1e-6
     _shoot(browser, "insights_attention.png", panel.find_element(By.XPATH, ".."))
-    node = drawn[api["nbest"][0]["node"]]
+    # An early node of the winner's path, its tooltip inside the picture.
+    path = sorted((n for n in api["beam_graph"]["nodes"] if n["winner"] and n["step"] >= 0),
+                  key=lambda n: n["step"])
+    node = drawn[path[min(3, len(path) - 1)]["id"]]
     browser.execute_script("arguments[0].scrollIntoView({block: 'center'})", node)
     ActionChains(browser).move_to_element(node).perform()
     _wait(browser, lambda: "log_prob" in tooltip.text, 10)
