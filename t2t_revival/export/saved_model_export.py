@@ -63,6 +63,7 @@ def export_saved_model(output_dir: str, checkpoint_path: str | None = None,
             "serving_default": module.serve.get_concrete_function(),
             "translate_ids": module.translate_ids.get_concrete_function(),
             "translate_constrained": module.translate_constrained.get_concrete_function(),
+            "translate_nbest": module.translate_nbest.get_concrete_function(),
         }
         if settings.alignments:   # --decode_hparams alignments=true
             signatures["translate_with_alignments"] = \

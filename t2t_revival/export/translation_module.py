@@ -19,6 +19,14 @@ Signatures:
         -> serving_default's outputs and scores, and "alignments": tf.string
            [None], each output's word alignment in Pharaoh format (`0-0 1-2
            ...`, `t2t-decoder`'s `.align` lines; `export/alignment_graph.py`)
+    translate_nbest(sentences: tf.string [None], num_hypotheses: int32 [])
+        -> {"outputs": tf.string [None, n], "scores": float32 [None, n]}: each
+           sentence's n best hypotheses, best first, and their scores (as
+           `t2t-decoder --decode_hparams return_beams=true,write_beam_scores=true`
+           gives them); n in [1, beam_size], else the request fails
+           (InvalidArgument, naming the range). With alignments=true also
+           "alignments": tf.string [None, n]. It runs uncompiled, in an --xla
+           export too.
     translate_constrained(sentences: tf.string [None], prefixes: tf.string [None],
                           constraints: tf.string [None])
         -> serving_default's outputs; each output starts with its prefix ("":
@@ -124,8 +132,9 @@ class TranslationModule(tf.Module):
                 self._beam_search, jit_compile=True, autograph=False)
 
     # ------------------------------------------------------------------
-    def _search(self, ids, guides=None):
-        """ids int32 [B, S] (EOS-terminated, 0-padded) -> (ids [B, L], scores [B]).
+    def _search(self, ids, guides=None, beams: bool = False):
+        """ids int32 [B, S] (EOS-terminated, 0-padded) -> (ids [B, L], scores [B]),
+        with `beams` every beam's: (ids [B, k, L], scores [B, k]), uncompiled.
         guides: None, or the rows' prefix and constraints (`_guides`)."""
         ids = tf.cast(ids, tf.int32)
         batch = tf.shape(ids)[0]
@@ -141,7 +150,7 @@ class TranslationModule(tf.Module):
         ids, length = cut_to_max_length(ids, self._max_length, PAD_ID, EOS_ID)
         padded = padded_length(length, self._max_length)
         ids = tf.pad(ids, [[0, 0], [0, padded - length]])
-        if self._xla and guides is None:
+        if self._xla and guides is None and not beams:
             # A power-of-two batch: rows past the last are copies of it (a
             # lone EOS row stands in for an empty batch).
             ids = tf.concat([ids, tf.one_hot([0], padded, on_value=EOS_ID,
@@ -151,9 +160,10 @@ class TranslationModule(tf.Module):
             sequences, scores = self._compiled_search_of_bucket(tf.gather(ids, rows), bucket)
             sequences, scores = sequences[:batch], scores[:batch]
         else:
-            sequences, scores = self._beam_search(ids, guides)
-        sequences = tf.where(empty[:, None], tf.zeros_like(sequences), sequences)
-        scores = tf.where(empty, tf.zeros_like(scores), scores)
+            sequences, scores = self._beam_search(ids, guides, beams)
+        rows = tf.reshape(empty, [-1] + [1] * (len(scores.shape) - 1))      # [B(, 1)]
+        sequences = tf.where(rows[..., None], tf.zeros_like(sequences), sequences)
+        scores = tf.where(rows, tf.zeros_like(scores), scores)
         return sequences, scores
 
     def _compiled_search_of_bucket(self, ids, bucket):
@@ -172,8 +182,9 @@ class TranslationModule(tf.Module):
         return tf.switch_case(branch, [static(rows) for rows in _STAGED_BUCKETS],
                               default=lambda: self._compiled_beam_search(ids))
 
-    def _beam_search(self, ids, guides=None):
-        """ids int32 [B, S], S already padded -> (ids [B, L], scores [B]).
+    def _beam_search(self, ids, guides=None, beams: bool = False):
+        """ids int32 [B, S], S already padded -> (ids [B, L], scores [B]), with
+        `beams` (ids [B, k, L], scores [B, k]).
 
         Every length here follows from the shape of `ids`, so under XLA it is
         a compile-time constant. B is a Python int where `ids` has a static
@@ -186,7 +197,7 @@ class TranslationModule(tf.Module):
         batch = ids.shape[0] if ids.shape[0] is not None else tf.shape(ids)[0]
         return beam_search(
             self._model.decode_step, cache, batch, beam_size=self._beam_size,
-            alpha=self._alpha, max_decode_length=max_decode_length, return_beams=False,
+            alpha=self._alpha, max_decode_length=max_decode_length, return_beams=beams,
             early_stop=self._early_stop, resize_cache=self._model.resize_cache,
             **search_arguments(guides))
 
@@ -227,15 +238,44 @@ class TranslationModule(tf.Module):
     def _translate_with_alignments(self, sentences):
         """`serve`'s outputs and scores, and each one's Pharaoh word alignment
         (the `translate_with_alignments` signature, with alignments=true)."""
+        text, scores, tokens, sequences = self._translate(sentences)
+        return {"outputs": text, "scores": scores,
+                "alignments": self._alignments(tokens, sequences, sentences, text)}
+
+    def _alignments(self, tokens, sequences, sentences, text):
+        """tf.string [R] Pharaoh lines of rows of (input tokens, output ids,
+        source line, output line) (`alignment_graph.graph_alignments`)."""
         from t2t_revival.export.alignment_graph import graph_alignments
 
-        text, scores, tokens, sequences = self._translate(sentences)
         inputs, _ = cut_to_max_length(tf.pad(tokens, [[0, 0], [0, 1]]), self._max_length,
                                       PAD_ID, EOS_ID)
         layer, heads = self._alignment
-        alignments = graph_alignments(self._model, layer, heads, self._tokenizer, inputs,
-                                      sequences, sentences, text)
-        return {"outputs": text, "scores": scores, "alignments": alignments}
+        return graph_alignments(self._model, layer, heads, self._tokenizer, inputs,
+                                sequences, sentences, text)
+
+    @tf.function(input_signature=[tf.TensorSpec([None], tf.string, name="sentences"),
+                                  tf.TensorSpec([], tf.int32, name="num_hypotheses")],
+                 autograph=False)
+    def translate_nbest(self, sentences, num_hypotheses):
+        """tf.string [B] sentences -> the n best translations tf.string [B, n]
+        and scores float32 [B, n] (and alignments, with alignments=true)."""
+        k = self._beam_size
+        check = tf.debugging.Assert(
+            tf.logical_and(num_hypotheses >= 1, num_hypotheses <= k),
+            [f"num_hypotheses must be in [1, {k}] (the export's beam_size); received",
+             num_hypotheses])
+        with tf.control_dependencies([check]):
+            n = tf.identity(num_hypotheses)
+        text, scores, tokens, sequences = self._translate(sentences, beams=True)   # [B, k]
+        result = {"outputs": text[:, :n], "scores": scores[:, :n]}
+        if self._alignment is not None:
+            batch = tf.shape(sentences)[0]
+            flat = tf.reshape(sequences[:, :n], [batch * n, -1])
+            repeat = lambda x: tf.repeat(x, n, axis=0)                          # noqa: E731
+            result["alignments"] = tf.reshape(self._alignments(
+                repeat(tokens), flat, repeat(sentences), tf.reshape(text[:, :n], [-1])),
+                [batch, n])
+        return result
 
     @tf.function(input_signature=[tf.TensorSpec([None], tf.string, name="sentences"),
                                   tf.TensorSpec([None], tf.string, name="prefixes"),
@@ -246,21 +286,23 @@ class TranslationModule(tf.Module):
         text, scores, _, _ = self._translate(sentences, self._guides(prefixes, constraints))
         return {"outputs": text, "scores": scores}
 
-    def _translate(self, sentences, guides=None):
+    def _translate(self, sentences, guides=None, beams: bool = False):
         """tf.string [B] -> (translations tf.string [B], scores float32 [B], the
-        EOS-terminated input ids int32 [B, S], the output ids int32 [B, L])."""
+        EOS-terminated input ids int32 [B, S], the output ids int32 [B, L]);
+        with `beams`, every beam's: [B, k] and [B, k, L]."""
         blank = tf.equal(tf.strings.strip(sentences), "")
         # A blank row tokenizes to nothing, so it becomes a lone EOS: empty output.
         tokens = self._tokenizer.tokenize(tf.where(blank, "", sentences))  # [B, (n)]
         eos = tf.fill([tf.shape(sentences)[0], 1], EOS_ID)
         tokens = tf.concat([tokens, tf.RaggedTensor.from_tensor(eos)], axis=1)
         tokens = tokens.to_tensor(default_value=PAD_ID)
-        sequences, scores = self._search(tokens, guides)
+        sequences, scores = self._search(tokens, guides, beams)
+        flat = tf.reshape(sequences, [-1, tf.shape(sequences)[-1]])             # [B(*k), L]
         # Keep the tokens before the first EOS, drop PAD.
-        before_eos = tf.equal(tf.cumsum(tf.cast(tf.equal(sequences, EOS_ID), tf.int32),
+        before_eos = tf.equal(tf.cumsum(tf.cast(tf.equal(flat, EOS_ID), tf.int32),
                                         axis=1), 0)
-        keep = tf.logical_and(before_eos, tf.not_equal(sequences, PAD_ID))
-        text = self._tokenizer.detokenize(tf.ragged.boolean_mask(sequences, keep))
+        keep = tf.logical_and(before_eos, tf.not_equal(flat, PAD_ID))
+        text = self._tokenizer.detokenize(tf.ragged.boolean_mask(flat, keep))
         # One line each, as t2t-decoder writes them (`text_lines.one_field`).
         text = tf.strings.regex_replace(text, f"[{FIELD_BREAKS}]", " ")
-        return text, scores, tokens, sequences
+        return tf.reshape(text, tf.shape(scores)), scores, tokens, sequences
