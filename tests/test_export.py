@@ -234,6 +234,15 @@ class _FakeServing(http.server.BaseHTTPRequestHandler):
         if self.path != "/v1/models/t2t:predict":
             self._answer(404, {"error": "Servable not found for request: Latest(nope)"})
             return
+        if body["signature_name"] == "translate_nbest":   # the columnar form
+            n, sentences = body["inputs"]["num_hypotheses"], body["inputs"]["sentences"]
+            if not 1 <= n <= 4:
+                self._answer(400, {"error": "num_hypotheses must be in [1, 4]"})
+                return
+            self._answer(200, {"outputs": {
+                "outputs": [[s.upper()[::-1] + "!" * i for i in range(n)] for s in sentences],
+                "scores": [[-float(len(s) + i) for i in range(n)] for s in sentences]}})
+            return
         assert body["signature_name"] == "serving_default"
         predictions = [{"outputs": s.upper()[::-1], "scores": -float(len(s))}
                        for s in body["instances"]]
@@ -287,6 +296,24 @@ def test_query_cli(fake_server, tmp_path):
     assert out.returncode == 0 and out.stdout.splitlines() == ["A", "CB"], out.stderr
     out = _cli("t2t_revival.cli.query", f"--server={fake_server}", input="x y\n")
     assert out.returncode == 0 and out.stdout.splitlines() == ["Y X"], out.stderr
+
+
+def test_query_cli_prints_nbest_lists(fake_server):
+    from t2t_revival.export.serving_query import query_nbest
+
+    assert query_nbest(fake_server, "t2t", ["ab", "c"], 2) == [
+        [("BA", -2.0), ("BA!", -3.0)], [("C", -1.0), ("C!", -2.0)]]
+    path, body = _FakeServing.requests[-1]
+    assert body == {"signature_name": "translate_nbest",
+                    "inputs": {"sentences": ["ab", "c"], "num_hypotheses": 2}}
+    out = _cli("t2t_revival.cli.query", f"--server={fake_server}", "--sentences=ab|c",
+               "--num_hypotheses=3", "--scores")
+    assert out.returncode == 0, out.stderr
+    assert out.stdout.splitlines() == ["BA\t-2.0000\tBA!\t-3.0000\tBA!!\t-4.0000",
+                                       "C\t-1.0000\tC!\t-2.0000\tC!!\t-3.0000"]
+    out = _cli("t2t_revival.cli.query", f"--server={fake_server}", "--sentences=ab",
+               "--num_hypotheses=9")
+    one_line_error(out, "t2t-query", "HTTP 400", "num_hypotheses must be in [1, 4]")
 
 
 def test_query_cli_connection_error_is_one_line():

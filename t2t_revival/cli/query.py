@@ -6,6 +6,9 @@
     echo "A dog runs." | t2t-query --model_name=t2t
 
 Prints one translation per input line (with --scores, `score<TAB>translation`).
+With --num_hypotheses=N (the export's translate_nbest signature) each line
+holds the N best, tab-separated, each followed by a tab and its score with
+--scores: t2t-decoder's return_beams=true(,write_beam_scores=true) lines.
 Sentences go to the server in batches of --batch_size.
 """
 
@@ -27,13 +30,17 @@ flags.DEFINE_string("sentences", None, "Sentences to translate, separated by '|'
 path_flags.define_path("input_file", None,
                        "A file of sentences, one a line (default: standard input).")
 flags.DEFINE_integer("batch_size", 32, "Sentences per request.", lower_bound=1)
-flags.DEFINE_bool("scores", False, "Print each translation's score before it.")
+flags.DEFINE_bool("scores", False, "Print each translation's score before it (after "
+                  "each hypothesis with --num_hypotheses).")
+flags.DEFINE_integer("num_hypotheses", 1, "The best N translations of each sentence "
+                     "(the export's translate_nbest signature; at most its beam size).",
+                     lower_bound=1)
 flags.DEFINE_float("timeout", 60.0, "Seconds to wait for each answer.", lower_bound=0.1)
 
 
 def main(argv: list[str]) -> int:
     from t2t_revival.errors import UserError
-    from t2t_revival.export.serving_query import query_server
+    from t2t_revival.export.serving_query import query_nbest, query_server
 
     if FLAGS.sentences is not None and FLAGS.input_file:
         raise UserError("pass --sentences or --input_file, not both. "
@@ -49,6 +56,13 @@ def main(argv: list[str]) -> int:
                                   "input=stdin")
     for start in range(0, len(sentences), FLAGS.batch_size):
         batch = sentences[start:start + FLAGS.batch_size]
+        if FLAGS.num_hypotheses > 1:
+            for hypotheses in query_nbest(FLAGS.server, FLAGS.model_name, batch,
+                                          FLAGS.num_hypotheses, version=FLAGS.model_version,
+                                          timeout=FLAGS.timeout):
+                print("\t".join(f"{text}\t{score:.4f}" if FLAGS.scores else text
+                                for text, score in hypotheses), flush=True)
+            continue
         for text, score in query_server(FLAGS.server, FLAGS.model_name, batch,
                                         version=FLAGS.model_version, timeout=FLAGS.timeout):
             print(f"{score:.4f}\t{text}" if FLAGS.scores else text, flush=True)
