@@ -64,3 +64,14 @@ def make_random_run_dir(path: pathlib.Path, vocab_file: str, seed: int, step: in
     embedding.assign(boosted)
     run_dir.checkpoints.save(make_checkpoint(model), step)
     return str(path)
+
+
+def piece_boost(vocab_file: str, pieces: tuple[str, ...], factor: float,
+                eos: float) -> dict[int, float]:
+    """`make_random_run_dir`'s boost that makes a model say `pieces` often
+    (their rows scaled by `factor`) and EOS by `eos`: outputs of several words."""
+    from t2t_revival.data.subword_vocabulary import SubwordVocabulary
+
+    vocab = SubwordVocabulary(vocab_file)
+    return {1: eos, **{i: factor for i in range(vocab.vocab_size)
+                       if vocab.id_to_piece(i) in pieces}}

@@ -15,7 +15,7 @@ import pytest
 
 from conftest import one_line_error, run_cli
 from insights_serving import call, serving
-from random_run_dir import make_random_run_dir, make_vocab
+from random_run_dir import make_random_run_dir, make_vocab, piece_boost
 
 SENTENCES = ["A man is riding a bike .", "Two dogs play in the snow .", "Hello",
              "A woman in a red coat reads a book near the old tower ."]
@@ -24,14 +24,11 @@ SENTENCES = ["A man is riding a bike .", "Two dogs play in the snow .", "Hello",
 @pytest.fixture(scope="module")
 def runs(tmp_path_factory):
     """Two random runs of one vocabulary ("a", "b"), served by one server: (runs, url)."""
-    from t2t_revival.data.subword_vocabulary import SubwordVocabulary
     from t2t_revival.insights.run_insights import RunInsights
 
     root = tmp_path_factory.mktemp("insights_api")
     vocab = make_vocab(root / "vocab.model")
-    pieces = SubwordVocabulary(vocab)
-    boost = {1: 0.5, **{i: 4.0 for i in range(pieces.vocab_size)
-                        if pieces.id_to_piece(i) in ("▁a", "▁the")}}
+    boost = piece_boost(vocab, ("▁a", "▁the"), 4.0, eos=0.5)
     dirs = {"a": make_random_run_dir(root / "a", vocab, seed=1, boost=boost),
             "b": make_random_run_dir(root / "b", vocab, seed=2, boost=boost)}
     served = {label: RunInsights(label, path) for label, path in dirs.items()}

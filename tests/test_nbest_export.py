@@ -12,7 +12,7 @@ import sys
 import pytest
 
 from conftest import ENV, run_cli
-from random_run_dir import make_random_run_dir, make_vocab
+from random_run_dir import make_random_run_dir, make_vocab, piece_boost
 
 SENTENCES = ["A man is riding a bike .", "Two dogs play in the snow .", "", "Hello",
              "A woman in a red coat reads a book near the old tower .", "   ",
@@ -45,14 +45,10 @@ print(json.dumps({"outputs": [[t.decode("utf-8") for t in row] for row in out["o
 
 @pytest.fixture(scope="module")
 def run(tmp_path_factory):
-    from t2t_revival.data.subword_vocabulary import SubwordVocabulary
-
     root = tmp_path_factory.mktemp("nbest_export")
     vocab = make_vocab(root / "vocab.model")
-    pieces = SubwordVocabulary(vocab)
-    boost = {1: 1.0, **{i: 2.5 for i in range(pieces.vocab_size)
-                        if pieces.id_to_piece(i) in ("▁a", "▁ein")}}
-    return make_random_run_dir(root / "run", vocab, seed=5, boost=boost)
+    return make_random_run_dir(root / "run", vocab, seed=5,
+                               boost=piece_boost(vocab, ("▁a", "▁ein"), 2.5, eos=1.0))
 
 
 def _decoder_nbest(run, tmp_path):

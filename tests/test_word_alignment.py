@@ -12,7 +12,7 @@ import numpy as np
 import pytest
 
 from conftest import one_line_error, run_cli
-from random_run_dir import make_random_run_dir, make_vocab
+from random_run_dir import make_random_run_dir, make_vocab, piece_boost
 
 SOURCES = ["A man is riding a bike .", "Two dogs play in the snow near a tall tree.", "",
            "Hello", "A woman in a red coat reads ."]
@@ -22,14 +22,10 @@ PHARAOH = re.compile(r"^(\d+-\d+( \d+-\d+)*)?$")
 @pytest.fixture(scope="module")
 def run(tmp_path_factory):
     """A random model that says "▁a" often and EOS less: outputs of several words."""
-    from t2t_revival.data.subword_vocabulary import SubwordVocabulary
-
     root = tmp_path_factory.mktemp("word_alignment")
     vocab = make_vocab(root / "vocab.model")
-    pieces = SubwordVocabulary(vocab)
-    boost = {1: 0.5, **{i: 4.0 for i in range(pieces.vocab_size)
-                        if pieces.id_to_piece(i) == "▁a"}}
-    return make_random_run_dir(root / "a", vocab, seed=1, boost=boost)
+    return make_random_run_dir(root / "a", vocab, seed=1,
+                               boost=piece_boost(vocab, ("▁a",), 4.0, eos=0.5))
 
 
 def _check_lines(sources, outputs, lines):
