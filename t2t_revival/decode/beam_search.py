@@ -561,7 +561,6 @@ def _guided_search(state, step: StepFn, k: int, length: int, alpha: float, eos_i
             new_state["live_met"] = _gather_beams(met, live_pick)
             eos_scores, eos_pick = ops.top_k(
                 ops.where(ops.logical_and(fresh, is_eos), log_probs_n, NEG_INF), k)
-            log_probs_n = ops.where(fresh, log_probs_n, NEG_INF)   # repeats: dead
             eos_pick = ops.cast(eos_pick, "int32")
             eos_parents = ops.take_along_axis(parents, ops.cast(eos_pick, "int32"), axis=1)
         live_ids = ops.take_along_axis(tokens, live_pick, axis=1)                # [B, k]
@@ -576,6 +575,7 @@ def _guided_search(state, step: StepFn, k: int, length: int, alpha: float, eos_i
             state, new_scores, eos_seqs, k)
         if on_choice is not None:
             if eos_pick is not None:   # a new one's slot among the EOS picks -> its candidate
+                log_probs_n = ops.where(fresh, log_probs_n, NEG_INF)   # repeats: dead
                 finished_pick = ops.where(
                     finished_pick >= k, ops.take_along_axis(
                         eos_pick, ops.maximum(finished_pick - k, 0), axis=1) + k,
