@@ -27,6 +27,7 @@ import math
 import os
 
 from t2t_revival.data.data_error import DataError
+from t2t_revival.files.json_file import read_json
 from t2t_revival.data.parallel_corpus import ParallelCorpus
 
 _TOP_KEYS = {"source_lang", "target_lang", "vocab_size", "vocab", "train", "dev", "test"}
@@ -93,20 +94,13 @@ class CorporaSpec:
         corpora need not be there any more.
         """
         path = os.path.abspath(path)
-        try:
-            with open(path, encoding="utf-8") as f:
-                values = json.load(f)
-        except IsADirectoryError:
-            raise DataError(f"{path} is a directory, not a file; corpora.json is a JSON file "
-                            f"(see docs/your-own-data.md). "
-                            f"Received: path={path!r}") from None
-        except FileNotFoundError:
-            raise DataError(f"{path} is missing; write it (see docs/your-own-data.md) "
-                            f"or point --tmp_dir at the folder that holds "
-                            f"corpora.json. Received: path={path!r}") from None
-        except (json.JSONDecodeError, UnicodeDecodeError) as e:
-            raise DataError(f"{path} is not valid JSON ({e}); fix it. "
-                            f"Received: path={path!r}") from None
+        values = read_json(
+            path, error=DataError,
+            directory=f"{path} is a directory, not a file; corpora.json is a JSON file "
+                      f"(see docs/your-own-data.md). Received: path={path!r}",
+            missing=f"{path} is missing; write it (see docs/your-own-data.md) or point "
+                    f"--tmp_dir at the folder that holds corpora.json. Received: path={path!r}",
+            corrupt=f"{path} is not valid JSON ({{why}}); fix it. Received: path={path!r}")
         return cls.from_dict(values, path, check_files)
 
     @classmethod

@@ -4,10 +4,10 @@ engines that read an export find and check it: `CTranslate2Translator`,
 
 from __future__ import annotations
 
-import json
 import os
 
 from t2t_revival.errors import UserError
+from t2t_revival.files.json_file import read_json
 
 EXPORT_CONFIG = "t2t_export.json"
 """The export's decode settings, written by the exporters."""
@@ -24,16 +24,12 @@ def read_export_settings(export_dir: str, export_format: str) -> dict:
     --format=<export_format>`; a UserError when it is missing or corrupt.
     (An export without "format" in it is a CTranslate2 export.)"""
     config_file = os.path.join(export_dir, EXPORT_CONFIG)
-    try:
-        with open(config_file, encoding="utf-8") as f:
-            settings = json.load(f)
-    except FileNotFoundError:
-        raise UserError(f"{config_file} is missing; pass a version directory written "
-                        f"by t2t-exporter --format={export_format}. "
-                        f"Received: export_dir={export_dir!r}") from None
-    except json.JSONDecodeError as e:
-        raise UserError(f"{config_file} is corrupt ({e}); export again. "
-                        f"Received: export_dir={export_dir!r}") from None
+    settings = read_json(
+        config_file,
+        missing=f"{config_file} is missing; pass a version directory written by "
+                f"t2t-exporter --format={export_format}. Received: export_dir={export_dir!r}",
+        corrupt=f"{config_file} is corrupt ({{why}}); export again. "
+                f"Received: export_dir={export_dir!r}")
     found = settings.get("format", "ctranslate2") if isinstance(settings, dict) else None
     if found != export_format:
         raise UserError(f"{export_dir} is not a {export_format} export (its format is "

@@ -25,11 +25,11 @@ repeated, each labelled by its `--label` (default: the folder's name).
 from __future__ import annotations
 
 import dataclasses
-import json
 import os
 from typing import Sequence
 
 from t2t_revival.errors import UserError
+from t2t_revival.files.json_file import read_json
 from t2t_revival.insights.served_run import ServedRun
 from t2t_revival.run_dir.training_directory import TrainingDirectory
 
@@ -62,16 +62,11 @@ class InsightsConfiguration:
     @classmethod
     def from_file(cls, path: str, decode_hparams: str = "") -> "InsightsConfiguration":
         """tensor2tensor's configuration JSON (the module docstring)."""
-        try:
-            with open(path, encoding="utf-8") as f:
-                data = json.load(f)
-        except FileNotFoundError:
-            raise UserError(f"--configuration: no file {path}; write the JSON of "
-                            "docs/insights.md there, or serve runs with --output_dir") from None
-        except IsADirectoryError:
-            raise UserError(f"--configuration: {path} is a folder; name the JSON file") from None
-        except (UnicodeDecodeError, json.JSONDecodeError) as e:
-            raise UserError(f"--configuration: {path} is not JSON in UTF-8 ({e})") from None
+        data = read_json(
+            path, missing=f"--configuration: no file {path}; write the JSON of "
+                          "docs/insights.md there, or serve runs with --output_dir",
+            directory=f"--configuration: {path} is a folder; name the JSON file",
+            corrupt=f"--configuration: {path} is not JSON in UTF-8 ({{why}})")
         entries = data.get("configuration") if isinstance(data, dict) else None
         if not isinstance(entries, list) or not entries:
             raise UserError(f"--configuration: {path} has no \"configuration\" list of runs "
