@@ -28,18 +28,20 @@ import json, sys
 import tensorflow as tf
 import tensorflow_text  # noqa: F401  (registers the SentencePiece ops)
 model = tf.saved_model.load(sys.argv[1])
-sentences, n = json.loads(sys.argv[2]), int(sys.argv[3])
+sentences, ns = json.loads(sys.argv[2]), json.loads(sys.argv[3])
 nbest = model.signatures["translate_nbest"]
-out = nbest(sentences=tf.constant(sentences), num_hypotheses=tf.constant(n))
+outs = [nbest(sentences=tf.constant(sentences), num_hypotheses=tf.constant(n)) for n in ns]
 errors = []
-for bad in (0, -1, n + 100):
+for bad in (0, -1, 104):
     try:
         nbest(sentences=tf.constant(sentences[:1]), num_hypotheses=tf.constant(bad))
     except tf.errors.InvalidArgumentError as e:
         errors.append(" ".join(e.message.split()))
 assert not [m for m in sys.modules if m.startswith(("t2t_revival", "t2t_trainer"))]
-print(json.dumps({"outputs": [[t.decode("utf-8") for t in row] for row in out["outputs"].numpy()],
-                  "scores": out["scores"].numpy().tolist(), "errors": errors}))
+print(json.dumps({"lists": [{"outputs": [[t.decode("utf-8") for t in row]
+                                          for row in out["outputs"].numpy()],
+                              "scores": out["scores"].numpy().tolist()} for out in outs],
+                  "errors": errors}))
 """
 
 
@@ -68,20 +70,20 @@ def test_the_nbest_signature_gives_t2t_decoders_nbest_lists(run, tmp_path):
     out = run_cli("exporter", f"--output_dir={run}", f"--export_dir={tmp_path / 'export'}")
     assert out.returncode == 0, out.stderr[-2000:]
     [version] = (tmp_path / "export").iterdir()
-    for n in (4, 2):
-        loaded = subprocess.run([sys.executable, "-c", LOAD_SCRIPT, str(version),
-                                 json.dumps(SENTENCES), str(n)],
-                                capture_output=True, text=True, env=ENV, timeout=600)
-        assert loaded.returncode == 0, loaded.stderr[-3000:]
-        got = json.loads(loaded.stdout.strip().splitlines()[-1])
+    loaded = subprocess.run([sys.executable, "-c", LOAD_SCRIPT, str(version),
+                             json.dumps(SENTENCES), json.dumps([4, 2])],
+                            capture_output=True, text=True, env=ENV, timeout=600)
+    assert loaded.returncode == 0, loaded.stderr[-3000:]
+    answer = json.loads(loaded.stdout.strip().splitlines()[-1])
+    assert len(answer["errors"]) == 3
+    assert all("num_hypotheses must be in [1, 4]" in e for e in answer["errors"]), answer
+    for n, got in zip((4, 2), answer["lists"]):
         for i, (texts, scores) in enumerate(expected):
             if not SENTENCES[i].strip():
                 assert got["outputs"][i] == [""] * n and got["scores"][i] == [0.0] * n
                 continue
             assert got["outputs"][i] == texts[:n], i
             assert [f"{s:.2f}" for s in got["scores"][i]] == [f"{s:.2f}" for s in scores[:n]]
-        assert len(got["errors"]) == 3
-        assert all("num_hypotheses must be in [1, 4]" in e for e in got["errors"]), got["errors"]
 
 
 def test_the_nbest_signature_aligns_each_hypothesis(run):
