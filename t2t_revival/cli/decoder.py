@@ -75,6 +75,17 @@ flags.DEFINE_string("decode_hparams", "", decode_hparams_help())
 flags.DEFINE_string("language", "de", "Target language for the Moses tokenizer of the "
                     "paper-style BLEU.")
 flags.DEFINE_bool("json", False, "Print the BLEU figures as one JSON object.")
+flags.DEFINE_integer("worker_gpu", 0,
+                     "Decode on the first N visible GPUs (0 = all; CUDA_VISIBLE_DEVICES "
+                     "chooses and orders them): one copy of the model each, fed batches as "
+                     "each frees up. The outputs are those of one device, in input order; a "
+                     "GPU that runs out of memory is said and left, the others go on.",
+                     lower_bound=0)
+flags.DEFINE_integer("cpu_devices", 0,
+                     "Split the CPU into N logical devices and decode on each as on N GPUs "
+                     "(the trainer's flag; tests the several-device path without GPUs, no "
+                     "faster on one machine's cores). 0 or 1: the CPU as one device.",
+                     lower_bound=0)
 flags.mark_flag_as_required("output_dir")
 tensor2tensor_flags.define(PROG, __name__)
 
@@ -110,13 +121,25 @@ def _score_pairs(settings) -> int:
 def _translator(job, hparams):
     """The job's engine (`EngineChoice`): the run's LiteRT programs, with
     Keras's numpy backend and no TensorFlow imported, or the TensorFlow
-    `Decoder` (XLA's compile cache set up first, the memory checked)."""
+    `Decoder` (XLA's compile cache set up first, the memory checked). Devices
+    asked for (--worker_gpu, --cpu_devices) decode with TensorFlow."""
+    import dataclasses
+
     from t2t_revival.decode.engine_choice import EngineChoice
     from t2t_revival.decode.litert_program_cache import LiteRTProgramCache
     from t2t_revival.process.phase_times import phase
 
+    settings = job.settings
+    if FLAGS.worker_gpu or FLAGS.cpu_devices > 1:
+        if settings.litert == "true":
+            from t2t_revival.errors import UserError
+            raise UserError("decode hparam litert=true decodes with one LiteRT program on "
+                            "the CPU, not on the devices of --worker_gpu or --cpu_devices; "
+                            "give one of them. Received: litert=true, worker_gpu="
+                            f"{FLAGS.worker_gpu}, cpu_devices={FLAGS.cpu_devices}")
+        settings = dataclasses.replace(settings, litert="false")
     choice = EngineChoice.for_job(
-        job.output_dir, job.checkpoint_paths, job.settings, len(job.sources),
+        job.output_dir, job.checkpoint_paths, settings, len(job.sources),
         LiteRTProgramCache.from_environment(PROG, _log), _log, FLAGS.decode_interactive,
         FLAGS.t2t_usr_dir)
     phase("checked")
@@ -129,6 +152,8 @@ def _translator(job, hparams):
                                           checkpoint_path=choice.checkpoint, run_programs=True)
         phase("imported")
         return translator
+    from t2t_revival.process.logical_devices import decode_devices
+    devices = decode_devices(FLAGS.worker_gpu, FLAGS.cpu_devices)   # before TF starts them
     from t2t_revival.process.xla_compile_cache import XlaCompileCache
     XlaCompileCache.open(PROG, log=_log)   # before the first compile; kept for the process
     from t2t_revival.decode.decoder import Decoder
@@ -136,7 +161,7 @@ def _translator(job, hparams):
     phase("imported")
     check_decode_fits(hparams, job.settings, max(len(job.sources), 1))  # before the model loads
     paths = [choice.checkpoint] if choice.checkpoint else job.checkpoint_paths
-    return Decoder.load(job.output_dir, paths, job.settings)
+    return Decoder.load(job.output_dir, paths, job.settings, devices)
 
 
 def main(argv: list[str]) -> int:

@@ -203,8 +203,8 @@ def table() -> dict[str, dict[str, T2TFlag]]:
                 "the decodes file's time is when it was written (touch -r to copy one)"),
         T2TFlag("decode_interactive", "bool", SAME),
         T2TFlag("decode_shards", "integer", NO_EFFECT,
-                "one decoder process uses every core and GPU here; for several machines "
-                "split the input file"),
+                "one decoder process uses every core and every visible GPU here (one "
+                "model copy each, --worker_gpu); for several machines split the input file"),
         T2TFlag("score_file", "string", SAME),
         T2TFlag("decode_in_memory", "bool", NO_EFFECT, "the decoder always reads the file "
                 "into memory here"),
@@ -259,7 +259,7 @@ def table() -> dict[str, dict[str, T2TFlag]]:
                         "BLEU needs only the translation and the reference (tensor2tensor's "
                         "t2t-bleu did not read it either)"))
     decoder_keeps = ("output_dir", "t2t_usr_dir", "decode_hparams", "decode_from_file",
-                     "decode_to_file", "decode_reference")
+                     "decode_to_file", "decode_reference", "worker_gpu")
     by_program = {TRAINER: common,
                   DECODER: _run_reader(common, decoder_keeps) + decoder_only,
                   EXPORTER: _run_reader(common, ("output_dir", "t2t_usr_dir", "decode_hparams"))

@@ -256,7 +256,8 @@ def decode_in_length_order(lengths: Sequence[int], batch_size: int,
             steps leave cores idle that a second batch fills. `decode_batch`
             must then be safe to call from several threads. Batches are still
             taken, and reported to `progress`, in length order; if one fails,
-            the batches not started are dropped and the error raised.
+            the batches not started are dropped, those that finished are
+            still taken (`on_batch`), and the error is raised.
         on_batch: called with each batch's indices and outputs as it is
             taken, in this thread (the decoder's `DecodeJournal` writes them);
             an error it raises stops the decoding.
@@ -282,7 +283,8 @@ def decode_in_length_order(lengths: Sequence[int], batch_size: int,
 
 def _decoded(batches: Iterator[list[int]], decode_batch, parallel_batches: int):
     """(batch, decode_batch(batch)) in the order of `batches`, with up to
-    `parallel_batches` of them decoding at once in a thread pool."""
+    `parallel_batches` of them decoding at once in a thread pool; after a
+    failure, the batches that finished first (`_first_taken`)."""
     if parallel_batches <= 1:
         for chunk in batches:
             yield chunk, decode_batch(chunk)
@@ -296,12 +298,29 @@ def _decoded(batches: Iterator[list[int]], decode_batch, parallel_batches: int):
             # One batch queued behind each running one, so that no thread
             # waits for the caller to take a result.
             if len(pending) >= 2 * parallel_batches:
-                chunk, future = pending.popleft()
-                yield chunk, future.result()
+                yield from _first_taken(pending, pool)
         while pending:
-            chunk, future = pending.popleft()
-            yield chunk, future.result()
+            yield from _first_taken(pending, pool)
     finally:
         # After an error (or a stop): drop what has not started, wait for
         # what has (a decode cannot be interrupted).
         pool.shutdown(wait=True, cancel_futures=True)
+
+
+def _first_taken(pending: collections.deque, pool: concurrent.futures.Executor):
+    """Yield the first pending batch and its outputs. If it failed: the
+    batches not started are dropped, those running waited for, and every
+    other one that finished is yielded (the caller's journal keeps them)
+    before its error is raised."""
+    chunk, future = pending.popleft()
+    try:
+        outputs = future.result()
+    except BaseException as error:
+        pool.shutdown(wait=True, cancel_futures=True)
+        finished = [(other, done) for other, done in pending
+                    if not done.cancelled() and done.exception() is None]
+        pending.clear()
+        for other, done in finished:
+            yield other, done.result()
+        raise error
+    yield chunk, outputs

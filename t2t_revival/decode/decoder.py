@@ -10,7 +10,7 @@ from __future__ import annotations
 
 import concurrent.futures
 import dataclasses
-import threading
+import functools
 from typing import Callable, Sequence
 
 import keras
@@ -18,10 +18,12 @@ import numpy as np
 import tensorflow as tf
 
 from t2t_revival.decode.beam_search import OnStep, beam_search
+from t2t_revival.decode.device_pool import DevicePool, copy_to_device, copy_weights
 from t2t_revival.decode.ensemble import Ensemble
 from t2t_revival.decode.pair_scorer import PairScorer
 from t2t_revival.decode.sampling import sample_search
-from t2t_revival.decode.search_guides import SearchGuides, guide_specs, search_arguments
+from t2t_revival.decode.compiled_searches import CompiledSearches
+from t2t_revival.decode.search_guides import SearchGuides, search_arguments
 from t2t_revival.decode.search_memory import (available_bytes, beam_batch_size,
                                               out_of_memory_advice, sample_in_chunks)
 from t2t_revival.settings.decode_hparams import DecodeHParams, DecodeOverrides
@@ -31,14 +33,15 @@ from t2t_revival.decode.decode_length import (batch_bucket, decode_in_length_ord
 from t2t_revival.settings.decode_choices import AUTO_XLA_SENTENCES_PER_PROGRAM
 from t2t_revival.decode.translator import GUIDES, Translator
 from t2t_revival.process.device_memory import out_of_memory_error
-from t2t_revival.errors import UserError
 from t2t_revival.models.trained_model import TrainedModel
 from t2t_revival.run_dir.training_directory import TrainingDirectory
 from t2t_revival.special_ids import EOS_ID, PAD_ID
 # Re-exported for callers: the decoder reads and writes text files.
 from t2t_revival.files.text_lines import one_field
 from t2t_revival.files.text_lines import read_text_lines, write_text_lines  # noqa: F401
+from t2t_revival.process.logical_devices import short_name
 from t2t_revival.process.usable_cores import usable_cores
+from t2t_revival.run_dir.checkpoint_folder import stderr_log
 from t2t_revival.process.xla_compile_cache import cache_disk_full
 
 
@@ -56,12 +59,17 @@ class Decoder(Translator):
             memory at its dev evaluations).
         decode_hparams: the settings (`DecodeHParams`; parallel_batches=0 is
             resolved here: 2 on a CPU, 4 at batch_size=1, 1 on a GPU).
+        devices: the devices to decode on, one copy of the model each
+            (`DevicePool`; `logical_devices.decode_devices`), the first the
+            model's own; none or one: where the model is, as ever.
+        log: where a device that runs out of memory is said.
     """
 
     engine = "TensorFlow"
     serves = frozenset(GUIDES)
 
-    def __init__(self, trained: TrainedModel, decode_hparams: DecodeHParams):
+    def __init__(self, trained: TrainedModel, decode_hparams: DecodeHParams,
+                 devices: Sequence[str] = (), log: Callable[[str], None] = stderr_log):
         self.hparams, self.run_record = trained.hparams, trained.run_record
         self.max_length = trained.hparams.max_length
         self.decode_hparams = on_this_device(trained.hparams, decode_hparams)
@@ -71,10 +79,8 @@ class Decoder(Translator):
         # autograph=False: the model and beam search use no Python control flow
         # on tensors (beam search loops with ops.while_loop), and autograph's
         # conversion cache can hand back a stale function in long processes.
-        # With xla, the encoder and the whole beam search loop are one XLA
-        # program per (batch bucket, padded length): every shape in it is
-        # static. Sampling runs uncompiled: its seed state is a variable that
-        # each step advances.
+        # With xla, the encoder and the search loop are one XLA program per
+        # (batch bucket, padded length). Sampling runs uncompiled.
         self.compiled = False
         """Whether the last `translate` call ran the XLA search (`compiled_search`),
         else `uncompiled_search` (`xla`: "true", "false", or "auto", see
@@ -93,20 +99,23 @@ class Decoder(Translator):
         """The uncompiled beam search traced once for every batch size and
         input length: inputs int32 [B, S] -> outputs (a new shape costs no
         tracing, which takes seconds)."""
-        # The compiled search of each batch bucket (`compiled_search`).
-        self._compiled_searches: dict[int, tf.types.experimental.PolymorphicFunction] = {}
-        self._compiled_searches_lock = threading.Lock()
-        # (rows, padded length) of every program the compiled search has run.
-        self._compiled_programs: set[tuple[int, int]] = set()
+        self._xla = CompiledSearches(self._search_padded,
+                                     self.decode_hparams.max_constraint_tokens)
         self._scorer: PairScorer | None = None   # `score`'s, made on its first call
         self._seed_generator = keras.random.SeedGenerator(self.decode_hparams.seed) \
             if self.decode_hparams.sampling else None
         self.on_beam_step: OnStep | None = None
         """None, or beam search's observer of its steps (`beam_search`'s `on_step`)."""
+        self.devices = DevicePool([(devices[0] if devices else "", self)] + [
+            (device, Decoder(dataclasses.replace(trained, model=copy_to_device(
+                trained.model, device)), self.decode_hparams)) for device in devices[1:]],
+            self.decode_hparams.parallel_batches, log)
+        """The copies of this search, one per device (`DevicePool`), this one first."""
 
     @classmethod
     def load(cls, output_dir: str, checkpoint_paths: str | Sequence[str] | None = None,
-             overrides: DecodeOverrides | DecodeHParams | None = None) -> "Decoder":
+             overrides: DecodeOverrides | DecodeHParams | None = None,
+             devices: Sequence[str] = ()) -> "Decoder":
         """The decoder of a training directory.
 
         Args:
@@ -121,6 +130,7 @@ class Decoder(Translator):
                 `DecodeHParams`, used as they are), or the parsed
                 `--decode_hparams` (`parse_decode_hparams`) over the defaults
                 of hparams.json.
+            devices: the devices to decode on (`Decoder`'s).
         """
         paths = [checkpoint_paths] if isinstance(checkpoint_paths, str) \
             else list(checkpoint_paths or [])
@@ -131,13 +141,13 @@ class Decoder(Translator):
             trained = TrainedModel.load(directory, paths[0] if paths else None)
         settings = overrides if isinstance(overrides, DecodeHParams) else \
             DecodeHParams.from_hparams(trained.hparams, overrides)
-        return cls(trained, settings)
+        return cls(trained, settings, devices)
 
     # ------------------------------------------------------------------
     @property
     def compiled_searches(self) -> dict[int, tf.types.experimental.PolymorphicFunction]:
         """{rows (or (rows, guides)): the compiled search of `rows` inputs} made so far."""
-        return dict(self._compiled_searches)
+        return dict(self._xla.searches)
 
     def search_batch(self, inputs, max_decode_length, samples_per_input: int | None = None,
                      guides: dict | None = None, step=None, on_choice=None):
@@ -193,22 +203,8 @@ class Decoder(Translator):
             AUTO_XLA_SENTENCES_PER_PROGRAM * programs
 
     def compiled_search(self, rows: int, guided: tuple[str, ...] = ()):
-        """The XLA search of batches of `rows` inputs: inputs int32 [rows, S]
-        -> `_search_batch`'s outputs. It is traced once, for any S (the
-        length limit follows from S in the graph, as in the SavedModel's
-        search), and XLA compiles a program per padded length S: tracing the
-        search costs seconds, so a file of many input lengths traces it once
-        per batch bucket, not once per length. guided: `SearchGuides.kinds`."""
-        key = (rows, guided) if guided else rows
-        with self._compiled_searches_lock:
-            search = self._compiled_searches.get(key)
-            if search is None:
-                search = tf.function(
-                    self._search_padded, jit_compile=True, autograph=False,
-                    input_signature=[tf.TensorSpec([rows, None], tf.int32)] + ([guide_specs(
-                        rows, guided, self.decode_hparams.max_constraint_tokens)] if guided else []))
-                self._compiled_searches[key] = search
-        return search
+        """The XLA search of batches of `rows` inputs (`CompiledSearches.get`)."""
+        return self._xla.get(rows, guided)
 
     def encode(self, sentences: Sequence[str]) -> list[list[int]]:
         """EOS-terminated ids by the input rule (`Translator.fit`: cut to
@@ -219,7 +215,14 @@ class Decoder(Translator):
                         dhp.max_input_size)
 
     def describe(self) -> str:
-        return self.checkpoint_path
+        pool = self.devices
+        return self.checkpoint_path + (f" on {pool.describe()}" if len(pool.devices) > 1 else "")
+
+    def copy_weights(self) -> None:
+        """The other devices' copies take this model's weights as they are now
+        (the trainer's dev evaluation, before each decode)."""
+        for _, copy in self.devices.members[1:]:
+            copy_weights(self.model, copy.model)
 
     def translate(self, sentences: Sequence[str],
                   progress: Callable[[int, int], None] | None = None,
@@ -247,53 +250,31 @@ class Decoder(Translator):
         """
         encoded = self.encode(sentences)
         hp, dhp = self.hparams, self.decode_hparams
-        if self._seed_generator is not None:  # each call draws the same samples
-            self._seed_generator.state.assign([dhp.seed, 0])
+        for _, copy in self.devices.members[1:]:
+            copy.on_beam_step = self.on_beam_step
         limit = position_limit(hp.position_encoding, hp.max_length)
         guides = SearchGuides.of_inputs(self.vocab, dhp, prefixes, constraints)
         self.skipped = guides.refuse_unmet(encoded, lambda n: max_decode_length(
             padded_length(n, hp.max_length), dhp.extra_length, limit)) if guides else {}
-        largest = None if dhp.batch_tokens else dhp.batch_size
-        # Sentence batches, more inputs than one batch holds: the last,
-        # partial batch runs the full batches' program too (its rows
-        # repeated), as decoding the extra rows costs far less than tracing
-        # and compiling a program of its own (seconds).
-        full_batches = not dhp.batch_tokens and sum(1 for ids in encoded if ids) > dhp.batch_size
-
-        def program(chunk: list[int], compiled: bool = True) -> tuple[int, int]:
-            """(rows, padded length) of the inputs that decode `chunk`: with
-            xla, one compiled program each."""
-            length = padded_length(max(len(encoded[i]) for i in chunk), hp.max_length)
-            if not compiled:
-                return len(chunk), length
-            # A fixed number of rows: the last one repeated.
-            return (dhp.batch_size if full_batches else batch_bucket(len(chunk), largest)), length
+        program = functools.partial(
+            batch_program, encoded=encoded, dhp=dhp, max_length=hp.max_length,
+            full_batches=sum(1 for ids in encoded if ids) > dhp.batch_size)
 
         def decode_batch(chunk: list[int]) -> list[str]:
-            rows, length = program(chunk, self.compiled)
+            rows, length = program(chunk, compiled=self.compiled)
             rows = list(chunk) + [chunk[-1]] * (rows - len(chunk))
-            inputs = tf.constant([encoded[i] + [PAD_ID] * (length - len(encoded[i]))
-                                  for i in rows], tf.int32)
-            extra = guides and guides.tensors(rows, max_decode_length(length, dhp.extra_length,
-                                                                      limit))
-            if self.compiled:
-                sequences, scores = self.compiled_search(len(rows), guides.kinds)(inputs, extra) \
-                    if guides else self.compiled_search(len(rows))(inputs)
-                self._compiled_programs.add((len(rows), length))
-            elif dhp.sampling:
-                sequences, scores = sample_in_chunks(self.search, inputs, max_decode_length(
-                    length, dhp.extra_length, limit), self.hparams, dhp)
-            else:
-                sequences, scores = self.uncompiled_search(inputs) if extra is None else \
-                    self.search(inputs, max_decode_length(length, dhp.extra_length, limit),
-                                guides=extra)
-            return output_lines(self.vocab, np.asarray(sequences)[:len(chunk)],
-                                np.asarray(scores)[:len(chunk)], dhp)
+            inputs = [encoded[i] + [PAD_ID] * (length - len(encoded[i])) for i in rows]
+            decode_length = max_decode_length(length, dhp.extra_length, limit)
+            extra = guides and guides.tensors(rows, decode_length)
+            sequences, scores = self.devices.run(lambda copy: copy.search_rows(
+                inputs, decode_length, extra, guides.kinds if guides else (), self.compiled,
+                seed_key=min(chunk)))
+            return output_lines(self.vocab, sequences[:len(chunk)], scores[:len(chunk)], dhp)
 
         lengths = [len(ids) for ids in encoded]
         first = {} if dhp.xla == "false" or dhp.sampling else \
             first_batch_of_each_program(lengths, program, dhp, self.hparams.max_length,
-                                        self._compiled_programs)
+                                        self._xla.programs)
         sentences = sum(1 for n in lengths if n)
         self.compiled = self.compiles(sentences, len(first))
         if not self.compiled:
@@ -308,19 +289,41 @@ class Decoder(Translator):
                 outputs = ahead.pop(tuple(chunk), None)
                 return decode_batch(chunk) if outputs is None else outputs
 
-            return decode_in_length_order(lengths, dhp.batch_size, decode_or_take, progress,
-                                          batch_tokens=dhp.batch_tokens,
-                                          max_length=hp.max_length,
-                                          parallel_batches=dhp.parallel_batches,
-                                          on_batch=on_batch)
+            return decode_in_length_order(
+                lengths, dhp.batch_size, decode_or_take, progress, batch_tokens=dhp.batch_tokens,
+                max_length=hp.max_length, on_batch=on_batch,
+                parallel_batches=dhp.parallel_batches * len(self.devices.devices))
         except tf.errors.ResourceExhaustedError as e:
-            raise self._out_of_memory(e) from None
+            # A device out of memory (the decode hparams that need less), or
+            # the XLA compile cache's disk full (`cache_disk_full`).
+            lost = ", ".join(short_name(d) for d in self.devices.lost)
+            raise cache_disk_full(e) or out_of_memory_error(
+                f"decoding on {lost}" if lost else "decoding", e,
+                self.out_of_memory_advice()) from None
 
-    def _out_of_memory(self, error: Exception) -> UserError:
-        """A device out of memory in the search (the decode hparams that need
-        less), or the XLA compile cache's disk full (`cache_disk_full`)."""
-        return cache_disk_full(error) or out_of_memory_error("decoding", error,
-                                                             self.out_of_memory_advice())
+    def search_rows(self, rows: list[list[int]], decode_length: int, guides=None,
+                    kinds: tuple[str, ...] = (), compiled: bool = False, seed_key: int = 0
+                    ) -> tuple[np.ndarray, np.ndarray]:
+        """The search of one batch of padded input rows (ids, one length) on
+        this copy's model and device: (sequences, scores) as numpy.
+        compiled: the XLA search (`compiled_search`); guides, kinds:
+        `SearchGuides.tensors` and `.kinds`; seed_key: with sampling, the
+        batch's own random stream ([seed, seed_key << 20]: the batch's first
+        input), so that a batch draws the same samples on any device, in
+        any order."""
+        dhp, inputs = self.decode_hparams, tf.constant(rows, tf.int32)
+        if compiled:
+            sequences, scores = self.compiled_search(len(rows), kinds)(inputs, guides) \
+                if guides else self.compiled_search(len(rows))(inputs)
+            self._xla.ran(len(rows), len(rows[0]))
+        elif dhp.sampling:
+            self._seed_generator.state.assign([dhp.seed, seed_key << 20])
+            sequences, scores = sample_in_chunks(self.search, inputs, decode_length,
+                                                 self.hparams, dhp)
+        else:
+            sequences, scores = self.uncompiled_search(inputs) if guides is None else \
+                self.search(inputs, decode_length, guides=guides)
+        return np.asarray(sequences), np.asarray(scores)
 
     def out_of_memory_advice(self, settings: str = "the decode hparams'", then: str = "") -> str:
         """`search_memory.out_of_memory_advice` of these decode hparams."""
@@ -340,6 +343,22 @@ class Decoder(Translator):
         """(log-probability, length-penalized score) of each (source, target)
         pair, by forced decoding (`PairScorer.score`)."""
         return self.scorer.score(pairs, progress)
+
+
+def batch_program(chunk: list[int], encoded: list[list[int]], dhp: DecodeHParams,
+                  max_length: int, full_batches: bool, compiled: bool = True) -> tuple[int, int]:
+    """(rows, padded length) of the inputs that decode `chunk` (indices of
+    `encoded`): with xla, one compiled program each, of a fixed number of
+    rows (the last one repeated). Sentence batches, `full_batches` (more
+    non-empty inputs than one batch holds): the last, partial batch runs the
+    full batches' program too, as decoding the extra rows costs far less
+    than tracing and compiling a program of its own (seconds)."""
+    length = padded_length(max(len(encoded[i]) for i in chunk), max_length)
+    if not compiled:
+        return len(chunk), length
+    if full_batches and not dhp.batch_tokens:
+        return dhp.batch_size, length
+    return batch_bucket(len(chunk), None if dhp.batch_tokens else dhp.batch_size), length
 
 
 def on_this_device(hparams, dhp: DecodeHParams) -> DecodeHParams:

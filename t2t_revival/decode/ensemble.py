@@ -25,6 +25,7 @@ from typing import Sequence
 from keras import ops
 
 from t2t_revival.decode.decode_length import position_limit
+from t2t_revival.decode.device_pool import copy_to_device, copy_weights
 from t2t_revival.errors import UserError
 from t2t_revival.models.build_model import build_model
 from t2t_revival.models.trained_model import TrainedModel
@@ -146,3 +147,15 @@ def _latest_in(folder: str) -> str:
         raise UserError(f"no checkpoint in {folder}; name a checkpoint prefix such as "
                         f"{folder}/ckpt-N. Received: checkpoint_path={folder!r}")
     return path
+
+
+@copy_to_device.register
+def _ensemble_on_device(model: Ensemble, device: str) -> Ensemble:
+    """An ensemble's copy on `device`: each model's (`DevicePool`)."""
+    return Ensemble([copy_to_device(member, device) for member in model.models])
+
+
+@copy_weights.register
+def _ensemble_weights(model: Ensemble, copy: Ensemble) -> None:
+    for member, member_copy in zip(model.models, copy.models):
+        copy_weights(member, member_copy)

@@ -11,9 +11,14 @@ def build_model(hparams: HParams, model_name: str = "transformer"):
     created, so a checkpoint can be restored into it). Keras only: the JAX
     benchmark of the training step (`benchmarks.train_step --backend jax`)
     builds the model through it too."""
+    return built(registry.models.get(model_name)(hparams))
+
+
+def built(model):
+    """`model` with its weights created (called once on a dummy batch),
+    on the device scope of the caller (`device_pool.copy_to_device`)."""
     import keras
 
-    model = registry.models.get(model_name)(hparams)
     dummy = keras.ops.zeros((1, 8), "int32")
     model({"inputs": dummy, "targets": dummy}, training=False)
     return model

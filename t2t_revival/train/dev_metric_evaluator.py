@@ -13,7 +13,7 @@ or the metric --eval_metric chose among the problem's `eval_metrics` (chrF).
 from __future__ import annotations
 
 import time
-from typing import Callable
+from typing import Callable, Sequence
 
 from t2t_revival.data.problem import Problem
 from t2t_revival.data.scored_predictions import ScoredPredictions, score_name
@@ -38,10 +38,13 @@ class DevMetricEvaluator:
             t2t-decoder's defaults unless set).
         eval_metric: what to score with, one of the problem's `eval_metrics`
             ("" = its `eval_metric`).
+        devices: the devices to decode on, one copy of the model each (the
+            trainer's GPUs: `dev_decoding_devices`); none: where the model is.
     """
 
     def __init__(self, problem: Problem, data_dir: str, trained: TrainedModel,
-                 num_sentences: int, decode_hparams: DecodeHParams, eval_metric: str = ""):
+                 num_sentences: int, decode_hparams: DecodeHParams, eval_metric: str = "",
+                 devices: Sequence[str] = ()):
         source_file, target_file = problem.source_target_files("dev", data_dir)
         sources = read_text_lines(source_file, "dev source")[:num_sentences]
         references = read_text_lines(target_file, "dev target")[:num_sentences]
@@ -62,7 +65,7 @@ class DevMetricEvaluator:
         self.eval_metric = problem.check_eval_metric(eval_metric)
         self.metric = score_name(self.eval_metric)
         """The headline figure's name: "bleu", "chrf" or "f1"."""
-        self.decoder = Decoder(trained, decode_hparams)
+        self.decoder = Decoder(trained, decode_hparams, devices)
         self.seconds = 0.0
         """How long the last `evaluate` took."""
 
@@ -73,6 +76,7 @@ class DevMetricEvaluator:
         """Decode the dev sentences with the current weights and score them;
         `compiling` as `Decoder.translate`'s (called before XLA compiles)."""
         start = time.time()
+        self.decoder.copy_weights()   # the other devices' copies: the weights of now
         try:
             predictions = self.decoder.translate(self.sources, compiling=compiling)
         except OutOfMemoryError as e:   # said with the trainer's flag
@@ -83,3 +87,11 @@ class DevMetricEvaluator:
                                                 metric=self.eval_metric)
         self.seconds = time.time() - start
         return scored
+
+
+def dev_decoding_devices(worker_devices: Sequence[str]) -> list[str]:
+    """The devices the dev sentences decode on: the strategy's local devices
+    when they are GPUs, two or more (one model copy each); else none, where
+    the model is (a CPU, split or not, decodes as one device)."""
+    gpus = [d for d in worker_devices if "GPU" in d.upper()]
+    return gpus if len(gpus) > 1 and len(gpus) == len(worker_devices) else []

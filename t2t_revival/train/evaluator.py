@@ -17,11 +17,12 @@ from t2t_revival.run_dir.file_names import CHECKPOINT_PREFIX
 from t2t_revival.run_dir.run_record import RunRecord
 from t2t_revival.run_dir.training_directory import TrainingDirectory
 from t2t_revival.train.compile_notice import compile_notice
-from t2t_revival.train.dev_metric_evaluator import DevMetricEvaluator
+from t2t_revival.train.dev_metric_evaluator import DevMetricEvaluator, dev_decoding_devices
 from t2t_revival.train.early_stopping import EarlyStopping
 from t2t_revival.train.evaluation import Evaluation
 from t2t_revival.train.losses import token_metrics_sums
 from t2t_revival.train.run_checkpoints import RunCheckpoints
+from t2t_revival.train.strategy import local_devices
 from t2t_revival.settings.train_config import TrainConfig
 from t2t_revival.train.training_faults import TrainingFaults
 from t2t_revival.train.worker_agreement import chief_decides
@@ -125,7 +126,8 @@ class Evaluator:
                                          hparams=config.hparams_overrides))
                 self.dev_metric = DevMetricEvaluator(
                     self.problem, config.data_dir, trained, config.eval_decode_sentences,
-                    config.dev_decoding, config.eval_metric)
+                    config.dev_decoding, config.eval_metric,
+                    dev_decoding_devices(local_devices(self.strategy)))
                 if self.dev_metric.skipped:
                     self.log(f"Dev decoding leaves out {self.dev_metric.skipped} of the first "
                              f"{config.eval_decode_sentences} dev sentences: longer than "

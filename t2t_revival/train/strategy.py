@@ -15,6 +15,7 @@ import os
 import tensorflow as tf
 
 from t2t_revival.errors import UserError
+from t2t_revival.process.logical_devices import split_cpu, visible_gpus
 
 
 def _tf_config_workers() -> int:
@@ -41,25 +42,8 @@ def make_strategy(num_cpu_devices: int = 0, worker_gpu: int = 0) -> tf.distribut
     if _tf_config_workers() > 1:
         return tf.distribute.MultiWorkerMirroredStrategy()
     if num_cpu_devices > 1:
-        cpus = tf.config.list_physical_devices("CPU")
-        try:
-            tf.config.set_logical_device_configuration(
-                cpus[0], [tf.config.LogicalDeviceConfiguration()] * num_cpu_devices)
-        except RuntimeError:
-            pass  # devices already initialized in this process; keep what exists
-        devices = [d.name for d in tf.config.list_logical_devices("CPU")]
-        if len(devices) != num_cpu_devices:
-            raise UserError(
-                f"could not split the CPU into {num_cpu_devices} devices: TensorFlow "
-                f"was already initialized with {len(devices)}. "
-                f"Received: num_cpu_devices={num_cpu_devices}")
-        return tf.distribute.MirroredStrategy(devices)
-    gpus = [d.name for d in tf.config.list_logical_devices("GPU")]
-    if worker_gpu:
-        if worker_gpu > len(gpus):
-            raise UserError(f"--worker_gpu={worker_gpu} but only {len(gpus)} GPUs are "
-                            f"visible. Received: worker_gpu={worker_gpu}")
-        gpus = gpus[:worker_gpu]
+        return tf.distribute.MirroredStrategy(split_cpu(num_cpu_devices))
+    gpus = visible_gpus(worker_gpu)
     if gpus:
         return tf.distribute.MirroredStrategy(gpus)
     return tf.distribute.MirroredStrategy(["/cpu:0"])
@@ -75,10 +59,15 @@ def is_chief(strategy: tf.distribute.Strategy) -> bool:
         and "chief" not in resolver.cluster_spec().as_dict())
 
 
+def local_devices(strategy: tf.distribute.Strategy) -> list[str]:
+    """The devices `strategy` computes on in this process (the default
+    strategy: TensorFlow's default device, a GPU if any)."""
+    try:
+        return list(strategy.extended.worker_devices)
+    except RuntimeError:   # the default strategy
+        return [d.name for d in tf.config.list_logical_devices("GPU")][:1] or ["CPU"]
+
+
 def on_cpu_only(strategy: tf.distribute.Strategy) -> bool:
     """Whether every device of `strategy` is a CPU."""
-    try:
-        devices = strategy.extended.worker_devices
-    except RuntimeError:   # the default strategy: TensorFlow's default device
-        devices = [d.name for d in tf.config.list_logical_devices("GPU")] or ["CPU"]
-    return all("CPU" in d.upper() for d in devices)
+    return all("CPU" in d.upper() for d in local_devices(strategy))
