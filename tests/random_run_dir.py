@@ -75,3 +75,12 @@ def piece_boost(vocab_file: str, pieces: tuple[str, ...], factor: float,
     vocab = SubwordVocabulary(vocab_file)
     return {1: eos, **{i: factor for i in range(vocab.vocab_size)
                        if vocab.id_to_piece(i) in pieces}}
+
+
+def saying_run_dir(root: pathlib.Path, seed: int, pieces: tuple[str, ...], factor: float,
+                   eos: float) -> str:
+    """A vocabulary (`make_vocab`) and a random run in `root` whose model says
+    `pieces` often (`piece_boost`): a module fixture's run of a few words an output."""
+    vocab = make_vocab(root / "vocab.model")
+    return make_random_run_dir(root / "run", vocab, seed=seed,
+                               boost=piece_boost(vocab, pieces, factor, eos=eos))

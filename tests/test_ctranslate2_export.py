@@ -140,6 +140,7 @@ def test_export_matches_our_model_and_beam_search(variant, vocab_file, tmp_path)
         expected = decoder_of(out_dir, settings="beam_size=4").translate(
             SENTENCES, prefixes=prefixes)
         assert [vocab.encode(s) for s in got] == [vocab.encode(s) for s in expected]
+        _nbest_is_t2t_decoders(path, out_dir, vocab)
     # inter_threads=2: two batches (of one sentence) at once, the same outputs.
     one_at_a_time, parallel = (
         CTranslate2Translator(path, beam_size=4, intra_threads=1, inter_threads=n,
@@ -153,6 +154,30 @@ def test_export_matches_our_model_and_beam_search(variant, vocab_file, tmp_path)
     assert default.intra_threads == cores // min(2, cores)
     assert default.translator.num_translators == default.inter_threads
     assert default.translate(SENTENCES) == one_at_a_time
+
+
+def _nbest_is_t2t_decoders(path, out_dir, vocab):
+    """`translate_nbest`: t2t-decoder's return_beams=true,write_beam_scores=true
+    lists (its beams, best first, with their scores to its 2 decimals); a
+    number outside [1, beam] refused in one line."""
+    from decoding import decoder_of
+    from t2t_revival.decode.ctranslate2_translator import CTranslate2Translator
+    from t2t_revival.errors import UserError
+
+    translator = CTranslate2Translator(path, beam_size=4, intra_threads=1)
+    lines = decoder_of(out_dir, settings="beam_size=4,return_beams=true,write_beam_scores=true"
+                       ).translate(SENTENCES + [""])
+    for n in (4, 2):
+        lists = translator.translate_nbest(SENTENCES + [""], n)
+        assert lists[-1] == [("", 0.0)] * n
+        for line, got in zip(lines[:-1], lists[:-1]):   # a blank input: an empty line
+            fields = line.split("\t")
+            expected = list(zip(fields[::2], (float(f) for f in fields[1::2])))[:n]
+            assert [vocab.encode(t) for t, _ in got] == [vocab.encode(t) for t, _ in expected]
+            assert [round(score, 2) for _, score in got] == [s for _, s in expected]
+    for bad in (0, 5, -1):
+        with pytest.raises(UserError, match=r"num_hypotheses must be in \[1, 4\]"):
+            translator.translate_nbest(SENTENCES, bad)
 
 
 @pytest.mark.parametrize("intra, inter, on_gpu, cores, expected", [

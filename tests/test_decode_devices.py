@@ -17,7 +17,7 @@ import threading
 import pytest
 
 from conftest import ENV, ROOT, SHARED_DATA
-from random_run_dir import make_random_run_dir, make_vocab, piece_boost
+from random_run_dir import saying_run_dir
 
 SCRIPT = ROOT / "tests/scripts/device_decodes.py"
 MODES = ("nbest=litert=false,return_beams=true,write_beam_scores=true",
@@ -82,10 +82,8 @@ def _assert_same_files(outputs, folder, counts, lines):
 
 @pytest.fixture(scope="module")
 def run(tmp_path_factory):
-    root = tmp_path_factory.mktemp("device_run")
-    vocab = make_vocab(root / "vocab.model")
-    return make_random_run_dir(root / "run", vocab, seed=9,
-                               boost=piece_boost(vocab, ("▁ein", "▁hund"), 2.0, eos=1.5))
+    return saying_run_dir(tmp_path_factory.mktemp("device_run"), 9, ("▁ein", "▁hund"), 2.0,
+                          eos=1.5)
 
 
 def test_the_output_files_are_the_same_on_1_and_2_cpu_devices(run, tmp_path):

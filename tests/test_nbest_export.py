@@ -12,7 +12,7 @@ import sys
 import pytest
 
 from conftest import ENV, run_cli
-from random_run_dir import make_random_run_dir, make_vocab, piece_boost
+from random_run_dir import saying_run_dir
 
 SENTENCES = ["A man is riding a bike .", "Two dogs play in the snow .", "", "Hello",
              "A woman in a red coat reads a book near the old tower .", "   ",
@@ -47,10 +47,8 @@ print(json.dumps({"lists": [{"outputs": [[t.decode("utf-8") for t in row]
 
 @pytest.fixture(scope="module")
 def run(tmp_path_factory):
-    root = tmp_path_factory.mktemp("nbest_export")
-    vocab = make_vocab(root / "vocab.model")
-    return make_random_run_dir(root / "run", vocab, seed=5,
-                               boost=piece_boost(vocab, ("▁a", "▁ein"), 2.5, eos=1.0))
+    return saying_run_dir(tmp_path_factory.mktemp("nbest_export"), 5, ("▁a", "▁ein"), 2.5,
+                          eos=1.0)
 
 
 def _decoder_nbest(run, tmp_path):

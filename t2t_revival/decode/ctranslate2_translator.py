@@ -187,7 +187,15 @@ class CTranslate2Translator(Translator):
     def translate_pieces(self, pieces: Sequence[Sequence[str]],
                          prefixes: Sequence[Sequence[str]] | None = None
                          ) -> list[tuple[list[str], float]]:
-        """Best hypothesis (pieces, without EOS) and its GNMT score, for one batch.
+        """Best hypothesis (pieces, without EOS) and its GNMT score, for one
+        batch (`nbest_pieces`' first)."""
+        return [hypotheses[0] for hypotheses in self.nbest_pieces(pieces, prefixes)]
+
+    def nbest_pieces(self, pieces: Sequence[Sequence[str]],
+                     prefixes: Sequence[Sequence[str]] | None = None
+                     ) -> list[list[tuple[list[str], float]]]:
+        """Every finished hypothesis (pieces, without EOS) and its GNMT score,
+        best first, `beam_size` of each sentence of one batch.
 
         Args:
             pieces: the vocabulary's pieces of each source sentence, without EOS
@@ -204,18 +212,54 @@ class CTranslate2Translator(Translator):
             [list(p) for p in pieces], target_prefix=prefix, beam_size=beam, num_hypotheses=beam,
             length_penalty=self.alpha, return_scores=True, return_end_token=True,
             max_input_length=0, max_decoding_length=self._max_decode_length(longest))
-        best = []
+        ranked = []
         for result in results:
             candidates = []
             for hypothesis, score in zip(result.hypotheses, result.scores):
                 length = len(hypothesis)  # EOS included, unless cut at the limit
                 log_prob = score * length ** self.alpha
-                candidates.append((log_prob / self._gnmt_penalty(length), hypothesis))
-            score, hypothesis = max(candidates, key=lambda c: c[0])
-            if hypothesis and hypothesis[-1] == self._eos_piece:
-                hypothesis = hypothesis[:-1]
-            best.append((hypothesis, score))
-        return best
+                if hypothesis and hypothesis[-1] == self._eos_piece:
+                    hypothesis = hypothesis[:-1]
+                candidates.append((hypothesis, log_prob / self._gnmt_penalty(length)))
+            # Stable: of equal scores, CTranslate2's order.
+            ranked.append(sorted(candidates, key=lambda c: -c[1]))
+        return ranked
+
+    def translate_nbest(self, sentences: Sequence[str], num_hypotheses: int,
+                        progress: Progress | None = None,
+                        prefixes: Sequence[str] | None = None
+                        ) -> list[list[tuple[str, float]]]:
+        """The `num_hypotheses` best translations of each sentence and their
+        scores, best first (the SavedModel's `translate_nbest`, t2t-decoder's
+        return_beams=true,write_beam_scores=true): in [1, beam_size], else a
+        UserError. A blank sentence gives empty translations scored 0.
+
+            translator.translate_nbest(["A dog runs."], 2)
+            # [[("Ein Hund läuft.", -1.93), ("Ein Hund rennt.", -2.41)]]
+        """
+        beam = self.beam_size
+        if isinstance(num_hypotheses, bool) or not isinstance(num_hypotheses, int) \
+                or not 1 <= num_hypotheses <= beam:
+            raise UserError(f"num_hypotheses must be in [1, {beam}] (the beam size). "
+                            f"Received: num_hypotheses={num_hypotheses!r}")
+        encoded = [p[:-1] for p in self.fit(sentences, self.vocab.encode_pieces,
+                                            self._eos_piece, self.long_inputs)]
+        prefix_pieces = None if prefixes is None else [
+            self.vocab.encode_pieces(p) if p.strip() else [] for p in prefixes]
+        lists: list[list[tuple[str, float]]] = [[("", 0.0)] * num_hypotheses] * len(encoded)
+
+        def decode_batch(chunk: list[int]) -> list[str]:
+            ranked = self.nbest_pieces([encoded[i] for i in chunk], None if prefix_pieces is None
+                                       else [prefix_pieces[i] for i in chunk])
+            for i, hypotheses in zip(chunk, ranked):
+                lists[i] = [(one_field(self.vocab.decode_pieces(h)), score)
+                            for h, score in hypotheses[:num_hypotheses]]
+            return ["" for _ in chunk]
+
+        decode_length.decode_in_length_order(
+            [len(p) + 1 if p else 0 for p in encoded], int(self.settings["batch_size"]),
+            decode_batch, progress, parallel_batches=self.inter_threads)
+        return lists
 
     def describe(self) -> str:
         return f"{self.checkpoint_path} on the CTranslate2 export {self.export_dir}"
