@@ -105,7 +105,8 @@ def test_the_multi30k_test_set_decodes_the_same_on_1_2_and_4_cpu_devices(tiny_ru
     _assert_same_files(outputs, tmp_path, counts, len(everything))
     first = _test_sources(100)
     (tmp_path / "more").mkdir()
-    more = _decode_on(out_dir, tmp_path / "more", ",".join(counts), MODES, first, _guided(first))
+    more = _decode_on(out_dir, tmp_path / "more", ",".join(counts), MODES[1:], first,
+                      _guided(first))
     _assert_same_files(more, tmp_path / "more", counts, len(first))
 
 
