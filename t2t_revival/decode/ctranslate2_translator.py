@@ -242,10 +242,7 @@ class CTranslate2Translator(Translator):
                 or not 1 <= num_hypotheses <= beam:
             raise UserError(f"num_hypotheses must be in [1, {beam}] (the beam size). "
                             f"Received: num_hypotheses={num_hypotheses!r}")
-        encoded = [p[:-1] for p in self.fit(sentences, self.vocab.encode_pieces,
-                                            self._eos_piece, self.long_inputs)]
-        prefix_pieces = None if prefixes is None else [
-            self.vocab.encode_pieces(p) if p.strip() else [] for p in prefixes]
+        encoded, prefix_pieces = self._pieces(sentences, prefixes)
         lists: list[list[tuple[str, float]]] = [[("", 0.0)] * num_hypotheses] * len(encoded)
 
         def decode_batch(chunk: list[int]) -> list[str]:
@@ -264,6 +261,14 @@ class CTranslate2Translator(Translator):
     def describe(self) -> str:
         return f"{self.checkpoint_path} on the CTranslate2 export {self.export_dir}"
 
+    def _pieces(self, sentences: Sequence[str], prefixes: Sequence[str] | None):
+        """(each sentence's pieces by the input rule, without EOS: the model
+        appends it; each prefix's pieces, [] for none, or None)."""
+        encoded = [pieces[:-1] for pieces in self.fit(
+            sentences, self.vocab.encode_pieces, self._eos_piece, self.long_inputs)]
+        return encoded, None if prefixes is None else [
+            self.vocab.encode_pieces(p) if p.strip() else [] for p in prefixes]
+
     def translate(self, sentences: Sequence[str], progress: Progress | None = None,
                   compiling: Callable[[int], None] | None = None,
                   on_batch: OnBatch | None = None, prefixes: Sequence[str] | None = None,
@@ -274,11 +279,7 @@ class CTranslate2Translator(Translator):
         has no hard lexical constraints (refused): `Decoder` and the
         SavedModel serve them."""
         self.refuse(constraints=constraints)
-        # The model appends EOS itself: the pieces go without it.
-        encoded = [pieces[:-1] for pieces in self.fit(
-            sentences, self.vocab.encode_pieces, self._eos_piece, self.long_inputs)]
-        prefix_pieces = None if prefixes is None else [
-            self.vocab.encode_pieces(p) if p.strip() else [] for p in prefixes]
+        encoded, prefix_pieces = self._pieces(sentences, prefixes)
 
         def decode_batch(chunk: list[int]) -> list[str]:
             return [one_field(self.vocab.decode_pieces(hypothesis)) for hypothesis, _ in
