@@ -152,10 +152,12 @@ def _translator(job, hparams):
                                           checkpoint_path=choice.checkpoint, run_programs=True)
         phase("imported")
         return translator
+    from t2t_revival.process.xla_compile_cache import XlaCompileCache
+    # Named to TensorFlow before anything starts its devices (which reads
+    # TF_XLA_FLAGS once): kept for the process.
+    XlaCompileCache.open(PROG, log=_log)
     from t2t_revival.process.logical_devices import decode_devices
     devices = decode_devices(FLAGS.worker_gpu, FLAGS.cpu_devices)   # before TF starts them
-    from t2t_revival.process.xla_compile_cache import XlaCompileCache
-    XlaCompileCache.open(PROG, log=_log)   # before the first compile; kept for the process
     from t2t_revival.decode.decoder import Decoder
     from t2t_revival.decode.search_memory import check_decode_fits
     phase("imported")
