@@ -392,13 +392,13 @@ def test_the_exporters_refuse_what_they_cannot_fix_before_loading(runs, tmp_path
 
     pytest.importorskip("ctranslate2")
     for export, name, allowed in ((export_saved_model, "SavedModel",
-                                   "early_stop, alignments, alignment_layer, alignment_heads, "
-                                   "max_constraint_tokens"),
-                                  (export_ctranslate2, "CTranslate2", "batch_size")):
+                                   "length_penalty, extra_length, early_stop, alignments, "
+                                   "alignment_layer, alignment_heads, max_constraint_tokens"),
+                                  (export_ctranslate2, "CTranslate2", "extra_length, batch_size")):
         for settings in ("sampling=true,top_p=0.9", "long_inputs=refuse",
                          "batch_tokens=512", "return_beams=true", "sampling=true,samples_per_input=3"):
             with pytest.raises(UserError, match=f"the {name} export fixes only beam_size, "
-                                                f"alpha, extra_length, {allowed} "):
+                                                f"alpha, {allowed} "):
                 export(runs["a"], decode_overrides=parse_decode_hparams(settings),
                        export_dir=str(tmp_path / "e"))
         with pytest.raises(UserError, match="belongs to the training directory"):

@@ -41,7 +41,7 @@ from keras import ops
 
 from t2t_revival.decode.lexical_constraints import (advance, all_met, allocate_banks,
                                                     phrase_tables)
-from t2t_revival.settings.decode_choices import EARLY_STOP_RULES
+from t2t_revival.settings.decode_choices import EARLY_STOP_RULES, LENGTH_PENALTIES
 from t2t_revival.layers.sentence_cache import map_cache, map_caches
 from t2t_revival.special_ids import EOS_ID, PAD_ID
 
@@ -85,14 +85,21 @@ that has ended reports a dead one. Called where the step is traced, as
 """
 
 
-def length_penalty(length, alpha: float):
-    """GNMT's length penalty ((5 + length) / 6) ** alpha (Wu et al. 2016, eq. 14).
+def length_penalty(length, alpha: float, kind: str = "gnmt"):
+    """GNMT's length penalty ((5 + length) / 6) ** alpha (Wu et al. 2016, eq. 14),
+    or with `kind="power"` length ** alpha (Hugging Face transformers' and
+    CTranslate2's: their `length_penalty` is this alpha).
 
     Finished hypotheses score log_prob / length_penalty(length, alpha), where
     `length` counts the generated tokens including EOS (tensor2tensor's
-    convention). alpha = 0 turns the penalty off.
+    convention; transformers' too, which does not count the decoder's start
+    token). alpha = 0 turns the penalty off. Both grow with the length for
+    alpha >= 0 (the early stop's bound relies on it). `LENGTH_PENALTIES` names
+    the kinds.
     """
     length = ops.cast(length, "float32")
+    if kind == "power":
+        return ops.power(length, alpha)
     return ops.power((5.0 + length) / 6.0, alpha)
 
 
@@ -210,7 +217,7 @@ def beam_search(step: StepFn, cache, batch_size, beam_size: int, alpha: float,
                 return_beams: bool = True, early_stop: str = "exact",
                 resize_cache: Callable[[Any, int], Any] | None = None,
                 on_step: OnStep | None = None, prefix=None, constraints=None,
-                on_choice: OnChoice | None = None):
+                on_choice: OnChoice | None = None, penalty: str = "gnmt"):
     """Beam search with the GNMT length penalty and early stopping.
 
     Args:
@@ -226,6 +233,7 @@ def beam_search(step: StepFn, cache, batch_size, beam_size: int, alpha: float,
         beam_size: beam width (Python int); 1 runs `greedy_search` (as
             tensor2tensor does) and scores its result with the penalty.
         alpha: length penalty exponent, >= 0 (0.6 in the paper).
+        penalty: the length penalty's kind, "gnmt" or "power" (`length_penalty`).
         max_decode_length: the number of positions decoded at most (the
             caller passes input length + extra_length). Hypotheses that reach
             it without EOS are cut there.
@@ -313,6 +321,9 @@ def beam_search(step: StepFn, cache, batch_size, beam_size: int, alpha: float,
     if alpha < 0:
         raise ValueError("alpha must be >= 0 (the early-stop bound assumes the "
                          f"penalty grows with length). Received: alpha={alpha}")
+    if penalty not in LENGTH_PENALTIES:
+        raise ValueError(f"penalty must be one of {', '.join(LENGTH_PENALTIES)}. "
+                         f"Received: penalty={penalty!r}")
     if early_stop not in EARLY_STOP_RULES:
         raise ValueError(f"early_stop must be one of {', '.join(EARLY_STOP_RULES)}. "
                          f"Received: early_stop={early_stop!r}")
@@ -326,13 +337,13 @@ def beam_search(step: StepFn, cache, batch_size, beam_size: int, alpha: float,
         ended = ops.any(ops.equal(seqs, eos_id), axis=1)
         lengths = ops.where(ended, ops.argmax(ops.equal(seqs, eos_id), axis=1) + 1,
                             max_decode_length)
-        scores = log_probs / length_penalty(lengths, alpha)
+        scores = log_probs / length_penalty(lengths, alpha, penalty)
         if return_beams:
             return seqs[:, None, :], scores[:, None]
         return seqs, scores
     k = beam_size
     length = max_decode_length
-    max_penalty = length_penalty(length, alpha)
+    max_penalty = length_penalty(length, alpha, penalty)
 
     if resize_cache is None:
         buffer_lengths = []
@@ -360,11 +371,11 @@ def beam_search(step: StepFn, cache, batch_size, beam_size: int, alpha: float,
         """bool [B]: the batch elements whose result a later step may change."""
         best_live = state["live_log_probs"][:, 0]                               # [B]
         if early_stop == "exact":
-            penalty = max_penalty
+            limit_penalty = max_penalty
         else:  # best_finished: as if EOS came next, certainly
-            penalty = length_penalty(state["index"] + 1, alpha)
+            limit_penalty = length_penalty(state["index"] + 1, alpha, penalty)
         # Highest score any live hypothesis could reach (see the docstring).
-        bound = ops.where(best_live > DEAD, best_live / penalty, -float("inf"))
+        bound = ops.where(best_live > DEAD, best_live / limit_penalty, -float("inf"))
         if return_beams:
             finished = ops.min(state["finished_scores"], axis=1)              # [B]
         else:
@@ -390,7 +401,7 @@ def beam_search(step: StepFn, cache, batch_size, beam_size: int, alpha: float,
         new_cache = _reorder_cache(new_cache, state["cache"], live_parents, k)
 
         # New finished set: the k best of the old finished and the new EOS ones.
-        new_scores = top_log_probs / length_penalty(index + 1, alpha)
+        new_scores = top_log_probs / length_penalty(index + 1, alpha, penalty)
         new_scores = ops.where(ops.logical_and(is_eos, alive), new_scores, NEG_INF)
         finished_scores, finished_seqs, finished_pick = _merge_finished(
             state, new_scores, top_seqs, k)
@@ -434,7 +445,7 @@ def beam_search(step: StepFn, cache, batch_size, beam_size: int, alpha: float,
     result_fields = _RESULT_FIELDS
     if guided:
         state, body = _guided_search(state, step, k, length, alpha, eos_id, prefix,
-                                     constraints, settle, on_step, on_choice)
+                                     constraints, settle, on_step, on_choice, penalty)
         if constraints is not None:
             result_fields += ("live_active", "live_met")
     grow = (buffer_lengths, resize_cache) if buffer_lengths else None
@@ -460,7 +471,7 @@ def beam_search(step: StepFn, cache, batch_size, beam_size: int, alpha: float,
 
 
 def _guided_search(state, step: StepFn, k: int, length: int, alpha: float, eos_id: int,
-                   prefix, constraints, settle, on_step, on_choice):
+                   prefix, constraints, settle, on_step, on_choice, penalty):
     """(state, body) of a beam search with a prefix and/or constraints.
 
     The step's log-probs are computed in full (log-softmax over [B*k, V]);
@@ -570,7 +581,7 @@ def _guided_search(state, step: StepFn, k: int, length: int, alpha: float, eos_i
         eos_seqs = _write_position(_gather_beams(state["live_seqs"], eos_parents),
                                    ops.full_like(eos_parents, eos_id), index, length)
         new_scores = ops.where(eos_scores > DEAD,
-                               eos_scores / length_penalty(index + 1, alpha), NEG_INF)
+                               eos_scores / length_penalty(index + 1, alpha, penalty), NEG_INF)
         finished_scores, finished_seqs, finished_pick = _merge_finished(
             state, new_scores, eos_seqs, k)
         if on_choice is not None:

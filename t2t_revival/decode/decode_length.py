@@ -84,9 +84,11 @@ def padded_length(length, max_length: int):
 def position_limit(position_encoding: str, max_length: int) -> int | None:
     """The longest output the position encoding allows (None: no limit).
 
-    Learned positions have `max_length` rows; sinusoids have no limit.
+    Learned positions have `max_length` rows, and so has Marian's sinusoid
+    table (positions past it fail there: an imported run keeps that limit);
+    the other sinusoids have no limit.
     """
-    return max_length if position_encoding == "learned" else None
+    return max_length if position_encoding in ("learned", "marian_sinusoid") else None
 
 
 def max_decode_length(padded_length, extra_length: int, limit: int | None = None):

@@ -169,12 +169,13 @@ class Decoder(Translator):
                                  temperature=dhp.temperature, top_k=dhp.top_k,
                                  top_p=dhp.top_p,
                                  samples_per_input=samples_per_input or dhp.samples_per_input,
-                                 alpha=dhp.alpha, return_beams=dhp.return_beams)
+                                 alpha=dhp.alpha, penalty=dhp.length_penalty,
+                                 return_beams=dhp.return_beams)
         # A static batch size (the compiled search always has one) lets the
         # search drop the batch elements that have stopped (`beam_search`).
         batch = inputs.shape[0] if inputs.shape[0] is not None else tf.shape(inputs)[0]
         return beam_search(step or self.model.decode_step, cache, batch,
-                           beam_size=dhp.beam_size, alpha=dhp.alpha,
+                           beam_size=dhp.beam_size, alpha=dhp.alpha, penalty=dhp.length_penalty,
                            max_decode_length=max_decode_length,
                            return_beams=dhp.return_beams, early_stop=dhp.early_stop,
                            resize_cache=self.model.resize_cache, on_step=self.on_beam_step,

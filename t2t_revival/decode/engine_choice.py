@@ -36,8 +36,9 @@ def estimated_parameters(hparams: HParams) -> int:
     """The model's weights, about: the shared embedding and each layer's
     attention (4 d_model^2 a block; the decoder has two) and feed-forward
     (2 d_model d_ff) matrices."""
-    d, layers = hparams.d_model, hparams.num_hidden_layers
-    return hparams.vocab_size * d + layers * (12 * d * d + 4 * d * hparams.d_ff)
+    d = hparams.d_model
+    return (hparams.vocab_size * d + hparams.encoder_layers * (4 * d * d + 2 * d * hparams.d_ff)
+            + hparams.decoder_layers * (8 * d * d + 2 * d * hparams.decoder_ffn_width))
 
 
 @dataclasses.dataclass(frozen=True)

@@ -13,10 +13,11 @@ EXPORT_CONFIG = "t2t_export.json"
 """The export's decode settings, written by the exporters."""
 
 # The decode settings each export fixes (t2t-exporter --decode_hparams).
-SAVED_MODEL_FIXES = ("beam_size", "alpha", "extra_length", "early_stop", "alignments",
+SAVED_MODEL_FIXES = ("beam_size", "alpha", "length_penalty", "extra_length", "early_stop",
+                     "alignments",
                      "alignment_layer", "alignment_heads", "max_constraint_tokens")
 CTRANSLATE2_FIXES = ("beam_size", "alpha", "extra_length", "batch_size")
-LITERT_FIXES = ("beam_size", "alpha", "extra_length", "early_stop")
+LITERT_FIXES = ("beam_size", "alpha", "length_penalty", "extra_length", "early_stop")
 
 
 def read_export_settings(export_dir: str, export_format: str) -> dict:

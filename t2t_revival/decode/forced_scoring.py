@@ -20,7 +20,7 @@ from t2t_revival.decode.beam_search import length_penalty
 from t2t_revival.special_ids import PAD_ID
 
 
-def score_targets(model, inputs, targets, alpha: float):
+def score_targets(model, inputs, targets, alpha: float, penalty: str = "gnmt"):
     """Log-probabilities of `targets` given `inputs`, by teacher forcing.
 
     Args:
@@ -31,6 +31,7 @@ def score_targets(model, inputs, targets, alpha: float):
             ending in EOS is scored as a finished hypothesis; a row cut
             without EOS (beam search's fallback at max_decode_length) as it is.
         alpha: the length penalty exponent (beam search's).
+        penalty: the length penalty's kind (`beam_search.length_penalty`).
 
     Returns:
         (log_probs float32 [B], scores float32 [B]): the sum of the target
@@ -45,4 +46,4 @@ def score_targets(model, inputs, targets, alpha: float):
     is_token = ops.not_equal(targets, PAD_ID)                                  # [B, T]
     total = ops.sum(ops.where(is_token, token_log_probs, 0.0), axis=1)         # [B]
     lengths = ops.sum(ops.cast(is_token, "int32"), axis=1)                     # [B]
-    return total, total / length_penalty(lengths, alpha)
+    return total, total / length_penalty(lengths, alpha, penalty)

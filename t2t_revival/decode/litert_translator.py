@@ -136,6 +136,7 @@ class LiteRTTranslator(Translator):
         sequences, _ = beam_search(step, nested_cache(cache), 1,
                                    beam_size=int(self.settings["beam_size"]),
                                    alpha=float(self.settings["alpha"]),
+                                   penalty=self.settings.get("length_penalty", "gnmt"),
                                    max_decode_length=self._limit(len(ids)),
                                    return_beams=False,
                                    early_stop=self.settings["early_stop"])

@@ -33,7 +33,8 @@ class PairScorer:
 
     def _score_batch(self, inputs, targets):
         """inputs [B, S], targets [B, T] -> (log_probs [B], scores [B])."""
-        return score_targets(self.model, inputs, targets, self.decode_hparams.alpha)
+        return score_targets(self.model, inputs, targets, self.decode_hparams.alpha,
+                             self.decode_hparams.length_penalty)
 
     def score(self, pairs: Sequence[tuple[str, str]],
               progress: Callable[[int, int], None] | None = None
@@ -49,8 +50,10 @@ class PairScorer:
         hp, dhp = self.hparams, self.decode_hparams
         sources, targets = [], []
         for line, (source, target) in enumerate(pairs, start=1):
-            for side, text, ids in (("source", source, sources), ("target", target, targets)):
-                ids.append(self.vocab.encode(text) + [EOS_ID])
+            for side, text, ids, encode in (("source", source, sources, self.vocab.encode),
+                                            ("target", target, targets,
+                                             self.vocab.encode_target)):
+                ids.append(encode(text) + [EOS_ID])
                 if len(ids[-1]) > hp.max_length:
                     raise UserError(
                         f"pair {line}: the {side} has {len(ids[-1])} tokens, more than "

@@ -83,7 +83,8 @@ def filter_logits(logits, temperature: float = 1.0, top_k: int = 0, top_p: float
 def sample_search(step: StepFn, cache, batch_size, max_decode_length: int,
                   seed_generator: keras.random.SeedGenerator, temperature: float = 1.0,
                   top_k: int = 0, top_p: float = 1.0, samples_per_input: int = 1,
-                  alpha: float = 0.0, eos_id: int = EOS_ID, return_beams: bool = True):
+                  alpha: float = 0.0, eos_id: int = EOS_ID, return_beams: bool = True,
+                  penalty: str = "gnmt"):
     """Draw `samples_per_input` outputs per input, token by token.
 
     Args:
@@ -99,6 +100,7 @@ def sample_search(step: StepFn, cache, batch_size, max_decode_length: int,
         alpha: length penalty exponent of the scores (as beam search's).
         eos_id: the end-of-sentence id.
         return_beams: True returns every sample; False only the best-scoring.
+        penalty: the length penalty's kind (`beam_search.length_penalty`).
 
     Returns:
         (sequences, scores): with return_beams, sequences int32
@@ -124,7 +126,7 @@ def sample_search(step: StepFn, cache, batch_size, max_decode_length: int,
     seqs, log_probs = token_by_token_search(step, cache, rows, length, draw, eos_id)
     ended = ops.any(ops.equal(seqs, eos_id), axis=1)                          # [B*n]
     lengths = ops.where(ended, ops.argmax(ops.equal(seqs, eos_id), axis=1) + 1, length)
-    scores = ops.reshape(log_probs / length_penalty(lengths, alpha), (-1, n))  # [B, n]
+    scores = ops.reshape(log_probs / length_penalty(lengths, alpha, penalty), (-1, n))  # [B, n]
     seqs = ops.reshape(seqs, (-1, n, length))                                 # [B, n, L]
     scores, order = ops.top_k(scores, n)                                      # best first
     order = ops.cast(order, "int32")

@@ -39,8 +39,8 @@ _KEPT_TOKEN_BYTES = 4 + 8
 
 def row_bytes(hparams: HParams, decode_length: int) -> int:
     """Memory of one search row decoding up to `decode_length` positions."""
-    cache = 2 * hparams.num_hidden_layers * decode_length * hparams.d_model * _FLOAT
-    logits = _LOGIT_COPIES * hparams.vocab_size * _FLOAT
+    cache = 2 * hparams.decoder_layers * decode_length * hparams.d_model * _FLOAT
+    logits = _LOGIT_COPIES * hparams.output_vocab_size * _FLOAT
     tokens = 2 * decode_length * _FLOAT
     return cache + logits + tokens
 

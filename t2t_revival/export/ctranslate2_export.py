@@ -52,6 +52,7 @@ import shutil
 import numpy as np
 
 from t2t_revival.settings.decode_hparams import DecodeOverrides
+from t2t_revival.settings.hparams import HParams
 from t2t_revival.decode.decode_length import longest_decode_length
 from t2t_revival.errors import UserError
 from t2t_revival.decode.ctranslate2_translator import INSTALL_HINT
@@ -92,6 +93,13 @@ def _sinusoid_table(layer, num_positions: int, d_model: int) -> np.ndarray:
     return _numpy(float32(np.zeros((1, num_positions, d_model), np.float32)))
 
 
+_NOT_EXPORTED = ("attention_bias", "final_logits_bias", "num_encoder_layers",
+                 "num_decoder_layers", "decoder_d_ff", "tie_output_projection",
+                 "target_vocab_size")
+"""Model switches this export does not write yet (Marian's: refused by name)."""
+_DEFAULTS = HParams()
+
+
 def _check_supported(model, hparams) -> None:
     """UserError for what CTranslate2's TransformerSpec cannot express."""
     from t2t_revival.layers.sinusoidal_position_encoding import SinusoidalPositionEncoding
@@ -102,6 +110,8 @@ def _check_supported(model, hparams) -> None:
                         f"({hparams.value_size}): CTranslate2 has one head size")
     if hparams.ffn_activation != "relu":
         problems.append(f"ffn_activation={hparams.ffn_activation!r}")
+    problems += [f"{name}={getattr(hparams, name)!r}" for name in _NOT_EXPORTED
+                 if getattr(hparams, name) != getattr(_DEFAULTS, name)]
     if hparams.position_encoding in ("sinusoid", "t2t_sinusoid") and not (
             isinstance(model.encoder_position, SinusoidalPositionEncoding)
             and model.encoder_position.max_wavelength == 10000.0):
@@ -320,6 +330,12 @@ def export_ctranslate2(output_dir: str, checkpoint_path: str | None = None,
                                                  CTRANSLATE2_FIXES, "CTranslate2")
     hparams = trained.hparams
     _check_supported(trained.model, hparams)
+    if dhp.length_penalty != "gnmt":
+        raise UserError(f"the CTranslate2 export ranks by GNMT's length penalty (its "
+                        f"translator re-ranks CTranslate2's scores so); export with "
+                        f"--format=saved_model or --format=litert for "
+                        f"length_penalty={dhp.length_penalty}. Received: length_penalty="
+                        f"{dhp.length_penalty}")
     pieces = _vocabulary_pieces(trained.vocab, hparams.vocab_size)
     num_positions = longest_decode_length(hparams.max_length, dhp.extra_length,
                                           hparams.position_encoding)

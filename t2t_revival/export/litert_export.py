@@ -111,6 +111,7 @@ def export_litert(output_dir: str, checkpoint_path: str | None = None,
         "step": step,
         "beam_size": dhp.beam_size,
         "alpha": dhp.alpha,
+        "length_penalty": dhp.length_penalty,
         "extra_length": dhp.extra_length,
         "early_stop": dhp.early_stop,
         # Inputs longer than this (EOS included) are cut to it, as by t2t-decoder.

@@ -42,11 +42,14 @@ class BeamGraph:
     Args:
         beam_size: k, the search's beam.
         alpha: its length penalty exponent (the scores of finished nodes).
+        penalty: the length penalty's kind (`beam_search.length_penalty`).
         eos_id: the end-of-sentence id.
     """
 
-    def __init__(self, beam_size: int, alpha: float, eos_id: int = EOS_ID):
+    def __init__(self, beam_size: int, alpha: float, eos_id: int = EOS_ID,
+                 penalty: str = "gnmt"):
         self.beam_size, self.alpha, self.eos_id = beam_size, alpha, eos_id
+        self.penalty = penalty
         self.choices: list[dict] = []
         """Each step's choice (`OnChoice`), row 0, as numpy arrays."""
 
@@ -58,7 +61,7 @@ class BeamGraph:
 
     def score(self, log_prob: float, step: int) -> float:
         """A hypothesis ended by EOS at `step`: log_prob / length_penalty(step + 1)."""
-        return float(log_prob / float(length_penalty(step + 1, self.alpha)))
+        return float(log_prob / float(length_penalty(step + 1, self.alpha, self.penalty)))
 
     def build(self, max_decode_length: int, sequences: Sequence[Sequence[int]],
               scores: Sequence[float], piece: Callable[[int], str]) -> dict:

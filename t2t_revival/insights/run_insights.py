@@ -79,7 +79,7 @@ class RunInsights:
                 "model": record.model, "hparams_set": record.hparams_set,
                 "checkpoint": self.trained.checkpoint_path,
                 "vocabulary": self.trained.vocab.kind,
-                "layers": {"encoder": hp.num_hidden_layers, "decoder": hp.num_hidden_layers},
+                "layers": {"encoder": hp.encoder_layers, "decoder": hp.decoder_layers},
                 "heads": hp.num_heads, "max_length": hp.max_length,
                 "settings": {"beam_size": dhp.beam_size, "alpha": dhp.alpha,
                              "extra_length": dhp.extra_length, "early_stop": dhp.early_stop}}
@@ -142,7 +142,7 @@ class RunInsights:
             if unmet:
                 raise UserError(f"the prefix or constraints cannot be met: {unmet[0]}")
             extra = guides.tensors([0], limit)
-        graph = self._graph = BeamGraph(dhp.beam_size, dhp.alpha)
+        graph = self._graph = BeamGraph(dhp.beam_size, dhp.alpha, penalty=dhp.length_penalty)
         inputs = tf.constant([ids + [PAD_ID] * (length - len(ids))], tf.int32)
         sequences, scores = search(inputs, tf.constant(limit, tf.int32), extra)
         sequences, scores = np.asarray(sequences)[0], np.asarray(scores)[0]   # [k, L], [k]

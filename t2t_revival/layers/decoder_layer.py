@@ -25,6 +25,8 @@ class DecoderLayer(keras.layers.Layer):
         relu_dropout: dropout inside the feed-forward network.
         norm_type: "post" or "pre".
         layer_norm_epsilon: LayerNorm epsilon.
+        ffn_activation: the feed-forward network's activation ("relu", "swish", "gelu").
+        attention_bias: biases in the attention projections.
 
     Call arguments:
         x: `[batch, length, d_model]` target-side inputs.
@@ -63,8 +65,11 @@ class DecoderLayer(keras.layers.Layer):
 
     def __init__(self, num_heads, key_size, value_size, d_ff, dropout=0.0,
                  attention_dropout=0.0, relu_dropout=0.0, norm_type="post",
-                 layer_norm_epsilon=1e-6, **kwargs):
+                 layer_norm_epsilon=1e-6, ffn_activation="relu", attention_bias=False,
+                 **kwargs):
         super().__init__(**kwargs)
+        self.ffn_activation = ffn_activation
+        self.attention_bias = attention_bias
         self.num_heads = num_heads
         self.key_size = key_size
         self.value_size = value_size
@@ -86,15 +91,18 @@ class DecoderLayer(keras.layers.Layer):
 
         self.self_attention = MultiHeadAttention(
             self.num_heads, self.key_size, self.value_size, self.attention_dropout,
-            self_attention=True, name="self_attention", dtype=policy)
+            self_attention=True, use_bias=self.attention_bias, name="self_attention",
+            dtype=policy)
         self.self_attention.build(input_shape)
         self.self_attention_norm = norm("self_attention_norm")
         self.cross_attention = MultiHeadAttention(
             self.num_heads, self.key_size, self.value_size, self.attention_dropout,
-            self_attention=False, name="cross_attention", dtype=policy)
+            self_attention=False, use_bias=self.attention_bias, name="cross_attention",
+            dtype=policy)
         self.cross_attention.build(input_shape)
         self.cross_attention_norm = norm("cross_attention_norm")
-        self.ffn = FeedForwardNetwork(self.d_ff, self.relu_dropout, name="ffn", dtype=policy)
+        self.ffn = FeedForwardNetwork(self.d_ff, self.relu_dropout, activation=self.ffn_activation,
+            name="ffn", dtype=policy)
         self.ffn.build(input_shape)
         self.ffn_norm = norm("ffn_norm")
         self.residual_dropout = Dropout(self.dropout, dtype=policy)
@@ -183,5 +191,6 @@ class DecoderLayer(keras.layers.Layer):
             "dropout": self.dropout, "attention_dropout": self.attention_dropout,
             "relu_dropout": self.relu_dropout, "norm_type": self.norm_type,
             "layer_norm_epsilon": self.layer_norm_epsilon,
+            "ffn_activation": self.ffn_activation, "attention_bias": self.attention_bias,
         })
         return config

@@ -23,6 +23,8 @@ class EncoderLayer(keras.layers.Layer):
         relu_dropout: dropout inside the feed-forward network.
         norm_type: "post" or "pre".
         layer_norm_epsilon: LayerNorm epsilon.
+        ffn_activation: the feed-forward network's activation ("relu", "swish", "gelu").
+        attention_bias: biases in the attention projections.
 
     Call arguments:
         x: `[batch, length, d_model]`.
@@ -38,8 +40,11 @@ class EncoderLayer(keras.layers.Layer):
 
     def __init__(self, num_heads, key_size, value_size, d_ff, dropout=0.0,
                  attention_dropout=0.0, relu_dropout=0.0, norm_type="post",
-                 layer_norm_epsilon=1e-6, **kwargs):
+                 layer_norm_epsilon=1e-6, ffn_activation="relu", attention_bias=False,
+                 **kwargs):
         super().__init__(**kwargs)
+        self.ffn_activation = ffn_activation
+        self.attention_bias = attention_bias
         self.num_heads = num_heads
         self.key_size = key_size
         self.value_size = value_size
@@ -54,12 +59,14 @@ class EncoderLayer(keras.layers.Layer):
         policy = self.dtype_policy
         self.self_attention = MultiHeadAttention(
             self.num_heads, self.key_size, self.value_size, self.attention_dropout,
-            self_attention=True, name="self_attention", dtype=policy)
+            self_attention=True, use_bias=self.attention_bias, name="self_attention",
+            dtype=policy)
         self.self_attention.build(input_shape)
         self.self_attention_norm = keras.layers.LayerNormalization(
             epsilon=self.layer_norm_epsilon, name="self_attention_norm", dtype=policy)
         self.self_attention_norm.build(input_shape)
-        self.ffn = FeedForwardNetwork(self.d_ff, self.relu_dropout, name="ffn", dtype=policy)
+        self.ffn = FeedForwardNetwork(self.d_ff, self.relu_dropout, activation=self.ffn_activation,
+            name="ffn", dtype=policy)
         self.ffn.build(input_shape)
         self.ffn_norm = keras.layers.LayerNormalization(
             epsilon=self.layer_norm_epsilon, name="ffn_norm", dtype=policy)
@@ -97,5 +104,6 @@ class EncoderLayer(keras.layers.Layer):
             "dropout": self.dropout, "attention_dropout": self.attention_dropout,
             "relu_dropout": self.relu_dropout, "norm_type": self.norm_type,
             "layer_norm_epsilon": self.layer_norm_epsilon,
+            "ffn_activation": self.ffn_activation, "attention_bias": self.attention_bias,
         })
         return config

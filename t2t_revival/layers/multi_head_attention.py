@@ -16,7 +16,8 @@ class MultiHeadAttention(keras.layers.Layer):
 
     `softmax(Q K^T / sqrt(d_k)) V` over `num_heads` heads, with separate per-head
     query/key size `key_size` (d_k) and value size `value_size` (d_v), as Table 3
-    rows A and B vary them. No biases in the projections (tensor2tensor's choice).
+    rows A and B vary them. No biases in the projections (tensor2tensor's choice)
+    unless `use_bias` (Marian's and Hugging Face's models have them).
 
     Self-attention (`self_attention=True`) projects queries, keys and values with
     one fused `[d_model, h*(2*d_k + d_v)]` matrix. Encoder-decoder attention
@@ -34,6 +35,7 @@ class MultiHeadAttention(keras.layers.Layer):
         self_attention: True for self-attention (fused QKV), False for
             attention over a `memory` (encoder-decoder attention).
         kernel_initializer: initializer of the projection matrices.
+        use_bias: biases in the query, key, value and output projections.
 
     Call arguments:
         query: `[batch, query_length, d_model]`.
@@ -63,8 +65,10 @@ class MultiHeadAttention(keras.layers.Layer):
     """
 
     def __init__(self, num_heads, key_size, value_size, dropout=0.0,
-                 self_attention=True, kernel_initializer="glorot_uniform", **kwargs):
+                 self_attention=True, kernel_initializer="glorot_uniform", use_bias=False,
+                 **kwargs):
         super().__init__(**kwargs)
+        self.use_bias = use_bias
         self.num_heads = num_heads
         self.key_size = key_size
         self.value_size = value_size
@@ -75,7 +79,7 @@ class MultiHeadAttention(keras.layers.Layer):
     def build(self, input_shape):
         d_model = input_shape[-1]
         h, dk, dv = self.num_heads, self.key_size, self.value_size
-        dense = dict(use_bias=False, dtype=self.dtype_policy,
+        dense = dict(use_bias=self.use_bias, dtype=self.dtype_policy,
                      kernel_initializer=self.kernel_initializer)
         if self.self_attention:
             self.qkv_dense = keras.layers.Dense(h * (2 * dk + dv), name="qkv", **dense)
@@ -200,6 +204,7 @@ class MultiHeadAttention(keras.layers.Layer):
             "value_size": self.value_size,
             "dropout": self.dropout,
             "self_attention": self.self_attention,
+            "use_bias": self.use_bias,
             "kernel_initializer": keras.initializers.serialize(self.kernel_initializer),
         })
         return config

@@ -5,6 +5,8 @@ import math
 import keras
 from keras import ops
 
+LAYOUTS = ("paper", "t2t", "marian")
+
 
 @keras.saving.register_keras_serializable(package="t2t_revival")
 class SinusoidalPositionEncoding(keras.layers.Layer):
@@ -13,11 +15,13 @@ class SinusoidalPositionEncoding(keras.layers.Layer):
     Sines and cosines are interleaved as in the paper's formula. No weights.
     `layout="t2t"` is tensor2tensor's `get_timing_signal_1d` instead: all d/2
     sines, then all d/2 cosines, of timescales `10000^(i / (d/2 - 1))`,
-    i = 0 .. d/2-1 (T2T checkpoints were trained with it).
+    i = 0 .. d/2-1 (T2T checkpoints were trained with it). `layout="marian"`
+    is Marian's (and Hugging Face's `MarianSinusoidalPositionalEmbedding`):
+    the paper's frequencies, all d/2 sines, then all d/2 cosines.
 
     Args:
         max_wavelength: the 10000 of the formula.
-        layout: "paper" or "t2t".
+        layout: "paper", "t2t" or "marian".
 
     Call arguments:
         inputs: `[batch, length, d_model]` (only its shape is read).
@@ -35,8 +39,8 @@ class SinusoidalPositionEncoding(keras.layers.Layer):
 
     def __init__(self, max_wavelength=10000.0, layout="paper", **kwargs):
         super().__init__(**kwargs)
-        if layout not in ("paper", "t2t"):
-            raise ValueError(f"SinusoidalPositionEncoding layout must be 'paper' or 't2t'. "
+        if layout not in LAYOUTS:
+            raise ValueError(f"SinusoidalPositionEncoding layout must be one of {LAYOUTS}. "
                              f"Received: layout={layout!r}")
         self.max_wavelength = max_wavelength
         self.layout = layout
@@ -60,6 +64,9 @@ class SinusoidalPositionEncoding(keras.layers.Layer):
         inv_freq = ops.exp(ops.arange(0, d_model, 2, dtype="float32")
                            * (-math.log(self.max_wavelength) / d_model))
         angle = position[..., None] * inv_freq  # (T, D/2) or (B, T, D/2)
+        if self.layout == "marian":
+            return ops.cast(ops.concatenate([ops.sin(angle), ops.cos(angle)], axis=-1),
+                            self.compute_dtype)  # (T, D) or (B, T, D)
         pe = ops.stack([ops.sin(angle), ops.cos(angle)], axis=-1)  # (..., T, D/2, 2)
         # (T, D) or (B, T, D), interleaved sin, cos
         pe = ops.reshape(pe, tuple(ops.shape(angle)[:-1]) + (d_model,))

@@ -20,6 +20,14 @@ would add 4 d_model per attention, about 0.1M); the paper's En-De vocabulary
 is "about 37000" BPE tokens, and its exact size (so the embedding's share)
 is not given; and the paper does not say how it counted (e.g. whether the
 shared matrix is counted once or three times; we count it once).
+
+The variants of tensor2tensor checkpoints (t2t-import):
+`multiply_embedding_mode`, `zero_pad_embedding`, `target_space_embedding` and
+the `t2t_sinusoid` positions; of Marian's (OPUS-MT, t2t-import --marian_dir):
+`ffn_activation`, `attention_bias`, `final_logits_bias`, the `marian_sinusoid`
+positions, encoder and decoder depths and FFN widths of their own, separate
+vocabularies (`target_vocab_size`) with a tied or untied projection, and
+`emit_pad` (searches never choose PAD).
 """
 
 from __future__ import annotations
@@ -53,9 +61,8 @@ class Transformer(keras.Model):
     an output projection of their own); sinusoidal or learned positions (3.5,
     Table 3 row E); residual dropout on every sub-layer output and on the sums
     of embeddings and positions (5.4); post-LN as the paper or pre-LN with a
-    final LayerNorm (`norm_type`). The variants of tensor2tensor checkpoints
-    (t2t-import): `multiply_embedding_mode`, `zero_pad_embedding`,
-    `target_space_embedding` and the `t2t_sinusoid` positions.
+    final LayerNorm (`norm_type`); the variants of tensor2tensor's and
+    Marian's checkpoints (the module docstring).
 
     Token ids: PAD = 0, EOS = 1. `encoder_padding` is float32 `[batch, S]`
     with 1.0 at PAD positions of the source and 0.0 elsewhere
@@ -107,13 +114,17 @@ class Transformer(keras.Model):
 
         layer_args = dict(
             num_heads=hp.num_heads, key_size=hp.key_size, value_size=hp.value_size,
-            d_ff=hp.d_ff, dropout=hp.dropout, attention_dropout=hp.attention_dropout,
+            dropout=hp.dropout, attention_dropout=hp.attention_dropout,
             relu_dropout=hp.relu_dropout, norm_type=hp.norm_type,
-            layer_norm_epsilon=hp.layer_norm_epsilon, dtype=policy)
-        self.encoder_layers = [EncoderLayer(name=f"encoder_layer_{i}", **layer_args)
-                               for i in range(hp.num_hidden_layers)]
-        self.decoder_layers = [DecoderLayer(name=f"decoder_layer_{i}", **layer_args)
-                               for i in range(hp.num_hidden_layers)]
+            layer_norm_epsilon=hp.layer_norm_epsilon, ffn_activation=hp.ffn_activation,
+            attention_bias=hp.attention_bias, dtype=policy)
+        self.encoder_layers = [EncoderLayer(name=f"encoder_layer_{i}", d_ff=hp.d_ff, **layer_args)
+                               for i in range(hp.encoder_layers)]
+        self.decoder_layers = [DecoderLayer(name=f"decoder_layer_{i}", d_ff=hp.decoder_ffn_width,
+                                            **layer_args) for i in range(hp.decoder_layers)]
+        self.logits_bias = self.add_weight(
+            name="final_logits_bias", shape=(hp.output_vocab_size,), initializer="zeros",
+            dtype="float32") if hp.final_logits_bias else None
         self.encoder_final_norm, self.decoder_final_norm = (
             keras.layers.LayerNormalization(epsilon=hp.layer_norm_epsilon, name=name,
                                             dtype=policy)
@@ -159,19 +170,18 @@ class Transformer(keras.Model):
     # ---- the three stages -------------------------------------------------
     def _embed(self, embedding, position, ids, start_index=0, positions=None,
                training=False, source=False):
-        x = embedding(ids)  # (B, T, D)
-        if source and self.target_space_embedding is not None:
-            x = x + self.target_space_embedding(  # T2T's row of the target space: (1, D)
-                ops.full((1,), self.hparams.target_space_id, "int32"))
-        # (T, D), or (B, T, D) for per-segment `positions` [B, T]
-        x = x + position(x, start_index=start_index, positions=positions)
+        x = _embedded(self, embedding, position, ids, start_index, positions, source)
         return self.embedding_dropout(x, training=training)
 
     def _logits(self, x):
         """`[batch, T, d_model]` -> float32 logits `[batch, T, vocab_size]`."""
         if self.output_projection is None:
-            return self.shared_embedding.project(x)
-        return ops.cast(self.output_projection(x), "float32")
+            logits = (self.shared_embedding or self.target_embedding).project(x)
+        else:
+            logits = ops.cast(self.output_projection(x), "float32")
+        if self.logits_bias is not None:
+            logits = logits + self.logits_bias
+        return logits
 
     def encode(self, inputs, training=False, segmentation=None, position=None,
                return_attention=False):
@@ -335,7 +345,8 @@ class Transformer(keras.Model):
                 cache_index=index)
         if self.decoder_final_norm is not None:
             x = self.decoder_final_norm(x)
-        return self._logits(x)[:, 0], new_cache  # (B, V)
+        logits = self._logits(x)[:, 0]  # (B, V)
+        return logits if self.hparams.emit_pad else _without_pad(logits), new_cache
 
 
 def _decoder_masks(decoder_input, encoder_padding, segmentation, encoder_segmentation):
@@ -364,22 +375,47 @@ def cross_mask(encoder_padding):
     return (encoder_padding < 0.5)[:, None, None, :]
 
 
+_BANNED_LOGIT = -1e9
+"""The logit of PAD in `decode_step` with `emit_pad` false (what the attention
+masks with too: far below any real logit, finite in float32)."""
+
+
+def _without_pad(logits):
+    """float32 `[B, V]` logits with PAD's set to `_BANNED_LOGIT`."""
+    return ops.where(ops.arange(ops.shape(logits)[-1]) == PAD_ID,
+                     ops.cast(_BANNED_LOGIT, logits.dtype), logits)
+
+
+def _embedded(model, embedding, position, ids, start_index, positions, source):
+    """Token embeddings plus positions (and, on the source side, tensor2tensor's
+    target space row) of `ids` int32 `[B, T]`: `[B, T, D]`, before dropout."""
+    x = embedding(ids)  # (B, T, D)
+    if source and model.target_space_embedding is not None:
+        x = x + model.target_space_embedding(  # T2T's row of the target space: (1, D)
+            ops.full((1,), model.hparams.target_space_id, "int32"))
+    # (T, D), or (B, T, D) for per-segment `positions` [B, T]
+    return x + position(x, start_index=start_index, positions=positions)
+_SINUSOID_LAYOUTS = {"sinusoid": "paper", "t2t_sinusoid": "t2t", "marian_sinusoid": "marian"}
+
+
 def _positions(hp: HParams, policy):
     """(encoder, decoder) positions: learned tables of max_length rows each,
-    or one sinusoid (the paper's layout, or tensor2tensor's) for both."""
+    or one sinusoid (the paper's layout, tensor2tensor's or Marian's) for both."""
     if hp.position_encoding == "learned":
         return tuple(PositionEmbedding(hp.max_length, name=name, dtype=policy)
                      for name in ("encoder_position", "decoder_position"))
     sinusoid = SinusoidalPositionEncoding(
-        layout="t2t" if hp.position_encoding == "t2t_sinusoid" else "paper",
-        name="position_encoding", dtype=policy)
+        layout=_SINUSOID_LAYOUTS[hp.position_encoding], name="position_encoding",
+        dtype=policy)
     return sinusoid, sinusoid
 
 
 def _embeddings(hp: HParams, policy):
     """(shared, source, target, output projection, target space) embedding
     layers of `hp`: shared is None unless `hp.shared_embedding` (then source
-    and target are it and the projection None); target space None unless
+    and target are it and the projection None); the projection None too with
+    `hp.tie_output_projection` (the target embedding's matrix projects); the
+    target side has `hp.output_vocab_size` rows; target space None unless
     `hp.target_space_embedding` (32 rows: tensor2tensor's target spaces)."""
     args = dict(scale=hp.multiply_embedding_mode == "sqrt_depth",
                 zero_pad=hp.zero_pad_embedding, pad_id=PAD_ID, dtype=policy)
@@ -388,7 +424,8 @@ def _embeddings(hp: HParams, policy):
     if hp.shared_embedding:
         shared = TokenEmbedding(hp.vocab_size, hp.d_model, name="shared_embedding", **args)
         return shared, shared, shared, None, space
+    projection = None if hp.tie_output_projection else keras.layers.Dense(
+        hp.output_vocab_size, use_bias=False, name="output_projection", dtype=policy)
     return (None, TokenEmbedding(hp.vocab_size, hp.d_model, name="source_embedding", **args),
-            TokenEmbedding(hp.vocab_size, hp.d_model, name="target_embedding", **args),
-            keras.layers.Dense(hp.vocab_size, use_bias=False, name="output_projection",
-                               dtype=policy), space)
+            TokenEmbedding(hp.output_vocab_size, hp.d_model, name="target_embedding", **args),
+            projection, space)

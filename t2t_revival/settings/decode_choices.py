@@ -21,6 +21,11 @@ LONG_INPUTS = ("cut", "refuse")
 # "best_finished" (the best finished one beats every live one as it stands).
 EARLY_STOP_RULES = ("exact", "best_finished")
 
+# `length_penalty` (HParams' default, the decode hparams): "gnmt" divides a
+# finished hypothesis's log-probability by ((5 + length) / 6) ** alpha
+# (tensor2tensor), "power" by length ** alpha (transformers, CTranslate2).
+LENGTH_PENALTIES = ("gnmt", "power")
+
 # `xla` in the decode hparams: "auto" (the default) compiles the search with
 # XLA only where its compile time is repaid (`AUTO_XLA_SENTENCES_PER_PROGRAM`),
 # "true" always, "false" never (the uncompiled search: the same translations).

@@ -16,7 +16,8 @@ import typing
 from typing import Any, Mapping
 
 from t2t_revival.settings.decode_choices import (AUTO_LITERT_SENTENCES, CPU_PARALLEL_BATCHES,
-                                                  EARLY_STOP_RULES, check_long_inputs,
+                                                  EARLY_STOP_RULES, LENGTH_PENALTIES,
+                                                  check_long_inputs,
                                                   CPU_PARALLEL_SINGLE_SENTENCES, LITERT_CHOICES,
                                                   XLA_CHOICES)
 from t2t_revival.errors import UserError
@@ -42,6 +43,9 @@ class DecodeHParams:
     alpha: float = 0.6
     """Length penalty alpha: scores are log_prob / ((5 + len) / 6) ** alpha
     (GNMT, tensor2tensor; paper 6.1: 0.6; parsing 0.3)."""
+    length_penalty: str = "gnmt"
+    """The penalty alpha is the exponent of: "gnmt", ((5 + len) / 6) ** alpha;
+    "power", len ** alpha (transformers' `length_penalty`, CTranslate2's)."""
     extra_length: int = 50
     """max_decode_length = input length + extra_length (6.1: 50; parsing 300)."""
     batch_size: int = 32
@@ -200,7 +204,7 @@ class DecodeHParams:
                      overrides: DecodeOverrides | None = None) -> "DecodeHParams":
         """Defaults from the resolved `hparams`, then the parsed `--decode_hparams`."""
         base = cls(beam_size=hparams.beam_size, alpha=hparams.alpha,
-                   extra_length=hparams.extra_length)
+                   length_penalty=hparams.length_penalty, extra_length=hparams.extra_length)
         return dataclasses.replace(base, **dict(overrides or {}))
 
 
@@ -225,7 +229,7 @@ def _values(s: DecodeHParams) -> None:
     """Each value in its range (`setting_ranges`) or among its choices."""
     check_settings(s, "decode hparam", DecodeHParamsError)
     check_long_inputs(s.long_inputs, "decode hparam 'long_inputs'", DecodeHParamsError)
-    for name, choices in (("early_stop", EARLY_STOP_RULES),
+    for name, choices in (("early_stop", EARLY_STOP_RULES), ("length_penalty", LENGTH_PENALTIES),
                           ("xla", XLA_CHOICES), ("litert", LITERT_CHOICES)):
         if getattr(s, name) not in choices:
             raise DecodeHParamsError(

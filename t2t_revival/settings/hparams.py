@@ -20,16 +20,18 @@ from typing import Any, ClassVar
 from t2t_revival.errors import UserError
 from t2t_revival.files.json_record import JsonRecord
 from t2t_revival.registry import closest
+from t2t_revival.settings.decode_choices import LENGTH_PENALTIES
 from t2t_revival.settings.t2t_hparam_names import T2T_NAMES, is_t2t_name, to_ours, value_type
 from t2t_revival.settings.typed_settings import check_settings, from_json_value, parse_typed_pairs
 
 # Choices for enumerated string fields.
 _CHOICES = {
     "norm_type": ("post", "pre"),
-    "position_encoding": ("sinusoid", "learned", "t2t_sinusoid"),
+    "position_encoding": ("sinusoid", "learned", "t2t_sinusoid", "marian_sinusoid"),
     "multiply_embedding_mode": ("sqrt_depth", "none"),
     "mixed_precision": ("float32", "mixed_bfloat16", "mixed_float16"),
-    "ffn_activation": ("relu",),
+    "ffn_activation": ("relu", "swish", "gelu"),
+    "length_penalty": LENGTH_PENALTIES,
 }
 
 
@@ -53,10 +55,18 @@ class HParams(JsonRecord):
     # ---- Model (section 3, Table 3) ----
     num_hidden_layers: int = 6
     """N: identical layers in the encoder and in the decoder (section 3.1)."""
+    num_encoder_layers: int = 0
+    """Layers of the encoder; 0 means num_hidden_layers (tensor2tensor's and
+    Marian's `encoder_layers`)."""
+    num_decoder_layers: int = 0
+    """Layers of the decoder; 0 means num_hidden_layers."""
     d_model: int = 512
     """d_model: width of every sub-layer output and of the embeddings (3.1)."""
     d_ff: int = 2048
     """d_ff: inner width of the position-wise feed-forward network (3.3)."""
+    decoder_d_ff: int = 0
+    """Inner FFN width of the decoder's layers; 0 means d_ff (Marian's
+    `decoder_ffn_dim` where it differs from `encoder_ffn_dim`)."""
     num_heads: int = 8
     """h: parallel attention heads (3.2.2)."""
     d_k: int = 0
@@ -71,7 +81,13 @@ class HParams(JsonRecord):
     relu_dropout: float = 0.1
     """Dropout on the ReLU activations inside the feed-forward network."""
     ffn_activation: str = "relu"
-    """Activation of the feed-forward network: max(0, xW1 + b1)W2 + b2 (3.3)."""
+    """Activation of the feed-forward network: 'relu', max(0, xW1 + b1)W2 + b2
+    (3.3); 'swish' (x sigmoid(x): OPUS-MT's Marian models) or 'gelu' (exact)."""
+    attention_bias: bool = False
+    """Biases in the attention's query, key, value and output projections
+    (Marian and Hugging Face models have them; tensor2tensor's have none)."""
+    final_logits_bias: bool = False
+    """A bias vector added to the output logits (Marian's `final_logits_bias`)."""
     norm_type: str = "post"
     """'post': LayerNorm(x + Sublayer(x)) as in the paper (3.1); 'pre': x +
     Sublayer(LayerNorm(x)), with a final LayerNorm, as later practice."""
@@ -81,11 +97,21 @@ class HParams(JsonRecord):
     """'sinusoid': the fixed sin/cos encodings of 3.5; 'learned': learned
     positional embeddings (Table 3 row E); 't2t_sinusoid': tensor2tensor's
     timing signal (all sines, then all cosines, timescales 1 .. 10000 spread
-    over d_model/2 - 1 steps), which T2T checkpoints were trained with."""
+    over d_model/2 - 1 steps), which T2T checkpoints were trained with;
+    'marian_sinusoid': the paper's frequencies with all sines, then all
+    cosines (Marian's layout), positions limited to max_length (its table's rows)."""
     shared_embedding: bool = True
     """One weight matrix for the source embedding, the target embedding and the
     pre-softmax projection, scaled by sqrt(d_model) on the way in (3.4).
     Needs a shared source/target vocabulary."""
+    tie_output_projection: bool = False
+    """With shared_embedding false: the pre-softmax projection is the target
+    embedding's matrix (transposed), the source embedding one of its own
+    (Marian's separate vocabularies with tied target weights)."""
+    target_vocab_size: int = 0
+    """Rows of the target embedding and output projection when they differ
+    from the source's (separate vocabularies, shared_embedding false); 0
+    means vocab_size."""
     multiply_embedding_mode: str = "sqrt_depth"
     """'sqrt_depth': embeddings are multiplied by sqrt(d_model) on the way in
     (3.4); 'none': taken as they are (tensor2tensor's hparam of that name)."""
@@ -168,6 +194,13 @@ class HParams(JsonRecord):
     """Length penalty alpha of ((5 + len) / 6) ** alpha (6.1: 0.6; parsing 0.3)."""
     extra_length: int = 50
     """Maximum output length = input length + extra_length (6.1: 50; parsing 300)."""
+    length_penalty: str = "gnmt"
+    """How a finished hypothesis's log-probability is divided: 'gnmt',
+    ((5 + length) / 6) ** alpha (Wu et al. 2016, tensor2tensor); 'power',
+    length ** alpha (Hugging Face transformers' `length_penalty` is this alpha)."""
+    emit_pad: bool = True
+    """Whether a search may choose PAD as a token (tensor2tensor's searches
+    may); false bans it, as transformers' `bad_words_ids` does for Marian models."""
 
     # ------------------------------------------------------------------
     def __post_init__(self):
@@ -191,6 +224,26 @@ class HParams(JsonRecord):
     def value_size(self) -> int:
         """Per-head value size d_v (d_model / h unless set)."""
         return self.d_v or self.d_model // self.num_heads
+
+    @property
+    def encoder_layers(self) -> int:
+        """Layers of the encoder (num_hidden_layers unless set)."""
+        return self.num_encoder_layers or self.num_hidden_layers
+
+    @property
+    def decoder_layers(self) -> int:
+        """Layers of the decoder (num_hidden_layers unless set)."""
+        return self.num_decoder_layers or self.num_hidden_layers
+
+    @property
+    def decoder_ffn_width(self) -> int:
+        """Inner FFN width of the decoder (d_ff unless set)."""
+        return self.decoder_d_ff or self.d_ff
+
+    @property
+    def output_vocab_size(self) -> int:
+        """Rows of the target embedding and the logits (vocab_size unless set)."""
+        return self.target_vocab_size or self.vocab_size
 
     # ---- variants, overrides and serialization ----------------------------
     def for_inference(self) -> "HParams":
@@ -281,6 +334,13 @@ def _check_combinations(hp: HParams) -> None:
             "max_length tokens, so batch_size must be at least max_length; raise "
             "batch_size or lower max_length. "
             f"Received: batch_size={hp.batch_size}, max_length={hp.max_length}")
+    if hp.shared_embedding and (hp.tie_output_projection or hp.target_vocab_size
+                                not in (0, hp.vocab_size)):
+        raise HParamsError(
+            "tie_output_projection and a target_vocab_size of its own need "
+            "shared_embedding=false (a shared embedding is already the target's and "
+            f"the projection's). Received: shared_embedding=true, tie_output_projection="
+            f"{str(hp.tie_output_projection).lower()}, target_vocab_size={hp.target_vocab_size}")
     if hp.position_encoding != "learned" and hp.d_model % 2:
         raise HParamsError(
             f"d_model must be even with position_encoding={hp.position_encoding} (sin/cos pairs, "

@@ -66,7 +66,11 @@ RANGES: dict[str, Range] = {
     # The model (HParams, section 3 of the paper).
     "num_hidden_layers": Range(**_POSITIVE_INT, why="layers in each stack"),
     "d_model": Range(**_POSITIVE_INT, why="the model width"),
+    "num_encoder_layers": Range(**_NOT_NEGATIVE, why="encoder layers; 0 is num_hidden_layers"),
+    "num_decoder_layers": Range(**_NOT_NEGATIVE, why="decoder layers; 0 is num_hidden_layers"),
     "d_ff": Range(**_POSITIVE_INT, why="the feed-forward width"),
+    "decoder_d_ff": Range(**_NOT_NEGATIVE, why="the decoder's feed-forward width; 0 is d_ff"),
+    "target_vocab_size": Range(**_NOT_NEGATIVE, why="target embedding rows; 0 is vocab_size"),
     "num_heads": Range(**_POSITIVE_INT, why="attention heads"),
     "d_k": Range(**_NOT_NEGATIVE, why="per-head key size; 0 is d_model / num_heads"),
     "d_v": Range(**_NOT_NEGATIVE, why="per-head value size; 0 is d_model / num_heads"),

@@ -44,9 +44,10 @@ T2T_NAMES: dict[str, str] = {
     "activation_dtype": "mixed_precision",
 }
 """{tensor2tensor's hparam name: ours}. Names that T2T and we share with the
-same meaning (num_hidden_layers, num_heads, attention_dropout, relu_dropout,
-label_smoothing, learning_rate_warmup_steps, max_length, batch_size,
-clip_grad_norm) need no entry."""
+same meaning (num_hidden_layers, num_encoder_layers, num_decoder_layers,
+num_heads, attention_dropout, relu_dropout, label_smoothing,
+learning_rate_warmup_steps, max_length, batch_size, clip_grad_norm) need no
+entry."""
 
 T2T_VALUES: dict[str, dict[Any, Any]] = {
     "layer_preprocess_sequence": {"n": "pre", "none": "post", "": "post"},
@@ -69,8 +70,6 @@ NO_EQUIVALENT: dict[str, str] = {
                                   "learning_rate_cooldown_steps adds a linear decay",
     "learning_rate_decay_steps": "use learning_rate_cooldown_steps (the length of the "
                                  "linear_decay tail)",
-    "num_encoder_layers": "one num_hidden_layers sets both stacks",
-    "num_decoder_layers": "one num_hidden_layers sets both stacks",
     "attention_key_channels": "T2T's is the total over heads; set d_k, per head "
                               "(attention_key_channels / num_heads)",
     "attention_value_channels": "T2T's is the total over heads; set d_v, per head "

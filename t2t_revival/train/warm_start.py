@@ -31,16 +31,24 @@ _MODEL = "model/"
 
 # The hparams that make the model what it is: another value is another model,
 # whether or not its variables' shapes fit.
-ARCHITECTURE = ("num_hidden_layers", "num_heads", "d_model", "d_ff", "d_k", "d_v",
-                "ffn_activation", "norm_type", "position_encoding", "shared_embedding",
-                "vocab_size")
+ARCHITECTURE = ("num_hidden_layers", "num_encoder_layers", "num_decoder_layers", "num_heads",
+                "d_model", "d_ff", "decoder_d_ff", "d_k", "d_v", "ffn_activation",
+                "attention_bias", "final_logits_bias", "norm_type", "position_encoding",
+                "shared_embedding", "tie_output_projection", "vocab_size",
+                "target_vocab_size")
 
 
 def _architecture(hparams: HParams) -> dict:
-    """`ARCHITECTURE`'s values, d_k and d_v resolved (0 means d_model / h)."""
+    """`ARCHITECTURE`'s values, those whose 0 means another's resolved (d_k and
+    d_v: d_model / h; the stacks' depths, the decoder's FFN width, the target
+    vocabulary)."""
     values = {name: getattr(hparams, name) for name in ARCHITECTURE}
     for name in ("d_k", "d_v"):
         values[name] = values[name] or hparams.d_model // hparams.num_heads
+    values.update(num_encoder_layers=hparams.encoder_layers,
+                  num_decoder_layers=hparams.decoder_layers,
+                  decoder_d_ff=hparams.decoder_ffn_width,
+                  target_vocab_size=hparams.output_vocab_size)
     if hparams.position_encoding == "learned":   # a learned position per row
         values["max_length"] = hparams.max_length
     return values
