@@ -22,6 +22,7 @@ root_doc = "README"
 # tests/readme_workflow.py, which run their code blocks after the README's).
 PAGES = ["docs/training", "docs/data", "docs/your-own-data", "docs/decoding",
          "docs/serving", "docs/insights", "docs/parsing", "docs/reproducing", "docs/tensor2tensor",
+         "docs/pretrained",
          "docs/troubleshooting", "docs/benchmarks", "docs/architecture",
          "benchmarks/RESULTS"]
 _HISTORY = os.path.join(os.path.dirname(__file__), os.pardir, "benchmarks", "history")

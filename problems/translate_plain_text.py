@@ -32,7 +32,7 @@ from t2t_revival.data.data_error import DataError
 from t2t_revival.data.sharded_record_writer import ShardedRecordWriter
 from t2t_revival.data.subword_vocabulary import SubwordVocabulary
 from t2t_revival.data.t2t_subword_vocabulary import T2TSubwordVocabulary
-from t2t_revival.data.vocabulary_file import is_t2t_vocabulary
+from t2t_revival.data.vocabulary_file import vocabulary_suffix
 from t2t_revival.data.text2text_problem import Text2TextProblem
 from t2t_revival.data.text_pair_reader import TextPairReader
 from t2t_revival.registry import register_problem
@@ -139,11 +139,12 @@ class TranslatePlainText(Text2TextProblem):
 
     def _make_vocabulary(self, data_dir: str, tmp_dir: str
                          ) -> SubwordVocabulary | T2TSubwordVocabulary:
-        """corpora.json's "vocab" copied into data_dir (a tensor2tensor one as
-        vocab.<name>.subwords), or else a SentencePiece model trained."""
+        """corpora.json's "vocab" copied into data_dir (named by its kind:
+        vocab.<name>.subwords for a tensor2tensor one, .marian.json for a
+        Marian model's tokenizer), or else a SentencePiece model trained."""
         vocab = self._spec().vocab
         if vocab:
-            copy = self.vocab_file_of(data_dir, t2t=is_t2t_vocabulary(vocab))
+            copy = self.vocab_file_of(data_dir, vocabulary_suffix(vocab))
             if not os.path.isfile(copy):
                 copy_atomically(vocab, copy)
                 logging.info("%s: reusing the vocabulary %s", self.name, vocab)

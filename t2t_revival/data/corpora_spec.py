@@ -121,8 +121,9 @@ class CorporaSpec:
             vocab_size = values["vocab_size"]
         elif vocab:
             if not isinstance(vocab, str):
-                raise bad("\"vocab\" must be the path of a SentencePiece .model or a "
-                          "tensor2tensor .subwords vocabulary", f"vocab={vocab!r}")
+                raise bad("\"vocab\" must be the path of a SentencePiece .model, a "
+                          "tensor2tensor .subwords vocabulary or a Marian run's "
+                          "vocab.marian.json", f"vocab={vocab!r}")
             vocab = os.path.join(base, os.path.expanduser(vocab))
             if not os.path.isfile(vocab):
                 raise bad(f"the \"vocab\" file {vocab} {_not_a_file(vocab)}",

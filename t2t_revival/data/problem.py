@@ -13,7 +13,7 @@ from t2t_revival.data.data_error import DataError
 from t2t_revival.data.scored_predictions import ScoredPredictions
 from t2t_revival.data.subword_vocabulary import SubwordVocabulary
 from t2t_revival.data.t2t_subword_vocabulary import T2TSubwordVocabulary
-from t2t_revival.data.vocabulary_file import T2T_SUFFIX, load_vocabulary
+from t2t_revival.data.vocabulary_file import SENTENCEPIECE_SUFFIX, SUFFIXES, load_vocabulary
 from t2t_revival.errors import UserError
 from t2t_revival.registry import snake_case
 from t2t_revival.process.usable_cores import usable_cores
@@ -98,16 +98,18 @@ class Problem:
 
     # ---- files in data_dir --------------------------------------------
     def vocab_file(self, data_dir: str) -> str:
-        """`vocab.<name>.model` (SentencePiece), or `vocab.<name>.subwords`
-        (a tensor2tensor vocabulary the data was encoded with) where that one
-        is there."""
-        t2t = self.vocab_file_of(data_dir, t2t=True)
-        return t2t if os.path.isfile(t2t) else self.vocab_file_of(data_dir, t2t=False)
+        """`vocab.<name>.model` (SentencePiece), or `vocab.<name>.subwords` (a
+        tensor2tensor vocabulary) or `vocab.<name>.marian.json` (a Marian
+        model's tokenizer) that the data was encoded with, where one is there."""
+        for suffix in SUFFIXES:
+            path = self.vocab_file_of(data_dir, suffix)
+            if os.path.isfile(path) or suffix == SENTENCEPIECE_SUFFIX:
+                return path
 
-    def vocab_file_of(self, data_dir: str, t2t: bool) -> str:
-        """`vocab.<name>.subwords` (a tensor2tensor vocabulary datagen encodes
-        with) when `t2t`, else `vocab.<name>.model` (SentencePiece)."""
-        return os.path.join(data_dir, f"vocab.{self.name}{T2T_SUFFIX if t2t else '.model'}")
+    def vocab_file_of(self, data_dir: str, suffix: str = SENTENCEPIECE_SUFFIX) -> str:
+        """`vocab.<name><suffix>` (`vocabulary_file.SUFFIXES`: the kind of
+        vocabulary datagen encodes with)."""
+        return os.path.join(data_dir, f"vocab.{self.name}{suffix}")
 
     def data_files(self, split: str, data_dir: str) -> list[str]:
         """The TFRecord shard paths of `split` ("train" or "dev")."""

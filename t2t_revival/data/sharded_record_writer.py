@@ -147,7 +147,7 @@ def encode_chunk(vocab_file: str, start: int, pairs: list[tuple[str, str]], num_
     kept = [(shard, pair) for shard, pair in zip(shards, pairs) if shard in encode]
     vocab = vocabulary_of(vocab_file)
     src = vocab.encode_batch([s for _, (s, _) in kept], num_threads=1)
-    tgt = vocab.encode_batch([t for _, (_, t) in kept], num_threads=1)
+    tgt = vocab.encode_target_batch([t for _, (_, t) in kept], num_threads=1)
     blobs: dict[int, list[bytes]] = collections.defaultdict(list)
     hists: dict[int, collections.Counter] = collections.defaultdict(collections.Counter)
     for (shard, _), s, t in zip(kept, src, tgt):

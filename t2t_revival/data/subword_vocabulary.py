@@ -13,11 +13,12 @@ import sentencepiece as spm
 
 from t2t_revival.files.atomic_file import write_atomically
 from t2t_revival.data.data_error import DataError
+from t2t_revival.data.shared_sides import SharedSides
 from t2t_revival.run_dir.file_names import VOCAB_FILE
 from t2t_revival.special_ids import EOS_ID, PAD_ID, UNK_ID
 
 
-class SubwordVocabulary:
+class SubwordVocabulary(SharedSides):
     """A shared source/target subword vocabulary backed by a SentencePiece model.
 
     Ids follow the project contract: PAD = 0, EOS = 1, UNK = 2, no BOS. The

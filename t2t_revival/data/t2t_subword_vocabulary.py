@@ -34,6 +34,7 @@ from functools import lru_cache
 from typing import Iterable, Sequence
 
 from t2t_revival.data.data_error import DataError
+from t2t_revival.data.shared_sides import SharedSides
 from t2t_revival.run_dir.file_names import T2T_VOCAB_FILE
 from t2t_revival.special_ids import EOS_ID, PAD_ID
 
@@ -91,7 +92,7 @@ def unescape(piece: str) -> str:
     return _UNESCAPE.sub(replace, piece)
 
 
-class T2TSubwordVocabulary:
+class T2TSubwordVocabulary(SharedSides):
     """A tensor2tensor SubwordTextEncoder vocabulary, shared by source and target.
 
     The same interface as `SubwordVocabulary` (encode, encode_batch, decode,

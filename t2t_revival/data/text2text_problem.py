@@ -15,7 +15,7 @@ from t2t_revival.data.problem import Problem
 from t2t_revival.data.remote_file import RemoteFile, fetch_all
 from t2t_revival.data.sharded_record_writer import ShardedRecordWriter
 from t2t_revival.data.subword_vocabulary import SubwordVocabulary
-from t2t_revival.data.vocabulary_file import load_vocabulary
+from t2t_revival.data.vocabulary_file import SUFFIXES, load_vocabulary
 from t2t_revival.data.text_pair_reader import TextPairReader
 
 
@@ -74,11 +74,10 @@ class Text2TextProblem(Problem):
         data_dir, tmp_dir = str(data_dir), str(tmp_dir)
         os.makedirs(data_dir, exist_ok=True)
         # What a killed run left half-written (its outputs are named after
-        # the problem: `<name>-...`, `<name>.corpora.json`, `vocab.<name>.model`,
-        # `vocab.<name>.subwords`).
+        # the problem: `<name>-...`, `<name>.corpora.json`, `vocab.<name><suffix>`).
         removed = remove_leftover_temporaries(
-            data_dir, (f"{self.name}-", f"{self.name}.", f"vocab.{self.name}.model.",
-                       f"vocab.{self.name}.subwords."))
+            data_dir, (f"{self.name}-", f"{self.name}.",
+                       *(f"vocab.{self.name}{suffix}." for suffix in SUFFIXES)))
         if removed:
             logging.info("%s: removed %d temporary file(s) of an interrupted datagen: %s",
                          self.name, len(removed), ", ".join(removed))

@@ -53,10 +53,11 @@ class SearchGuides:
                  prefixes: Sequence[str] | None = None,
                  constraints: Sequence[Sequence[str]] | None = None):
         self.width = max_constraint_tokens
-        self.prefixes = None if prefixes is None else [vocab.encode(p) if p.strip() else []
+        encode = vocab.encode_target   # target text: the decoder's side
+        self.prefixes = None if prefixes is None else [encode(p) if p.strip() else []
                                                        for p in prefixes]
         self.phrases = None if constraints is None else [
-            [vocab.encode(p) if p.strip() else [] for p in phrases] for phrases in constraints]
+            [encode(p) if p.strip() else [] for p in phrases] for phrases in constraints]
 
     @classmethod
     def of_inputs(cls, vocab, decode_hparams, prefixes: Sequence[str] | None,

@@ -116,7 +116,7 @@ class WordAligner:
         self.heads = dhp.alignment_heads if heads is None else heads
         self.layer = check_alignment_settings(
             dhp.alignment_layer if layer is None else layer, self.heads,
-            hp.num_hidden_layers, hp.num_heads)
+            hp.decoder_layers, hp.num_heads)
         ids = tf.TensorSpec([None, None], tf.int32)
         self.word_attention = tf.function(self._word_attention, autograph=False,
                                           input_signature=[ids] * 4)
@@ -139,7 +139,7 @@ class WordAligner:
         decoder, hp = self.decoder, self.decoder.hparams
         vocab, dhp = decoder.vocab, decoder.decode_hparams
         source_ids = decoder.encode(list(sources))  # cut or refused as the search's
-        target_ids = [cut_line(vocab.encode(o) + [EOS_ID], hp.max_length, EOS_ID)
+        target_ids = [cut_line(vocab.encode_target(o) + [EOS_ID], hp.max_length, EOS_ID)
                       if o.strip() else [] for o in outputs]
         counts = [(len(s.split()), len(o.split())) for s, o in zip(sources, outputs)]
         found: dict[int, np.ndarray] = {}

@@ -40,7 +40,7 @@ def graph_piece_words(tokenizer, ids, words):
     return tf.where(tf.logical_and(token, words[:, None] > 0), index, -1)
 
 
-def graph_alignments(model, layer: int, heads: str, tokenizer, inputs, targets,
+def graph_alignments(model, layer: int, heads: str, tokenizers, inputs, targets,
                      source_lines, target_lines):
     """tf.string `[B]` Pharaoh lines of (source, output) rows.
 
@@ -48,7 +48,8 @@ def graph_alignments(model, layer: int, heads: str, tokenizer, inputs, targets,
         model: the `Transformer`.
         layer, heads: the decode hparams' `alignment_layer` (an index in
             [0, layers)) and `alignment_heads`.
-        tokenizer: the vocabulary's `tf_tokenizer()`.
+        tokenizers: the vocabulary's `tf_tokenizer()` and
+            `tf_target_tokenizer()` (the source's and the outputs' pieces).
         inputs: int32 `[B, S]` the source ids the search read (EOS, PAD).
         targets: int32 `[B, T]` its output ids (EOS, PAD).
         source_lines, target_lines: tf.string `[B]`, the texts whose
@@ -60,8 +61,8 @@ def graph_alignments(model, layer: int, heads: str, tokenizer, inputs, targets,
     _, attention = model.decode(targets, encoder_output, encoder_padding, training=False,
                                 return_attention=True)
     merged = word_attention(combine_heads(attention["cross"], layer, heads),
-                            graph_piece_words(tokenizer, inputs, source_words),
-                            graph_piece_words(tokenizer, targets, target_words))
+                            graph_piece_words(tokenizers[0], inputs, source_words),
+                            graph_piece_words(tokenizers[1], targets, target_words))
     source_of_target = tf.argmax(merged, axis=2, output_type=tf.int32)      # [B, T]
     t = tf.range(tf.shape(source_of_target)[1])
     links = tf.strings.as_string(source_of_target) + "-" + tf.strings.as_string(t)[None, :]

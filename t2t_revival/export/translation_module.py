@@ -95,8 +95,10 @@ class TranslationModule(tf.Module):
         model: the restored `Transformer` (built, weights loaded).
         hparams: its `HParams` (max_length, position_encoding).
         decode_hparams: `DecodeHParams` (beam_size, alpha, extra_length, early_stop).
-        vocab: its vocabulary (`SubwordVocabulary` or `T2TSubwordVocabulary`),
-            whose `tf_tokenizer()` the module holds.
+        vocab: its vocabulary (`load_vocabulary`'s), whose `tf_tokenizer()`
+            (the source side) and `tf_target_tokenizer()` (prefixes,
+            constraints, the outputs; the same one where the sides share
+            it) the module holds.
         xla: compile the encoder and beam search with XLA (see the module doc).
     """
 
@@ -107,18 +109,20 @@ class TranslationModule(tf.Module):
         # object graph; track every weight explicitly so the SavedModel holds them.
         self._weights = model_variables(model)
         self._tokenizer = vocab.tf_tokenizer()
+        self._target_tokenizer = vocab.tf_target_tokenizer(self._tokenizer)
         self._max_length = int(hparams.max_length)
         self._position_limit = decode_length.position_limit(hparams.position_encoding,
                                                             hparams.max_length)
         self._beam_size = int(decode_hparams.beam_size)
         self._alpha = float(decode_hparams.alpha)
+        self._penalty = str(decode_hparams.length_penalty)
         self._extra_length = int(decode_hparams.extra_length)
         self._early_stop = str(decode_hparams.early_stop)
         self._max_constraint_tokens = int(decode_hparams.max_constraint_tokens)
         self._xla = bool(xla)
         self._alignment = (check_alignment_settings(
             decode_hparams.alignment_layer, decode_hparams.alignment_heads,
-            hparams.num_hidden_layers, hparams.num_heads),
+            hparams.decoder_layers, hparams.num_heads),
             decode_hparams.alignment_heads) if decode_hparams.alignments else None
         """(layer, heads) of `translate_with_alignments`, None without it."""
         if self._alignment is not None:
@@ -197,15 +201,16 @@ class TranslationModule(tf.Module):
         batch = ids.shape[0] if ids.shape[0] is not None else tf.shape(ids)[0]
         return beam_search(
             self._model.decode_step, cache, batch, beam_size=self._beam_size,
-            alpha=self._alpha, max_decode_length=max_decode_length, return_beams=beams,
+            alpha=self._alpha, penalty=self._penalty, max_decode_length=max_decode_length,
+            return_beams=beams,
             early_stop=self._early_stop, resize_cache=self._model.resize_cache,
             **search_arguments(guides))
 
     def _guides(self, prefixes, constraints) -> dict:
         """`SearchGuides.tensors`'s of tf.string [B] prefixes and tab-joined phrases."""
-        prefix = self._tokenizer.tokenize(prefixes).to_tensor(default_value=PAD_ID)
+        prefix = self._target_tokenizer.tokenize(prefixes).to_tensor(default_value=PAD_ID)
         phrases = tf.strings.split(constraints, "\t")                          # [B, (p)]
-        tokens = self._tokenizer.tokenize(phrases.flat_values)                 # [P, (t)]
+        tokens = self._target_tokenizer.tokenize(phrases.flat_values)          # [P, (t)]
         first = tf.equal(tf.ragged.range(tokens.row_lengths()), 0)
         ids = phrases.with_values(tokens).merge_dims(1, 2)                      # [B, (c)]
         starts = phrases.with_values(first).merge_dims(1, 2)
@@ -250,8 +255,9 @@ class TranslationModule(tf.Module):
         inputs, _ = cut_to_max_length(tf.pad(tokens, [[0, 0], [0, 1]]), self._max_length,
                                       PAD_ID, EOS_ID)
         layer, heads = self._alignment
-        return graph_alignments(self._model, layer, heads, self._tokenizer, inputs,
-                                sequences, sentences, text)
+        return graph_alignments(self._model, layer, heads, (self._tokenizer,
+                                                            self._target_tokenizer),
+                                inputs, sequences, sentences, text)
 
     @tf.function(input_signature=[tf.TensorSpec([None], tf.string, name="sentences"),
                                   tf.TensorSpec([], tf.int32, name="num_hypotheses")],
@@ -302,7 +308,7 @@ class TranslationModule(tf.Module):
         before_eos = tf.equal(tf.cumsum(tf.cast(tf.equal(flat, EOS_ID), tf.int32),
                                         axis=1), 0)
         keep = tf.logical_and(before_eos, tf.not_equal(flat, PAD_ID))
-        text = self._tokenizer.detokenize(tf.ragged.boolean_mask(flat, keep))
+        text = self._target_tokenizer.detokenize(tf.ragged.boolean_mask(flat, keep))
         # One line each, as t2t-decoder writes them (`text_lines.one_field`).
         text = tf.strings.regex_replace(text, f"[{FIELD_BREAKS}]", " ")
         return tf.reshape(text, tf.shape(scores)), scores, tokens, sequences

@@ -244,6 +244,27 @@ def exchange_paths(a: str, b: str) -> bool:
     raise OSError(code, os.strerror(code), a)
 
 
+@contextlib.contextmanager
+def built_directory(path: str) -> Iterator[str]:
+    """Yield a temporary folder beside `path` (which must be new or an empty
+    folder) to build; on success it becomes `path` (mode 0755), on an error it
+    is removed. What a killed build of `path` left is removed first
+    (`remove_dead_temporaries`): the folder appears whole or not at all."""
+    parent, label = os.path.dirname(os.path.abspath(path)), os.path.basename(path)
+    os.makedirs(parent, exist_ok=True)
+    remove_dead_temporaries(parent, label)
+    temp = temporary_folder(parent, label)
+    try:
+        yield temp
+        os.chmod(temp, 0o755)
+        if os.path.isdir(path):
+            os.rmdir(path)   # empty
+        os.rename(temp, path)
+    except BaseException:
+        shutil.rmtree(temp, ignore_errors=True)
+        raise
+
+
 def replace_directory(tmp: str, path: str) -> None:
     """Make the complete folder `tmp` the folder `path`, removing the old `path`.
 

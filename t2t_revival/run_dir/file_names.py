@@ -5,7 +5,9 @@
       run.json            the run record: problem, model, flags (`RUN_FILE`)
       vocab.model         a copy of the SentencePiece vocabulary (`VOCAB_FILE`), or
       vocab.subwords      a tensor2tensor SubwordTextEncoder vocabulary
-                          (`T2T_VOCAB_FILE`) in a run imported from tensor2tensor
+                          (`T2T_VOCAB_FILE`) in a run imported from tensor2tensor, or
+      vocab.marian.json   a Marian model's tokenizer (`MARIAN_VOCAB_FILE`) in a run
+                          imported from Hugging Face's format (OPUS-MT)
       checkpoint          TensorFlow's index of the checkpoints below
       ckpt-<step>.*       training checkpoints (`CHECKPOINT_PREFIX`)
       averaged/ckpt-<step>.*   t2t-avg-checkpoints' output (`AVERAGED_DIR`)
@@ -30,6 +32,9 @@ VOCAB_FILE = "vocab.model"
 T2T_VOCAB_FILE = "vocab.subwords"
 """A tensor2tensor SubwordTextEncoder vocabulary (one quoted subtoken a line),
 in place of VOCAB_FILE in a run imported from tensor2tensor (t2t-import)."""
+MARIAN_VOCAB_FILE = "vocab.marian.json"
+"""A Marian model's tokenizer (`MarianVocabulary`: its SentencePiece models and
+vocabulary), in place of VOCAB_FILE in a run imported by t2t-import --marian_dir."""
 CHECKPOINT_PREFIX = "ckpt"
 AVERAGED_DIR = "averaged"
 BEST_DIR = "best"

@@ -3,11 +3,10 @@
 from __future__ import annotations
 
 import os
-import shutil
 from typing import Callable
 
 from t2t_revival.errors import UserError
-from t2t_revival.files.atomic_file import remove_dead_temporaries, temporary_folder
+from t2t_revival.files.atomic_file import built_directory
 from t2t_revival.run_dir.file_names import T2T_VOCAB_FILE, checkpoint_step
 from t2t_revival.run_dir.run_record import RunRecord
 from t2t_revival.t2t_import.hparams_from_t2t import hparams_from_t2t, modality
@@ -27,7 +26,8 @@ def vocabulary_lines(vocab_file: str) -> int:
                         f"Received: vocab_file={vocab_file!r}") from None
 
 
-def _check_output_dir(output_dir: str) -> None:
+def check_output_dir(output_dir: str) -> None:
+    """A UserError unless `output_dir` is new or an empty folder (both importers')."""
     if os.path.exists(output_dir) and (not os.path.isdir(output_dir) or os.listdir(output_dir)):
         raise UserError(f"{output_dir} already exists and is not empty (it may hold a run); "
                         f"t2t-import writes a new run directory: pass another --output_dir, "
@@ -79,7 +79,7 @@ def import_t2t_run(t2t_dir: str, vocab_file: str, output_dir: str,
     from t2t_revival.run_dir.training_directory import TrainingDirectory
 
     output_dir = os.path.abspath(output_dir)
-    _check_output_dir(output_dir)
+    check_output_dir(output_dir)
     run = T2TRunDir(t2t_dir)
     prefixes = run.resolve(checkpoint)
     first = run.read_variables(prefixes[0])
@@ -92,12 +92,7 @@ def import_t2t_run(t2t_dir: str, vocab_file: str, output_dir: str,
                         f"modality has {vocab_size}; pass the vocabulary the run was trained "
                         f"with. Received: vocab_file={vocab_file!r}")
     model = build_model(hparams)
-    parent = os.path.dirname(output_dir)
-    os.makedirs(parent, exist_ok=True)
-    label = os.path.basename(output_dir)
-    remove_dead_temporaries(parent, label)   # what a killed import of this run left
-    temp = temporary_folder(parent, label)
-    try:
+    with built_directory(output_dir) as temp:   # a killed import's folder goes first
         folder = CheckpointFolder(temp)
         saved = []
         for prefix in prefixes:
@@ -108,13 +103,6 @@ def import_t2t_run(t2t_dir: str, vocab_file: str, output_dir: str,
                            vocab_source=os.path.abspath(vocab_file),
                            imported_from=", ".join(os.path.abspath(p) for p in prefixes))
         TrainingDirectory(temp).write_run_files(hparams, record, vocab_file)
-        os.chmod(temp, 0o755)
-        if os.path.isdir(output_dir):
-            os.rmdir(output_dir)   # empty (_check_output_dir)
-        os.rename(temp, output_dir)
-    except BaseException:
-        shutil.rmtree(temp, ignore_errors=True)
-        raise
     log(f"imported {len(prefixes)} tensor2tensor checkpoint(s) of {run.path} into "
         f"{output_dir} with target_space_id={target_space_id} (--target_space_id; T2T 1.15 "
         f"text problems use 0); T2T's Adam slots (training/...) are not imported (not needed)")
