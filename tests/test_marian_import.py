@@ -198,6 +198,57 @@ print(json.dumps([[t.decode() for t in plain.numpy()], [t.decode() for t in guid
                                        constraints=[[p] if p else [] for p in phrases])
 
 
+@pytest.mark.slow
+def test_fine_tuning_the_imported_run_on_multi30k_lowers_the_dev_loss(run, tmp_path):
+    """100 updates on Multi30k encoded with the model's own tokenizer
+    (corpora.json naming the run's vocab.marian.json), warm-started with the
+    imported run's hparams and a learning rate for pretrained weights: the
+    dev pairs' log-probability rises, and the run decodes."""
+    import gzip
+
+    corpora = tmp_path / "corpora"
+    corpora.mkdir()
+    m30k = SHARED_DATA / "multi30k"
+    for name, stem, count in (("train", "train", 2000), ("dev", "val", 50), ("test", "val", 5)):
+        for lang in ("en", "de"):
+            with gzip.open(m30k / f"{stem}.{lang}.gz", "rt", encoding="utf-8") as f:
+                (corpora / f"{name}.{lang}").write_text(
+                    "".join(next(f) for _ in range(count)), encoding="utf-8")
+    (corpora / "corpora.json").write_text(json.dumps({
+        "vocab": str(run / "vocab.marian.json"),
+        **{split: {"source": f"{split}.en", "target": f"{split}.de"}
+           for split in ("train", "dev", "test")}}))
+    pairs = tmp_path / "dev.tsv"
+    pairs.write_text("".join(f"{s}\t{t}\n" for s, t in zip(
+        (corpora / "dev.en").read_text().splitlines(),
+        (corpora / "dev.de").read_text().splitlines())), encoding="utf-8")
+
+    def dev_log_prob(output_dir):
+        out = run_cli("decoder", f"--output_dir={output_dir}", f"--score_file={pairs}")
+        assert out.returncode == 0, out.stderr[-2000:]
+        return sum(float(line.split("\t")[0]) for line in out.stdout.strip().splitlines())
+
+    fine = tmp_path / "fine"
+    out = run_cli("trainer", "--problem=translate_plain_text", f"--tmp_dir={corpora}",
+                  f"--data_dir={tmp_path / 'data'}", f"--output_dir={fine}",
+                  f"--warm_start_from={run}", "--train_steps=100",
+                  "--hparams=batch_size=1024,learning_rate_warmup_steps=50,learning_rate=0.05",
+                  "--local_eval_frequency=0", "--eval_decode_sentences=0", "--noxla")
+    assert out.returncode == 0, out.stderr[-3000:]
+    assert (tmp_path / "data" / "vocab.translate_plain_text.marian.json").is_file()
+    hparams = json.loads((fine / "hparams.json").read_text())
+    assert hparams["attention_bias"] and hparams["length_penalty"] == "power"
+    before, after = dev_log_prob(run), dev_log_prob(fine)
+    print(f"dev log-probability: {before:.1f} imported, {after:.1f} after 100 updates")
+    assert after > before
+    source = tmp_path / "in.txt"
+    source.write_text("A dog runs in the snow.\n", encoding="utf-8")
+    out = run_cli("decoder", f"--output_dir={fine}", f"--decode_from_file={source}",
+                  f"--decode_to_file={tmp_path / 'out.txt'}")
+    assert out.returncode == 0, out.stderr[-2000:]
+    assert (tmp_path / "out.txt").read_text(encoding="utf-8").strip()
+
+
 # ------------------------------------------------- other kinds of Marian model
 def _write_model(folder, config, separate):
     """A random Marian model of `config` with the shared tiny model's
