@@ -249,6 +249,54 @@ def test_fine_tuning_the_imported_run_on_multi30k_lowers_the_dev_loss(run, tmp_p
     assert (tmp_path / "out.txt").read_text(encoding="utf-8").strip()
 
 
+def test_the_ctranslate2_export_gives_transformers_beam_outputs(run, tmp_path):
+    """t2t-exporter --format=ctranslate2 of the imported run: swish, attention
+    and logits biases, Marian's sinusoid table, PAD suppressed, CTranslate2's
+    own length ** alpha penalty; CTranslate2Translator gives transformers'
+    default beam output on the 24 sources (at least 23: CTranslate2's search
+    stops by its own rule), and with prefixes the decoder's."""
+    pytest.importorskip("ctranslate2")
+    from t2t_revival.decode.ctranslate2_translator import CTranslate2Translator
+    from t2t_revival.decode.decoder import Decoder
+
+    out = run_cli("exporter", f"--output_dir={run}", "--format=ctranslate2",
+                  f"--export_dir={tmp_path / 'ct2'}")
+    assert out.returncode == 0, out.stderr[-2000:]
+    translator = CTranslate2Translator(str(tmp_path / "ct2"))
+    sources = [p["source"] for p in REFERENCE["pairs"]]
+    found = translator.translate(sources)
+    same = sum(a == p["beam_text"] for a, p in zip(found, REFERENCE["pairs"]))
+    assert same >= 23, found   # (24 at this commit: patience 8)
+    prefixes = ["Zwei", "Ein Hund", "", "Der"]
+    assert translator.translate(sources[:4], prefixes=prefixes) == \
+        Decoder.load(str(run)).translate(sources[:4], prefixes=prefixes)
+    readme = (tmp_path / "ct2" / "0" / "README.md").read_text(encoding="utf-8")
+    assert "MarianVocabulary" in readme
+
+
+@pytest.mark.slow
+def test_the_ctranslate2_export_agrees_with_the_decoder_on_the_multi30k_test_set(run, tmp_path):
+    """The whole test_2016 set: the CTranslate2 export and t2t-decoder's
+    search give the same translation for at least 99% of the sentences."""
+    import gzip
+
+    pytest.importorskip("ctranslate2")
+    from t2t_revival.decode.ctranslate2_translator import CTranslate2Translator
+    from t2t_revival.decode.decoder import Decoder
+
+    out = run_cli("exporter", f"--output_dir={run}", "--format=ctranslate2",
+                  f"--export_dir={tmp_path / 'ct2'}")
+    assert out.returncode == 0, out.stderr[-2000:]
+    with gzip.open(SHARED_DATA / "multi30k" / "test_2016_flickr.en.gz", "rt",
+                   encoding="utf-8") as f:
+        sources = [line.strip() for line in f]
+    ours = Decoder.load(str(run)).translate(sources)
+    theirs = CTranslate2Translator(str(tmp_path / "ct2")).translate(sources)
+    same = sum(a == b for a, b in zip(ours, theirs))
+    print(f"CTranslate2 agrees with the decoder on {same} of {len(sources)}")
+    assert same >= 0.99 * len(sources)
+
+
 # ------------------------------------------------- other kinds of Marian model
 def _write_model(folder, config, separate):
     """A random Marian model of `config` with the shared tiny model's

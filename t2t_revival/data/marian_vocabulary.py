@@ -148,6 +148,9 @@ class MarianVocabulary:
         """The target piece of id `i` (the source's where shared)."""
         return self.target_pieces[int(i)]
 
+    def source_id_to_piece(self, i: int) -> str:
+        return self.pieces[int(i)]
+
     # ---- encoding ------------------------------------------------------
     def encode_pieces(self, text: str) -> list[str]:
         """The source pieces of `text` as the vocabulary has them (a piece it
@@ -162,6 +165,10 @@ class MarianVocabulary:
 
     def encode_batch(self, texts: Sequence[str], num_threads: int = -1) -> list[list[int]]:
         return [self.encode(t) for t in texts]
+
+    def encode_target_pieces(self, text: str) -> list[str]:
+        """The target pieces of `text` as the vocabulary has them, without EOS."""
+        return [self.target_pieces[i] for i in self.encode_target(text)]
 
     def encode_target(self, text: str) -> list[int]:
         """Target ids of `text` (the target SentencePiece model), without EOS."""
@@ -181,13 +188,15 @@ class MarianVocabulary:
             i = int(i)
             if i == EOS_ID:
                 break
-            if i not in (PAD_ID, UNK_ID) and i < len(self.target_pieces):
+            if i != PAD_ID and i < len(self.target_pieces):
                 pieces.append(self.target_pieces[i])
-        return self.decode_pieces(pieces)
+        return self.decode_pieces(pieces)   # (UNK's piece dropped there)
 
     def decode_pieces(self, pieces: Sequence[str]) -> str:
-        """Text of target pieces, as MarianTokenizer's convert_tokens_to_string."""
-        return self._decoding.decode_pieces(list(pieces)).replace(_UNDERLINE, " ").strip()
+        """Text of target pieces, as MarianTokenizer's decode (its special
+        pieces dropped, then convert_tokens_to_string)."""
+        kept = [p for p in pieces if p not in RESERVED_PIECES]
+        return self._decoding.decode_pieces(kept).replace(_UNDERLINE, " ").strip()
 
     def tf_tokenizer(self):
         """The source side in the graph (`MarianTokenizer`: `encode`'s ids)."""

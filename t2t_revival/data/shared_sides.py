@@ -20,6 +20,14 @@ class SharedSides:
         """Ids of target text: `encode`'s."""
         return self.encode(text)
 
+    def encode_target_pieces(self, text: str) -> list[str]:
+        """Pieces of target text: `encode_pieces`'."""
+        return self.encode_pieces(text)
+
+    def source_id_to_piece(self, i: int) -> str:
+        """The source piece of id `i`: `id_to_piece`'s."""
+        return self.id_to_piece(i)
+
     def encode_target_batch(self, texts: Sequence[str],
                             num_threads: int = -1) -> list[list[int]]:
         return self.encode_batch(texts, num_threads)

@@ -45,7 +45,7 @@ from t2t_revival.files.text_lines import one_field
 from t2t_revival.settings.decode_choices import check_long_inputs
 from t2t_revival.process.usable_cores import usable_cores
 from t2t_revival.settings.setting_ranges import out_of_range
-from t2t_revival.special_ids import EOS_ID
+from t2t_revival.special_ids import EOS_ID, PAD_ID
 
 # How to install the optional ctranslate2 package: the extra of the clone
 # (`pip install "t2t-revival[ctranslate2]"` would fetch the project itself from
@@ -170,8 +170,12 @@ class CTranslate2Translator(Translator):
     def alpha(self) -> float:
         return float(self.settings["alpha"])
 
-    def _gnmt_penalty(self, length: int) -> float:
-        """((5 + length) / 6) ** alpha, as `beam_search.length_penalty`."""
+    def _penalty(self, length: int) -> float:
+        """The export's length penalty of `length` tokens, as
+        `beam_search.length_penalty`: ((5 + length) / 6) ** alpha (GNMT), or
+        length ** alpha (`length_penalty=power`, CTranslate2's own)."""
+        if self.settings.get("length_penalty", "gnmt") == "power":
+            return float(length) ** self.alpha
         return ((5.0 + length) / 6.0) ** self.alpha
 
     def _max_decode_length(self, longest_input: int) -> int:
@@ -187,14 +191,15 @@ class CTranslate2Translator(Translator):
     def translate_pieces(self, pieces: Sequence[Sequence[str]],
                          prefixes: Sequence[Sequence[str]] | None = None
                          ) -> list[tuple[list[str], float]]:
-        """Best hypothesis (pieces, without EOS) and its GNMT score, for one
+        """Best hypothesis (pieces, without EOS) and its score, for one
         batch (`nbest_pieces`' first)."""
         return [hypotheses[0] for hypotheses in self.nbest_pieces(pieces, prefixes)]
 
     def nbest_pieces(self, pieces: Sequence[Sequence[str]],
                      prefixes: Sequence[Sequence[str]] | None = None
                      ) -> list[list[tuple[list[str], float]]]:
-        """Every finished hypothesis (pieces, without EOS) and its GNMT score,
+        """Every finished hypothesis (pieces, without EOS) and its score (the
+        export's length penalty: `_penalty`),
         best first, `beam_size` of each sentence of one batch.
 
         Args:
@@ -208,10 +213,13 @@ class CTranslate2Translator(Translator):
         beam = self.beam_size
         prefix = None if prefixes is None or not any(prefixes) else \
             [list(p) or None for p in prefixes]
+        banned = None if self.settings.get("emit_pad", True) else \
+            [[self.vocab.id_to_piece(PAD_ID)]]   # PAD never chosen (emit_pad=false)
         results = self.translator.translate_batch(
             [list(p) for p in pieces], target_prefix=prefix, beam_size=beam, num_hypotheses=beam,
             length_penalty=self.alpha, return_scores=True, return_end_token=True,
-            max_input_length=0, max_decoding_length=self._max_decode_length(longest))
+            max_input_length=0, max_decoding_length=self._max_decode_length(longest),
+            suppress_sequences=banned, patience=float(self.settings.get("patience", 1)))
         ranked = []
         for result in results:
             candidates = []
@@ -220,7 +228,7 @@ class CTranslate2Translator(Translator):
                 log_prob = score * length ** self.alpha
                 if hypothesis and hypothesis[-1] == self._eos_piece:
                     hypothesis = hypothesis[:-1]
-                candidates.append((hypothesis, log_prob / self._gnmt_penalty(length)))
+                candidates.append((hypothesis, log_prob / self._penalty(length)))
             # Stable: of equal scores, CTranslate2's order.
             ranked.append(sorted(candidates, key=lambda c: -c[1]))
         return ranked
@@ -267,7 +275,7 @@ class CTranslate2Translator(Translator):
         encoded = [pieces[:-1] for pieces in self.fit(
             sentences, self.vocab.encode_pieces, self._eos_piece, self.long_inputs)]
         return encoded, None if prefixes is None else [
-            self.vocab.encode_pieces(p) if p.strip() else [] for p in prefixes]
+            self.vocab.encode_target_pieces(p) if p.strip() else [] for p in prefixes]
 
     def translate(self, sentences: Sequence[str], progress: Progress | None = None,
                   compiling: Callable[[int], None] | None = None,
