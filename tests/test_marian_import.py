@@ -12,6 +12,7 @@ import numpy as np
 import pytest
 
 from conftest import SHARED_DATA, one_line_error, run_cli
+from fine_tuning import decodes_one_line, dev_log_prob, multi30k_corpora
 from marian_oracle import marian_logits, sinusoid
 
 TINY = SHARED_DATA / "opus_mt" / "tiny-en-de"
@@ -199,35 +200,47 @@ print(json.dumps([[t.decode() for t in plain.numpy()], [t.decode() for t in guid
 
 
 @pytest.mark.slow
+def test_the_litert_path_and_export_give_the_decoders_translations(run, tmp_path):
+    """t2t-decoder's LiteRT path (litert=true: the run's programs converted
+    into a compile cache of the test's own) and t2t-exporter --format=litert
+    with LiteRTTranslator, on the 24 sources: transformers' beam outputs, as
+    the decoder's."""
+    import subprocess
+    import sys
+
+    from conftest import ENV
+
+    sources = tmp_path / "in.en"
+    sources.write_text("".join(p["source"] + "\n" for p in REFERENCE["pairs"]), encoding="utf-8")
+    expected = [p["beam_text"] for p in REFERENCE["pairs"]]
+    done = subprocess.run(
+        [sys.executable, "-m", "t2t_revival.cli.decoder", f"--output_dir={run}",
+         f"--decode_from_file={sources}", f"--decode_to_file={tmp_path / 'out.de'}",
+         "--decode_hparams=litert=true"], capture_output=True, text=True, timeout=900,
+        env={**ENV, "T2T_COMPILE_CACHE": str(tmp_path / "cache")})
+    assert done.returncode == 0, done.stderr[-2000:]
+    assert "LiteRT" in done.stderr, done.stderr[-2000:]
+    assert (tmp_path / "out.de").read_text(encoding="utf-8").splitlines() == expected
+    out = run_cli("exporter", f"--output_dir={run}", "--format=litert",
+                  f"--export_dir={tmp_path / 'litert'}")
+    assert out.returncode == 0, out.stderr[-2000:]
+    script = (f"from t2t_revival.decode.litert_translator import LiteRTTranslator\n"
+              f"import json\nt = LiteRTTranslator({str(tmp_path / 'litert' / '0')!r})\n"
+              f"print(json.dumps(t.translate({[p['source'] for p in REFERENCE['pairs']]!r})))")
+    done = subprocess.run([sys.executable, "-c", script], capture_output=True, text=True,
+                          timeout=600, env={**ENV, "KERAS_BACKEND": "numpy"})
+    assert done.returncode == 0, done.stderr[-2000:]
+    assert json.loads(done.stdout.splitlines()[-1]) == expected
+
+
+@pytest.mark.slow
 def test_fine_tuning_the_imported_run_on_multi30k_lowers_the_dev_loss(run, tmp_path):
     """100 updates on Multi30k encoded with the model's own tokenizer
     (corpora.json naming the run's vocab.marian.json), warm-started with the
     imported run's hparams and a learning rate for pretrained weights: the
     dev pairs' log-probability rises, and the run decodes."""
-    import gzip
-
     corpora = tmp_path / "corpora"
-    corpora.mkdir()
-    m30k = SHARED_DATA / "multi30k"
-    for name, stem, count in (("train", "train", 2000), ("dev", "val", 50), ("test", "val", 5)):
-        for lang in ("en", "de"):
-            with gzip.open(m30k / f"{stem}.{lang}.gz", "rt", encoding="utf-8") as f:
-                (corpora / f"{name}.{lang}").write_text(
-                    "".join(next(f) for _ in range(count)), encoding="utf-8")
-    (corpora / "corpora.json").write_text(json.dumps({
-        "vocab": str(run / "vocab.marian.json"),
-        **{split: {"source": f"{split}.en", "target": f"{split}.de"}
-           for split in ("train", "dev", "test")}}))
-    pairs = tmp_path / "dev.tsv"
-    pairs.write_text("".join(f"{s}\t{t}\n" for s, t in zip(
-        (corpora / "dev.en").read_text().splitlines(),
-        (corpora / "dev.de").read_text().splitlines())), encoding="utf-8")
-
-    def dev_log_prob(output_dir):
-        out = run_cli("decoder", f"--output_dir={output_dir}", f"--score_file={pairs}")
-        assert out.returncode == 0, out.stderr[-2000:]
-        return sum(float(line.split("\t")[0]) for line in out.stdout.strip().splitlines())
-
+    pairs = multi30k_corpora(corpora, run / "vocab.marian.json", 2000, 50)
     fine = tmp_path / "fine"
     out = run_cli("trainer", "--problem=translate_plain_text", f"--tmp_dir={corpora}",
                   f"--data_dir={tmp_path / 'data'}", f"--output_dir={fine}",
@@ -238,15 +251,10 @@ def test_fine_tuning_the_imported_run_on_multi30k_lowers_the_dev_loss(run, tmp_p
     assert (tmp_path / "data" / "vocab.translate_plain_text.marian.json").is_file()
     hparams = json.loads((fine / "hparams.json").read_text())
     assert hparams["attention_bias"] and hparams["length_penalty"] == "power"
-    before, after = dev_log_prob(run), dev_log_prob(fine)
+    before, after = dev_log_prob(run, pairs), dev_log_prob(fine, pairs)
     print(f"dev log-probability: {before:.1f} imported, {after:.1f} after 100 updates")
     assert after > before
-    source = tmp_path / "in.txt"
-    source.write_text("A dog runs in the snow.\n", encoding="utf-8")
-    out = run_cli("decoder", f"--output_dir={fine}", f"--decode_from_file={source}",
-                  f"--decode_to_file={tmp_path / 'out.txt'}")
-    assert out.returncode == 0, out.stderr[-2000:]
-    assert (tmp_path / "out.txt").read_text(encoding="utf-8").strip()
+    assert decodes_one_line(fine, tmp_path).strip()
 
 
 def test_the_ctranslate2_export_gives_transformers_beam_outputs(run, tmp_path):
@@ -460,6 +468,7 @@ def test_pytorch_weights_without_torch_say_how_to_convert(tmp_path):
     (folder / "pytorch_model.bin").write_bytes(b"PK\x03\x04 not read")
     out = run_cli("t2t_import", f"--marian_dir={folder}", f"--output_dir={tmp_path / 'run'}")
     one_line_error(out, "t2t-import", "torch is not installed", "save_file(")
+    assert sorted(p.name for p in tmp_path.iterdir()) == ["model"]
 
 
 def test_truncated_weights_and_an_output_dir_that_holds_a_run_are_refused(run, tmp_path):
@@ -468,6 +477,7 @@ def test_truncated_weights_and_an_output_dir_that_holds_a_run_are_refused(run, t
     (folder / "model.safetensors").write_bytes(data[:len(data) // 2])
     out = run_cli("t2t_import", f"--marian_dir={folder}", f"--output_dir={tmp_path / 'new'}")
     one_line_error(out, "t2t-import", "model.safetensors cannot be read")
+    assert sorted(p.name for p in tmp_path.iterdir()) == ["model"]
     out = run_cli("t2t_import", f"--marian_dir={TINY}", f"--output_dir={run}")
     one_line_error(out, "t2t-import", "already exists and is not empty")
     out = run_cli("t2t_import", f"--output_dir={tmp_path / 'x'}")

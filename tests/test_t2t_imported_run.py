@@ -25,6 +25,7 @@ import sys
 import pytest
 
 from conftest import run_cli
+from fine_tuning import decodes_one_line, dev_log_prob, multi30k_corpora
 from wmt_archives import lines
 
 T2T_RUN = "t2t_legacy/transformer_test_ckpt"
@@ -205,8 +206,7 @@ def test_the_ctranslate2_export_agrees_with_the_decoder_on_99_percent(
 
 
 @pytest.mark.slow
-def test_fine_tuning_the_imported_run_on_multi30k_lowers_the_dev_loss(
-        imported, shared_data, tmp_path):
+def test_fine_tuning_the_imported_run_on_multi30k_lowers_the_dev_loss(imported, tmp_path):
     """UPDATES updates on Multi30k encoded with the T2T 8k vocabulary
     (corpora.json "vocab"), warm-started from the imported run with its own
     hparams (no --hparams_set); the dev pairs' log-probability (t2t-decoder
@@ -214,28 +214,8 @@ def test_fine_tuning_the_imported_run_on_multi30k_lowers_the_dev_loss(
     5,000 pairs, 100 dev pairs: benchmarks/t2t_imported_run.py.)"""
     run, _ = imported
     corpora = tmp_path / "corpora"
-    corpora.mkdir()
-    m30k = shared_data / "multi30k"
-    for name, stem, count in (("train", "train", TRAIN_LINES), ("dev", "val", DEV_PAIRS),
-                              ("test", "val", 10)):
-        for lang in ("en", "de"):
-            (corpora / f"{name}.{lang}").write_text("".join(
-                s + "\n" for s in lines(m30k / f"{stem}.{lang}.gz")[:count]), encoding="utf-8")
-    (corpora / "corpora.json").write_text(json.dumps({
-        "vocab": str(run / "vocab.subwords"),
-        "train": {"source": "train.en", "target": "train.de"},
-        "dev": {"source": "dev.en", "target": "dev.de"},
-        "test": {"source": "test.en", "target": "test.de"}}))
-    pairs = tmp_path / "dev.tsv"
-    pairs.write_text("".join(f"{s}\t{t}\n" for s, t in zip(
-        lines(corpora / "dev.en"), lines(corpora / "dev.de"))), encoding="utf-8")
-
-    def dev_log_prob(output_dir):
-        out = run_cli("decoder", f"--output_dir={output_dir}", f"--score_file={pairs}")
-        assert out.returncode == 0, out.stderr[-2000:]
-        return sum(float(line.split("\t")[0]) for line in out.stdout.strip().splitlines())
-
-    before = dev_log_prob(run)
+    pairs = multi30k_corpora(corpora, run / "vocab.subwords", TRAIN_LINES, DEV_PAIRS, 10)
+    before = dev_log_prob(run, pairs)
     fine = tmp_path / "fine"
     out = run_cli("trainer", "--problem=translate_plain_text", f"--tmp_dir={corpora}",
                   f"--data_dir={tmp_path / 'data'}", f"--output_dir={fine}",
@@ -244,12 +224,7 @@ def test_fine_tuning_the_imported_run_on_multi30k_lowers_the_dev_loss(
                   "--local_eval_frequency=0", "--eval_decode_sentences=0", "--noxla")
     assert out.returncode == 0, out.stderr[-3000:]
     assert json.loads((fine / "hparams.json").read_text())["d_model"] == 16
-    after = dev_log_prob(fine)
+    after = dev_log_prob(fine, pairs)
     print(f"dev log-probability: {before:.1f} imported, {after:.1f} after {UPDATES} updates")
     assert after > before
-    source = tmp_path / "in.txt"
-    source.write_text("A dog runs in the snow.\n", encoding="utf-8")
-    out = run_cli("decoder", f"--output_dir={fine}", f"--decode_from_file={source}",
-                  f"--decode_to_file={tmp_path / 'out.txt'}")
-    assert out.returncode == 0, out.stderr[-2000:]
-    assert len((tmp_path / "out.txt").read_text(encoding="utf-8").splitlines()) == 1
+    decodes_one_line(fine, tmp_path)
