@@ -482,3 +482,6 @@ def test_truncated_weights_and_an_output_dir_that_holds_a_run_are_refused(run, t
     one_line_error(out, "t2t-import", "already exists and is not empty")
     out = run_cli("t2t_import", f"--output_dir={tmp_path / 'x'}")
     one_line_error(out, "t2t-import", "needs one of --t2t_dir")
+    (tmp_path / "a_file").write_text("")
+    out = run_cli("t2t_import", f"--marian_dir={TINY}", f"--output_dir={tmp_path / 'a_file/run'}")
+    one_line_error(out, "t2t-import", "is a file, so t2t-import cannot make")

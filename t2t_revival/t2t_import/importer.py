@@ -27,7 +27,16 @@ def vocabulary_lines(vocab_file: str) -> int:
 
 
 def check_output_dir(output_dir: str) -> None:
-    """A UserError unless `output_dir` is new or an empty folder (both importers')."""
+    """A UserError unless `output_dir` is new or an empty folder, in a folder
+    that is one (or can be made) and can be written (both importers')."""
+    ancestor = os.path.dirname(os.path.abspath(output_dir))
+    while not os.path.exists(ancestor):
+        ancestor = os.path.dirname(ancestor)
+    if not os.path.isdir(ancestor) or not os.access(ancestor, os.W_OK | os.X_OK):
+        why = "is a file" if not os.path.isdir(ancestor) else "cannot be written"
+        raise UserError(f"{ancestor} {why}, so t2t-import cannot make {output_dir} there; "
+                        f"pass an --output_dir in a writable folder. "
+                        f"Received: output_dir={output_dir!r}")
     if os.path.exists(output_dir) and (not os.path.isdir(output_dir) or os.listdir(output_dir)):
         raise UserError(f"{output_dir} already exists and is not empty (it may hold a run); "
                         f"t2t-import writes a new run directory: pass another --output_dir, "
