@@ -238,9 +238,11 @@ def test_fine_tuning_the_imported_run_on_multi30k_lowers_the_dev_loss(run, tmp_p
     """100 updates on Multi30k encoded with the model's own tokenizer
     (corpora.json naming the run's vocab.marian.json), warm-started with the
     imported run's hparams and a learning rate for pretrained weights: the
-    dev pairs' log-probability rises, and the run decodes."""
+    dev pairs' log-probability rises, and the run decodes. 20,000 pairs, so
+    the updates see no pair twice: on 2,000 pairs (3.5 epochs) the figure
+    moved by -14 to +13 from run to run; on 20,000, by +41 to +60."""
     corpora = tmp_path / "corpora"
-    pairs = multi30k_corpora(corpora, run / "vocab.marian.json", 2000, 50)
+    pairs = multi30k_corpora(corpora, run / "vocab.marian.json", 20000, 50)
     fine = tmp_path / "fine"
     out = run_cli("trainer", "--problem=translate_plain_text", f"--tmp_dir={corpora}",
                   f"--data_dir={tmp_path / 'data'}", f"--output_dir={fine}",
