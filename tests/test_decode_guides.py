@@ -84,22 +84,69 @@ def test_decoder_cli_reads_tab_separated_guides_and_reports_skipped_lines(run, t
                    "t2t-decoder", "'constraints' and 'prefix' are for beam search")
 
 
-def test_saved_model_module_translates_with_prefixes_and_constraints(run, plain):
-    """The SavedModel's translate_constrained signature, in process: the
-    decoder's outputs (both search uncompiled, one padded length)."""
-    import tensorflow as tf
-
+@pytest.fixture(scope="module")
+def module(run):
+    """The SavedModel's TranslationModule, in process (its signatures traced once)."""
     from t2t_revival.export.export_source import SAVED_MODEL_FIXES, load_export_source
     from t2t_revival.export.translation_module import TranslationModule
 
     _, trained, settings = load_export_source(run, None, {"max_constraint_tokens": 24},
                                               SAVED_MODEL_FIXES, "SavedModel")
-    module = TranslationModule(trained.model, trained.hparams, settings, trained.vocab)
-    out = module.translate_constrained(tf.constant(SOURCES), tf.constant(PREFIXES),
-                                       tf.constant(["\t".join(p) for p in PHRASES]))
-    got = [t.decode("utf-8") for t in out["outputs"].numpy()]
-    want = plain.translate(SOURCES, prefixes=PREFIXES, constraints=PHRASES)
-    assert got == want
+    return TranslationModule(trained.model, trained.hparams, settings, trained.vocab)
+
+
+def constrained(module, sentences, prefixes, phrases):
+    """translate_constrained's outputs, as text."""
+    import tensorflow as tf
+
+    out = module.translate_constrained(
+        tf.constant(sentences, tf.string), tf.constant(prefixes, tf.string),
+        tf.constant(["\t".join(p) for p in phrases], tf.string))
+    return [t.decode("utf-8") for t in out["outputs"].numpy()]
+
+
+def test_saved_model_module_translates_with_prefixes_and_constraints(module, plain):
+    """The SavedModel's translate_constrained signature, in process: the
+    decoder's outputs (both search uncompiled, one padded length)."""
+    import tensorflow as tf
+
+    got = constrained(module, SOURCES, PREFIXES, PHRASES)
+    assert got == plain.translate(SOURCES, prefixes=PREFIXES, constraints=PHRASES)
     with pytest.raises(tf.errors.InvalidArgumentError, match="max_constraint_tokens=24"):
-        module.translate_constrained(tf.constant(["A dog."]), tf.constant([""]),
-                                     tf.constant([" ".join(["Schnee Hund Mann"] * 12)]))
+        constrained(module, ["A dog."], [""], [[" ".join(["Schnee Hund Mann"] * 12)]])
+
+
+def test_saved_model_constraints_alone_and_blank_prefixes_are_the_decoders(module, plain):
+    """No prefix in the whole request (the documented constraints-only use),
+    and prefixes of only spaces: the decoder's outputs, which treats a blank
+    prefix as none (the graph once forced it as a piece)."""
+    got = constrained(module, SOURCES, [""] * 4, PHRASES)
+    assert got == plain.translate(SOURCES, prefixes=[""] * 4, constraints=PHRASES)
+    blank = ["  ", "", " ", "Die"]
+    assert constrained(module, SOURCES, blank, PHRASES) == plain.translate(
+        SOURCES, prefixes=blank, constraints=PHRASES)
+    assert constrained(module, SOURCES, blank, PHRASES) == constrained(
+        module, SOURCES, ["", "", "", "Die"], PHRASES)
+
+
+def test_saved_model_refuses_mismatched_rows_and_unmeetable_prefixes(module, plain):
+    """One prefix for several sentences (once broadcast silently), constraints
+    of another length (once an internal shape error), and a prefix longer than
+    the row's outputs may be (once cut silently; t2t-decoder refuses the line):
+    InvalidArgument saying which."""
+    import tensorflow as tf
+
+    for prefixes, phrases in (([""], PHRASES), (PREFIXES, PHRASES[:2]), (PREFIXES[:3], [])):
+        with pytest.raises(tf.errors.InvalidArgumentError,
+                           match="one prefix and one constraints string per sentence"):
+            constrained(module, SOURCES, prefixes, phrases)
+    long_prefix = " ".join(["Hund"] * 40)
+    plain.translate(["Hello"], prefixes=[long_prefix], constraints=[[]])
+    assert "before EOS" in plain.skipped[0]
+    with pytest.raises(tf.errors.InvalidArgumentError,
+                       match="prefix and constraints take more subword tokens than its outputs"):
+        constrained(module, ["Hello", "A dog."], [long_prefix, ""], [[], []])
+    # A prefix that just fits is forced whole: the decoder's output.
+    fits = " ".join(["Hund"] * 4)   # 20 of the 27 subwords "Hello" may have
+    assert constrained(module, ["Hello"], [fits], [[]]) == plain.translate(
+        ["Hello"], prefixes=[fits], constraints=[[]])

@@ -31,9 +31,13 @@ Signatures:
                           constraints: tf.string [None])
         -> serving_default's outputs; each output starts with its prefix ("":
            none) and contains every phrase of its constraints (tab-separated
-           phrases, "": none; empty phrases are ignored). A request whose
-           constraints take more than `max_constraint_tokens` subwords in a
-           row fails (InvalidArgument, naming the limit). This search runs
+           phrases, "": none; empty or blank phrases are ignored, a blank
+           prefix is none). One prefix and one constraints string per
+           sentence, else the request fails (InvalidArgument). So does one
+           whose constraints take more than `max_constraint_tokens` subwords
+           in a row, or whose prefix and constraints take more than the row's
+           outputs may have before EOS (t2t-decoder's rule: its input length,
+           padded, + extra_length), naming the limit. This search runs
            uncompiled, in an --xla export too (its shapes vary with the
            prefixes).
 
@@ -206,21 +210,46 @@ class TranslationModule(tf.Module):
             early_stop=self._early_stop, resize_cache=self._model.resize_cache,
             **search_arguments(guides))
 
-    def _guides(self, prefixes, constraints) -> dict:
-        """`SearchGuides.tensors`'s of tf.string [B] prefixes and tab-joined phrases."""
-        prefix = self._target_tokenizer.tokenize(prefixes).to_tensor(default_value=PAD_ID)
+    def _guides(self, prefixes, constraints, lengths) -> dict:
+        """`SearchGuides.tensors`'s of tf.string [B] prefixes and tab-joined
+        phrases, for inputs of `lengths` int32 [B] tokens (EOS included; 0:
+        blank), with the decoder's rules (`SearchGuides`): a blank prefix or
+        phrase is none; a row whose constraints take more than
+        `max_constraint_tokens` subwords, or whose prefix and constraints
+        take more than its outputs may have before EOS, fails the request
+        (InvalidArgument, naming the row and the limit)."""
+        blank = lambda text: tf.where(tf.equal(tf.strings.strip(text), ""), "", text)  # noqa: E731
+        prefix = self._target_tokenizer.tokenize(blank(prefixes))              # [B, (p)]
         phrases = tf.strings.split(constraints, "\t")                          # [B, (p)]
-        tokens = self._target_tokenizer.tokenize(phrases.flat_values)          # [P, (t)]
+        tokens = self._target_tokenizer.tokenize(blank(phrases.flat_values))   # [P, (t)]
         first = tf.equal(tf.ragged.range(tokens.row_lengths()), 0)
         ids = phrases.with_values(tokens).merge_dims(1, 2)                      # [B, (c)]
         starts = phrases.with_values(first).merge_dims(1, 2)
         width = self._max_constraint_tokens
-        check = tf.debugging.assert_less_equal(
-            tf.reduce_max(tf.concat([ids.row_lengths(), [0]], 0)), tf.cast(width, tf.int64),
-            message=f"a row's constraints take more than max_constraint_tokens={width} "
-                    "subwords (the export's --decode_hparams); send fewer phrases")
-        with tf.control_dependencies([check]):
+        taken = tf.cast(ids.row_lengths(), tf.int32)                            # [B]
+        guided = tf.cast(prefix.row_lengths(), tf.int32) + taken
+        rows = tf.cast(tf.range(tf.shape(lengths)[0]), tf.int32)
+        # The decoder's limit of each input alone (`Decoder.translate`'s
+        # `refuse_unmet`), not of the padded batch it lands in.
+        room = decode_length.max_decode_length(
+            padded_length(tf.minimum(lengths, self._max_length), self._max_length),
+            self._extra_length, self._position_limit) - 1
+        over = tf.logical_and(lengths > 0, guided > room)
+        checks = [
+            tf.debugging.Assert(tf.reduce_all(taken <= width), [
+                f"a row's constraints take more than max_constraint_tokens={width} "
+                "subwords (the export's --decode_hparams); send fewer phrases. Row, tokens:",
+                tf.argmax(taken), tf.reduce_max(taken)]),
+            tf.debugging.Assert(tf.logical_not(tf.reduce_any(over)), [
+                "a row's prefix and constraints take more subword tokens than its outputs "
+                "may have before EOS (its input length + the export's extra_length); "
+                "shorten them. Row, tokens, most:",
+                tf.argmax(tf.cast(over, tf.int32)), tf.reduce_max(tf.where(over, guided, 0)),
+                tf.reduce_max(tf.where(over, room, 0))])]
+        with tf.control_dependencies(checks):
             batch = tf.shape(constraints)[0]
+            # At least one column: a batch of no prefixes is all PAD.
+            prefix = tf.pad(prefix.to_tensor(default_value=PAD_ID), [[0, 0], [0, 1]])
             return {"prefix": tf.cast(prefix, tf.int32),
                     "constraint_ids": tf.cast(ids.to_tensor(PAD_ID, shape=[batch, width]),
                                               tf.int32),
@@ -288,20 +317,31 @@ class TranslationModule(tf.Module):
                                   tf.TensorSpec([None], tf.string, name="constraints")],
                  autograph=False)
     def translate_constrained(self, sentences, prefixes, constraints):
-        """`serve` with each row's prefix and tab-joined constraint phrases."""
-        text, scores, _, _ = self._translate(sentences, self._guides(prefixes, constraints))
+        """`serve` with each row's prefix and tab-joined constraint phrases
+        (one of each per sentence, else InvalidArgument)."""
+        sizes = tf.stack([tf.size(sentences), tf.size(prefixes), tf.size(constraints)])
+        check = tf.debugging.Assert(tf.reduce_all(tf.equal(sizes, sizes[0])), [
+            "translate_constrained takes one prefix and one constraints string per "
+            "sentence (\"\" for none); received sentences, prefixes, constraints:", sizes])
+        with tf.control_dependencies([check]):
+            sentences = tf.identity(sentences)
+        text, scores, _, _ = self._translate(
+            sentences, lambda lengths: self._guides(prefixes, constraints, lengths))
         return {"outputs": text, "scores": scores}
 
-    def _translate(self, sentences, guides=None, beams: bool = False):
+    def _translate(self, sentences, guides_of=None, beams: bool = False):
         """tf.string [B] -> (translations tf.string [B], scores float32 [B], the
         EOS-terminated input ids int32 [B, S], the output ids int32 [B, L]);
-        with `beams`, every beam's: [B, k] and [B, k, L]."""
+        with `beams`, every beam's: [B, k] and [B, k, L]. `guides_of`: None,
+        or the search's guides of the rows' token counts (`_guides`)."""
         blank = tf.equal(tf.strings.strip(sentences), "")
         # A blank row tokenizes to nothing, so it becomes a lone EOS: empty output.
         tokens = self._tokenizer.tokenize(tf.where(blank, "", sentences))  # [B, (n)]
+        lengths = tf.where(blank, 0, tf.cast(tokens.row_lengths(), tf.int32) + 1)   # [B]
         eos = tf.fill([tf.shape(sentences)[0], 1], EOS_ID)
         tokens = tf.concat([tokens, tf.RaggedTensor.from_tensor(eos)], axis=1)
         tokens = tokens.to_tensor(default_value=PAD_ID)
+        guides = None if guides_of is None else guides_of(lengths)
         sequences, scores = self._search(tokens, guides, beams)
         flat = tf.reshape(sequences, [-1, tf.shape(sequences)[-1]])             # [B(*k), L]
         # Keep the tokens before the first EOS, drop PAD.
