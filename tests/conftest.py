@@ -398,7 +398,11 @@ def run_cli(module: str, *args: str, stdin: str | bytes = ""):
         # Each CLI module defines its flags at import, some of the same names
         # (--output_dir): drop the previous module's before importing another.
         # (A copy: deleting a flag also takes it out of this very list.)
-        for flag in list(flags.FLAGS.flags_by_module_dict().get(_cli_module, [])):
+        # tensor2tensor's spellings are in a section of their own.
+        from t2t_revival.cli.tensor2tensor_flags import HELP_SECTION
+
+        by_module = flags.FLAGS.flags_by_module_dict()
+        for flag in [*by_module.get(_cli_module, []), *by_module.get(HELP_SECTION, [])]:
             if flag.name in flags.FLAGS:
                 delattr(flags.FLAGS, flag.name)
         sys.modules.pop(_cli_module, None)

@@ -104,3 +104,23 @@ def test_every_path_flag_reads_a_leading_tilde_as_home():
             expected = f"{home}/a/ckpt-1,{home}/b" if (module, name) in \
                 (("decoder", "checkpoint_path"), ("bleu", "reference")) else f"{home}/a/ckpt-1,~/b"
             assert parser.parse("~/a/ckpt-1,~/b") == expected, (module, name)
+
+
+@pytest.mark.parametrize("module", ["trainer", "decoder"])
+def test_help_lists_our_flags_and_tensor2tensors_only_under_helpfull(module):
+    """tensor2tensor's spellings that ours lack (56 of the trainer's 89 flags,
+    refused or without effect) were sorted among ours in `--help`: they are
+    in a `--helpfull` section of their own, and `--help` says so."""
+    from t2t_revival.cli.tensor2tensor_flags import HELP_SECTION
+
+    out = _help(module, f"/venv/bin/t2t-{module}")
+    assert "tensor2tensor's flag:" not in out.stdout
+    assert "--helpfull lists them" in out.stdout
+    assert len(out.stdout.splitlines()) < 160, len(out.stdout.splitlines())
+    code = (f"import sys; sys.argv = ['/venv/bin/t2t-{module}', '--helpfull']; "
+            f"from t2t_revival.cli.{module} import run; sys.exit(run())")
+    full = subprocess.run([sys.executable, "-c", code], capture_output=True, text=True,
+                          env=dict(os.environ, PYTHONPATH=str(ROOT)), timeout=120).stdout
+    section = full[full.index(f"\n{HELP_SECTION}:"):]
+    assert "  --worker_replicas: tensor2tensor's flag:" in section
+    assert "--decode_hparams: Overrides" not in section   # ours stay in their own

@@ -13,6 +13,7 @@ from typing import Callable, NoReturn
 
 from absl import app, flags
 
+from t2t_revival.cli.tensor2tensor_flags import HELP_SECTION
 from t2t_revival.cli.tensorflow_noise import VERBOSE_FLAG
 from t2t_revival.errors import UserError
 from t2t_revival.process.stop_controller import StopController
@@ -60,6 +61,10 @@ def _show_module_in_help(module_name: str) -> None:
         flags.FLAGS.register_key_flag_for_module(sys.argv[0], flag)
     if main_module is not None and module.__doc__:
         main_module.__doc__ = module.__doc__
+        if flags.FLAGS.get_flags_for_module(HELP_SECTION):
+            main_module.__doc__ += (
+                "\ntensor2tensor's flag names are taken too (the same, mapped to ours, "
+                "without effect, or refused, each with a line): --helpfull lists them.\n")
 
 
 def run(main: Callable[[list[str]], int | None], prog: str | None = None) -> None:

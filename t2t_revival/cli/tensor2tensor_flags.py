@@ -288,16 +288,23 @@ def _run_reader(common: list[T2TFlag], keeps: tuple[str, ...]) -> list[T2TFlag]:
     return out
 
 
+# The `--helpfull` section of tensor2tensor's flags that ours lack: `--help`
+# lists a CLI's own flags alone, and says where these are.
+HELP_SECTION = "tensor2tensor's flags, taken for its users' scripts (docs/tensor2tensor.md)"
+
+
 def define(program: str, module_name: str, values: flags.FlagValues = flags.FLAGS) -> None:
     """Define each tensor2tensor flag of `program` that ours lacks, default
-    None, as flags of the CLI module `module_name` (whose `--help` lists them)."""
+    None, in `HELP_SECTION` (`module_name`, the CLI's module, keeps its own
+    flags alone in `--help`)."""
+    del module_name   # kept for the CLIs' calls: the section is one for all
     for flag in table()[program].values():
         if flag.name in values:
             continue
         define_kind = {"bool": flags.DEFINE_bool, "integer": flags.DEFINE_integer,
                        "float": flags.DEFINE_float, "string": flags.DEFINE_string}[flag.kind]
         define_kind(flag.name, None, f"tensor2tensor's flag: {flag.outcome} here. {flag.why}",
-                    flag_values=values, module_name=module_name)
+                    flag_values=values, module_name=HELP_SECTION)
 
 
 def take(program: str, values: flags.FlagValues = flags.FLAGS) -> None:
