@@ -124,3 +124,15 @@ def test_help_lists_our_flags_and_tensor2tensors_only_under_helpfull(module):
     section = full[full.index(f"\n{HELP_SECTION}:"):]
     assert "  --worker_replicas: tensor2tensor's flag:" in section
     assert "--decode_hparams: Overrides" not in section   # ours stay in their own
+
+
+@pytest.mark.parametrize("module", ["decoder", "exporter", "t2t_import"])
+def test_a_missing_required_flag_is_said_in_our_words(module):
+    """absl's "Flag --output_dir must have a value other than None.." was the
+    decoder's answer to a newcomer who left out --output_dir."""
+    from conftest import one_line_error, run_cli
+
+    line = one_line_error(run_cli(module), f"t2t-{module.replace('_', '-').replace('t2t-', '')}",
+                          "--output_dir is required: the training directory",
+                          "Received: output_dir=None")
+    assert "other than None" not in line

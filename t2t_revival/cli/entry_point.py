@@ -67,6 +67,17 @@ def _show_module_in_help(module_name: str) -> None:
                 "without effect, or refused, each with a line): --helpfull lists them.\n")
 
 
+def _required_flag(error: flags.Error) -> str | None:
+    """absl's refusal of a missing required flag ("flag --output_dir=None: Flag
+    --output_dir must have a value other than None.") in our words, or None."""
+    missing = [name for name in flags.FLAGS if str(error).startswith(f"flag --{name}=None:")]
+    if not missing:
+        return None
+    flag = flags.FLAGS[missing[0]]
+    what = flag.help.rstrip(".")
+    return f"--{flag.name} is required: {what[:1].lower()}{what[1:]}. Received: {flag.name}=None"
+
+
 def run(main: Callable[[list[str]], int | None], prog: str | None = None) -> None:
     """`absl.app.run(main)` where a bad flag or a UserError is one line, exit 2.
 
@@ -83,7 +94,7 @@ def run(main: Callable[[list[str]], int | None], prog: str | None = None) -> Non
         try:
             return flags.FLAGS(argv)
         except flags.Error as e:
-            fail(prog, f"{e}. Run {prog} --helpshort for the flags.")
+            fail(prog, f"{_required_flag(e) or e}. Run {prog} --helpshort for the flags.")
         except SystemExit as e:
             # absl's --help/--helpshort/--helpfull/--helpxml print and exit 1;
             # asking for help is not a failure.
