@@ -71,6 +71,32 @@ def test_missing_archives_are_listed_with_urls_and_paths(ende_tmp_dir, tmp_path)
         _SmallEnde(download=False).generate_data(str(tmp_path / "d2"), str(partial))
 
 
+def test_a_host_that_does_not_answer_is_tried_once(tmp_path, monkeypatch):
+    """Offline, each missing file once waited out its own download (a
+    newcomer's trainer without --tmp_dir spent 21-25 s before its line): a
+    host that does not answer is tried once; a 404 is that file's alone."""
+    import urllib.error
+
+    from t2t_revival.data import remote_file
+    from t2t_revival.data.remote_file import RemoteFile, fetch_all
+
+    tried = []
+
+    def urlopen(url, timeout):
+        tried.append(url)
+        if "a.example" in url:
+            raise urllib.error.URLError("[Errno -2] Name or service not known")
+        raise urllib.error.HTTPError(url, 404, "Not Found", {}, None)
+
+    monkeypatch.setattr(remote_file.urllib.request, "urlopen", urlopen)
+    files = [RemoteFile(f"http://a.example/{n}.gz") for n in range(6)] + \
+        [RemoteFile(f"http://b.example/{n}.gz") for n in range(2)]
+    with pytest.raises(DataError, match=r"^8 corpus file\(s\) missing") as e:
+        fetch_all(files, str(tmp_path))
+    assert tried == ["http://a.example/0.gz", "http://b.example/0.gz", "http://b.example/1.gz"]
+    assert f"http://a.example/5.gz -> {tmp_path / '5.gz'}" in str(e.value)
+
+
 def test_archive_without_the_member_is_a_user_error(tmp_path):
     _tar(tmp_path / "dev.tgz", {"dev/other.sgm": "x"})
     with pytest.raises(DataError, match="has no member dev/newstest2013-src.en.sgm"):

@@ -9,6 +9,7 @@ import os
 import shutil
 import tarfile
 import urllib.error
+import urllib.parse
 import urllib.request
 import zipfile
 import zlib
@@ -53,6 +54,14 @@ class RemoteFile:
         download is never kept under the file's name, where a rerun would
         take it as complete.
         """
+        return self._download(tmp_dir) is None
+
+    @property
+    def host(self) -> str:
+        return urllib.parse.urlsplit(self.url).netloc
+
+    def _download(self, tmp_dir: str) -> Exception | None:
+        """`download`: None, or why it failed."""
         target = self.path(tmp_dir)
         logging.info("Downloading %s to %s", self.url, target)
         try:
@@ -64,15 +73,25 @@ class RemoteFile:
                 if announced.isdigit() and f.tell() != int(announced):
                     raise _CutShort(f"the connection ended after {f.tell()} of "
                                     f"{announced} bytes")
-            return True
+            return None
         except (urllib.error.URLError, http.client.HTTPException, _CutShort, OSError,
                 ValueError) as e:
             logging.warning("Could not download %s: %s", self.url, e)
-            return False
+            return e
+
+
+def _unreachable(error: Exception | None) -> bool:
+    """Whether a download failed before any server answered (no network, a
+    name that does not resolve, a connection refused or timed out), as
+    opposed to an answer about this one file (404, a cut body)."""
+    return isinstance(error, (urllib.error.URLError, TimeoutError, ConnectionError)) \
+        and not isinstance(error, urllib.error.HTTPError)
 
 
 def fetch_all(files: Sequence[RemoteFile], tmp_dir: str, download: bool = True) -> None:
     """Make sure every file is in `tmp_dir`, downloading the missing ones.
+    After a host fails to answer once, its other files are not tried (each
+    would wait out its own timeout: no network is one wait, not six).
 
     Raises:
         DataError: listing every file still missing, with its URL and the
@@ -80,13 +99,25 @@ def fetch_all(files: Sequence[RemoteFile], tmp_dir: str, download: bool = True) 
     """
     missing = [f for f in files if not os.path.isfile(f.path(tmp_dir))]
     if download:
-        missing = [f for f in missing if not f.download(tmp_dir)]
+        unreachable: set[str] = set()
+        still = []
+        for f in missing:
+            if f.host in unreachable:
+                still.append(f)
+                continue
+            error = f._download(tmp_dir)
+            if error is not None:
+                still.append(f)
+                if _unreachable(error):
+                    unreachable.add(f.host)
+                    logging.warning("%s did not answer; not trying its other files", f.host)
+        missing = still
     if missing:
         listing = "; ".join(f"{f.url} -> {f.path(tmp_dir)}" for f in missing)
         raise DataError(
             f"{len(missing)} corpus file(s) missing and not downloadable here; "
-            f"download each from its URL and put it at the path shown, then rerun: "
-            f"{listing}. Received: tmp_dir={tmp_dir!r}")
+            f"download each from its URL and put it at the path shown (or give --tmp_dir "
+            f"a folder that holds them), then rerun: {listing}. Received: tmp_dir={tmp_dir!r}")
 
 
 def _open_member(archive: str, member: str, stack: contextlib.ExitStack) -> IO[bytes]:
