@@ -62,6 +62,28 @@ def test_no_placeholder_is_left_in_the_prose():
         assert not left, (page.name, left)
 
 
+# Where the pages' commands and blocks write, at the clone's root.
+_WRITES = [r"--(?:decode_to_file|output_dir|data_dir|export_dir|event_dir|translations_dir)="
+           r"([^\s'\"]+)", r"\s>\s*([A-Za-z_][^\s'\";)]*)", r"mkdir -p ([^\s;]+)",
+           r'pathlib\.Path\("([^"]+)"\)']
+
+
+def test_git_ignores_what_the_pages_commands_write():
+    """A newcomer who runs the workflow in the clone must not see its outputs
+    as changes to commit (`test.hyp.de` was not ignored)."""
+    import subprocess
+
+    written = {m.group(1).split("$")[0].rstrip("/") for _, _, code, excluded in blocks()
+               if not excluded for pattern in _WRITES for m in re.finditer(pattern, code)}
+    written = sorted(w for w in written if w and not w.startswith(("..", "/", "&")) and
+                     re.fullmatch(r"[\w./-]+", w))
+    assert "test.hyp.de" in written and "t2t_train/tiny" in written, written
+    out = subprocess.run(["git", "check-ignore", "--no-index", "-v", *written], cwd=ROOT,
+                         capture_output=True, text=True)
+    ignored = {line.split("\t")[-1] for line in out.stdout.splitlines()}
+    assert set(written) <= ignored, sorted(set(written) - ignored)
+
+
 def test_the_main_job_is_the_workflow_s_training_command():
     """The README's main job (its own block) is the workflow block's first line."""
     main_job = [commands(code) for _, code in _readme_blocks()
@@ -135,6 +157,7 @@ def test_the_export_runs_without_a_server_in_a_fresh_python(readme_run):
     assert f'"t2t_train/tiny/export/{TINY_RUN_STEPS}"' in code
     lines = out.stdout.splitlines()
     assert len(lines) == 2, out.stdout
+    assert "cuInit" not in out.stderr, out.stderr[-2000:]   # a newcomer took it for a fault
     for line in lines:
         score, translation = line.split("\t")
         assert float(score) < 0 and translation.strip(), line
