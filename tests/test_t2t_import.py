@@ -9,6 +9,7 @@ tensor2tensor's own Transformer (tests/t2t_oracle.py, run in a subprocess).
 
 import json
 import os
+import re
 import shutil
 
 import numpy as np
@@ -127,6 +128,128 @@ def test_a_variable_left_over_is_refused_naming_it(t2t_copy, shared_data, tmp_pa
                         lambda v: v.update({name: np.zeros((16, 4), np.float32)}))
     out = _import(t2t_copy, shared_data / VOCAB_8K, tmp_path / "run")
     _refused(out, str(tmp_path / "run"), name, "[16, 4]", "no variable is dropped")
+
+
+MODALITY = "transformer/symbol_modality_8190_16"
+FINAL_NORM = re.compile(r"^transformer/body/(encoder|decoder)/layer_prepostprocess/")
+
+
+def _set_hparams(t2t_dir, **values):
+    hparams = json.loads((t2t_dir / "hparams.json").read_text())
+    hparams.update(values)
+    (t2t_dir / "hparams.json").write_text(json.dumps(hparams))
+
+
+def _as_post_norm(variables):
+    """The pre-norm checkpoint's variables as a post-norm one's: each sublayer's
+    norm under `layer_postprocess` (T2T's "dan"), no final norms."""
+    for name in list(variables):
+        if FINAL_NORM.match(name):
+            del variables[name]
+        elif "/layer_prepostprocess/layer_norm/" in name:
+            variables[name.replace("/layer_prepostprocess/", "/layer_postprocess/")] = \
+                variables.pop(name)
+
+
+def _our_variable(reader, *parts):
+    """The value of our checkpoint's one variable whose name holds all `parts`."""
+    key, = [k for k in reader.get_variable_to_shape_map() if all(p in k for p in parts)
+            and "OPTIMIZER" not in k]
+    return reader.get_tensor(key)
+
+
+def test_a_post_norm_checkpoint_is_imported(t2t_copy, shared_data, tmp_path):
+    import tensorflow as tf
+
+    from t2t_revival.settings.hparams import HParams
+
+    original = tf.train.load_checkpoint(str(shared_data / T2T_RUN / "model.ckpt-1"))
+    _rewrite_checkpoint(t2t_copy / "model.ckpt-1", _as_post_norm)
+    _set_hparams(t2t_copy, layer_preprocess_sequence="none", layer_postprocess_sequence="dan")
+    run = tmp_path / "run"
+    out = _import(t2t_copy, shared_data / VOCAB_8K, run)
+    assert out.returncode == 0, out.stderr[-3000:]
+    assert HParams.load(str(run / "hparams.json")).norm_type == "post"
+    ours = tf.train.load_checkpoint(str(run / "ckpt-1"))
+    assert not [k for k in ours.get_variable_to_shape_map() if "final_norm" in k]
+    for stack, layer, sublayer, norm in [("encoder", 1, "ffn", "ffn_norm"),
+                                         ("decoder", 0, "encdec_attention",
+                                          "cross_attention_norm")]:
+        theirs = f"transformer/body/{stack}/layer_{layer}/{sublayer}/layer_prepostprocess/" \
+                 f"layer_norm/layer_norm_"
+        for t2t_name, our_name in (("scale", "gamma"), ("bias", "beta")):
+            np.testing.assert_array_equal(
+                _our_variable(ours, f"{stack}_layer_{layer}", norm, our_name),
+                original.get_tensor(theirs + t2t_name))
+
+
+@pytest.mark.parametrize("post_norm_variables", [True, False])
+def test_norms_placed_otherwise_than_hparams_json_says_are_refused(
+        t2t_copy, shared_data, tmp_path, post_norm_variables):
+    if post_norm_variables:   # post-norm variables, hparams.json's pre-norm sequences
+        _rewrite_checkpoint(t2t_copy / "model.ckpt-1", _as_post_norm)
+        needles = ("a norm of a post-norm Transformer", "describes a pre-norm one")
+    else:
+        _set_hparams(t2t_copy, layer_preprocess_sequence="none",
+                     layer_postprocess_sequence="dan")
+        needles = ("a norm of a pre-norm Transformer", "describes a post-norm one")
+    out = _import(t2t_copy, shared_data / VOCAB_8K, tmp_path / "run")
+    _refused(out, str(tmp_path / "run"), "hparams.json and the checkpoint disagree", *needles)
+
+
+def _split_modality(roles):
+    """Change the checkpoint's shared modality into `roles`, each a distinct
+    matrix (the shared one times 1, 2, 3), in its 16 shards."""
+    def change(variables):
+        shards = {n: variables.pop(n) for n in list(variables)
+                  if n.startswith(f"{MODALITY}/shared/")}
+        for factor, role in enumerate(roles, 1):
+            for name, value in shards.items():
+                variables[name.replace("/shared/", f"/{role}/")] = value * factor
+    return change
+
+
+@pytest.mark.parametrize("roles, sharing", [
+    (("input_emb", "target_emb", "softmax"), dict(shared_embedding=False)),
+    (("shared", "softmax"), dict(shared_embedding=True)),
+])
+def test_separate_embeddings_and_softmax_are_imported(t2t_copy, shared_data, tmp_path,
+                                                      roles, sharing):
+    import tensorflow as tf
+
+    from t2t_revival.settings.hparams import HParams
+
+    original = tf.train.load_checkpoint(str(shared_data / T2T_RUN / "model.ckpt-1"))
+    shared = np.concatenate([original.get_tensor(f"{MODALITY}/shared/weights_{i}")
+                             for i in range(16)])
+    _rewrite_checkpoint(t2t_copy / "model.ckpt-1", _split_modality(roles))
+    _set_hparams(t2t_copy, shared_embedding_and_softmax_weights=False, **sharing)
+    run = tmp_path / "run"
+    out = _import(t2t_copy, shared_data / VOCAB_8K, run)
+    assert out.returncode == 0, out.stderr[-3000:]
+    assert HParams.load(str(run / "hparams.json")).shared_embedding is False
+    ours = tf.train.load_checkpoint(str(run / "ckpt-1"))
+    target = 2 if roles[0] == "input_emb" else 1
+    np.testing.assert_array_equal(_our_variable(ours, "source_embedding"), shared)
+    np.testing.assert_array_equal(_our_variable(ours, "target_embedding"), shared * target)
+    np.testing.assert_array_equal(_our_variable(ours, "output_projection"), (shared * 3 if
+                                  roles[0] == "input_emb" else shared * 2).T)
+
+
+def test_sharing_hparams_that_disagree_with_the_modality_are_refused(t2t_copy, shared_data,
+                                                                     tmp_path):
+    _rewrite_checkpoint(t2t_copy / "model.ckpt-1",
+                        _split_modality(("input_emb", "target_emb", "softmax")))
+    out = _import(t2t_copy, shared_data / VOCAB_8K, tmp_path / "run")
+    _refused(out, str(tmp_path / "run"), "hparams.json and the checkpoint disagree",
+             "shared_embedding_and_softmax_weights=True", "['shared']",
+             "['input_emb', 'softmax', 'target_emb']")
+
+
+def test_a_modality_without_inputs_is_refused(t2t_copy, shared_data, tmp_path):
+    _rewrite_checkpoint(t2t_copy / "model.ckpt-1", _split_modality(("target_emb", "softmax")))
+    out = _import(t2t_copy, shared_data / VOCAB_8K, tmp_path / "run")
+    _refused(out, str(tmp_path / "run"), "symbol modality holds ['softmax', 'target_emb']")
 
 
 def test_the_import_writes_a_whole_run_directory(shared_data, tmp_path):

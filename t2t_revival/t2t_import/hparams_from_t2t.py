@@ -33,6 +33,11 @@ _SUPPORTED: dict[str, tuple[Any, ...]] = {
     "hard_attention_k": (0,),
 }
 _SEQUENCES = {("n", "da"): "pre", ("none", "dan"): "post", ("", "dan"): "post"}
+# {the modality's roles: our shared_embedding}, by T2T's symbol_bottom/_top:
+# shared_embedding_and_softmax_weights shares all three; its shared_embedding
+# alone inputs and targets (then ours holds two copies of that matrix).
+_ROLES = {frozenset({"shared"}): True, frozenset({"shared", "softmax"}): False,
+          frozenset({"input_emb", "target_emb", "softmax"}): False}
 
 
 def _refuse(name: str, value: Any, why: str) -> UserError:
@@ -52,12 +57,45 @@ def modality(shapes: dict[str, tuple[int, ...]]) -> tuple[int, int, set[str]]:
     return vocab_size, width, {m.group(3) for m in map(MODALITY.match, shapes) if m}
 
 
+def _roles_said(t2t: dict[str, Any]) -> frozenset[str] | None:
+    """The modality roles T2T's hparams.json gives (None when it names neither
+    sharing hparam: the checkpoint's say)."""
+    if "shared_embedding_and_softmax_weights" not in t2t and "shared_embedding" not in t2t:
+        return None
+    if t2t.get("shared_embedding_and_softmax_weights"):
+        return frozenset({"shared"})
+    if t2t.get("shared_embedding"):
+        return frozenset({"shared", "softmax"})
+    return frozenset({"input_emb", "target_emb", "softmax"})
+
+
+def shared_embedding(t2t: dict[str, Any], roles: set[str]) -> bool:
+    """Our `shared_embedding` for the checkpoint's modality `roles` (a
+    UserError for a set T2T's Transformer does not write, or one its
+    hparams.json's sharing hparams contradict)."""
+    if frozenset(roles) not in _ROLES:
+        raise UserError(f"the tensor2tensor checkpoint's symbol modality holds "
+                        f"{sorted(roles)}; this Transformer imports 'shared' (inputs, targets "
+                        f"and softmax), 'shared' and 'softmax', or 'input_emb', 'target_emb' "
+                        f"and 'softmax'. Received: roles={sorted(roles)}")
+    said = _roles_said(t2t)
+    if said is not None and said != frozenset(roles):
+        raise UserError(f"hparams.json and the checkpoint disagree: shared_embedding_and_"
+                        f"softmax_weights={t2t.get('shared_embedding_and_softmax_weights')!r} "
+                        f"and shared_embedding={t2t.get('shared_embedding')!r} mean the "
+                        f"modality's {sorted(said)}, the checkpoint holds {sorted(roles)}; "
+                        f"pass the hparams.json of the run that wrote it. "
+                        f"Received: roles={sorted(roles)}")
+    return _ROLES[frozenset(roles)]
+
+
 def hparams_from_t2t(t2t: dict[str, Any], shapes: dict[str, tuple[int, ...]],
                      target_space_id: int) -> HParams:
     """Our resolved HParams for T2T's hparams.json `t2t` and the checkpoint's
     variable `shapes`: tensor2tensor's variants of the Transformer (pre or
     post norm, its timing signal, `multiply_embedding_mode`, the zeroed PAD
-    embedding, the target space embedding when the checkpoint has one).
+    embedding, the target space embedding when the checkpoint has one, the
+    embeddings and softmax shared or not: `shared_embedding`).
 
     A T2T hparam we do not support (relative attention, MoE or another
     `ffn_layer`, separate encoder/decoder depths, ...) is a UserError naming it.
@@ -89,7 +127,7 @@ def hparams_from_t2t(t2t: dict[str, Any], shapes: dict[str, tuple[int, ...]],
         zero_pad_embedding=True,
         target_space_embedding="transformer/body/target_space_embedding/kernel" in shapes,
         target_space_id=target_space_id,
-        shared_embedding=roles == {"shared"}, vocab_size=vocab_size,
+        shared_embedding=shared_embedding(t2t, roles), vocab_size=vocab_size,
         max_length=t2t.get("max_length") or 256,
         label_smoothing=t2t.get("label_smoothing", 0.1),
         adam_beta1=t2t.get("optimizer_adam_beta1", 0.9),

@@ -106,7 +106,8 @@ def import_t2t_run(t2t_dir: str, vocab_file: str, output_dir: str,
         saved = []
         for prefix in prefixes:
             variables = first if prefix == prefixes[0] else run.read_variables(prefix)
-            _assign(model, our_weights(variables, hparams.shared_embedding), prefix)
+            _assign(model, our_weights(variables, hparams.shared_embedding,
+                                         hparams.norm_type), prefix)
             saved.append(folder.save(make_checkpoint(model), checkpoint_step(prefix) or 0))
         record = RunRecord(problem="", hparams_set="", vocab_file=T2T_VOCAB_FILE,
                            vocab_source=os.path.abspath(vocab_file),

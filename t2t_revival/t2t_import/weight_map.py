@@ -16,8 +16,12 @@ optimizer) and its step and loss bookkeeping."""
 
 _LAYER = re.compile(r"^transformer/body/(encoder|decoder)/layer_(\d+)/"
                     r"(self_attention|encdec_attention|ffn)/(.+)$")
-_NORM = {"layer_prepostprocess/layer_norm/layer_norm_scale": "gamma",
-         "layer_prepostprocess/layer_norm/layer_norm_bias": "beta"}
+_NORM = re.compile(r"^(layer_prepostprocess|layer_postprocess)/layer_norm/layer_norm_(scale|bias)$")
+"""A sublayer's layer norm: T2T's pre-norm runs it in `layer_preprocess`
+(`layer_preprocess_sequence "n"`, scope `layer_prepostprocess`), its
+post-norm in `layer_postprocess` (`layer_postprocess_sequence "dan"`)."""
+NORM_SCOPES = {"pre": "layer_prepostprocess", "post": "layer_postprocess"}
+"""{our norm_type: the scope of T2T's sublayer norms}."""
 _FFN = {"conv1/kernel": "inner.kernel", "conv1/bias": "inner.bias",
         "conv2/kernel": "output.kernel", "conv2/bias": "output.bias"}
 _ROLES = {"shared": ("shared_embedding.embeddings",),
@@ -26,14 +30,31 @@ _ROLES = {"shared": ("shared_embedding.embeddings",),
           "softmax": ("output_projection.kernel",)}
 
 
+def _norm_placement(name: str, scope: str, norm_type: str) -> None:
+    """A UserError when the sublayer norm `name` (in T2T's `scope`) is not
+    where a `norm_type` Transformer has it: hparams.json and the checkpoint
+    disagree."""
+    if scope != NORM_SCOPES[norm_type]:
+        theirs = "pre" if scope == NORM_SCOPES["pre"] else "post"
+        said = {"pre": "layer_preprocess_sequence 'n', layer_postprocess_sequence 'da'",
+                "post": "layer_preprocess_sequence 'none', layer_postprocess_sequence 'dan'"}
+        raise UserError(f"hparams.json and the checkpoint disagree: the checkpoint holds "
+                        f"{name}, a norm of a {theirs}-norm Transformer ({said[theirs]}), but "
+                        f"hparams.json describes a {norm_type}-norm one ({said[norm_type]}); "
+                        f"pass the hparams.json of the run that wrote it. "
+                        f"Received: variable={name!r}")
+
+
 def _single(name: str, stack: str, layer: str, sublayer: str, rest: str,
-            parts: dict[str, dict[str, np.ndarray]]) -> str | None:
+            parts: dict[str, dict[str, np.ndarray]], norm_type: str) -> str | None:
     """Our name of one T2T layer variable (attention q/k/v go to `parts`)."""
     ours = f"{stack}_layer_{layer}"
-    if rest in _NORM:
+    norm_match = _NORM.match(rest)
+    if norm_match:
+        _norm_placement(name, norm_match.group(1), norm_type)
         norm = {"self_attention": "self_attention_norm", "ffn": "ffn_norm",
                 "encdec_attention": "cross_attention_norm"}[sublayer]
-        return f"{ours}.{norm}.{_NORM[rest]}"
+        return f"{ours}.{norm}." + ("gamma" if norm_match.group(2) == "scale" else "beta")
     if sublayer == "ffn":
         return f"{ours}.ffn.{_FFN[rest]}" if rest in _FFN else None
     match = re.fullmatch(r"multihead_attention/(q|k|v|output_transform)/kernel", rest)
@@ -48,9 +69,17 @@ def _single(name: str, stack: str, layer: str, sublayer: str, rest: str,
     return ""
 
 
-def our_weights(variables: dict[str, np.ndarray], shared_embedding: bool) -> dict[str, np.ndarray]:
+def our_weights(variables: dict[str, np.ndarray], shared_embedding: bool,
+                norm_type: str) -> dict[str, np.ndarray]:
     """{our variable path (`checkpoint_variables.model_variables`): value} of
-    T2T's `variables` (a `T2TRunDir.read_variables`).
+    T2T's `variables` (a `T2TRunDir.read_variables`) for our Transformer of
+    `shared_embedding` and `norm_type`.
+
+    Each sublayer's norm is T2T's `layer_prepostprocess/layer_norm` (pre-norm,
+    with the stacks' final norms `encoder|decoder/layer_prepostprocess/...`)
+    or its `layer_postprocess/layer_norm` (post-norm, no final norms); one of
+    the other placement than `norm_type` is a UserError (hparams.json and the
+    checkpoint disagree).
 
     Attention q, k, v kernels are concatenated (ours are fused: qkv, and
     key_value for encoder-decoder attention); the modality's shards are
@@ -71,7 +100,7 @@ def our_weights(variables: dict[str, np.ndarray], shared_embedding: bool) -> dic
         layer = _LAYER.match(name)
         modality = MODALITY.match(name)
         if layer:
-            target = _single(name, *layer.groups(), parts)
+            target = _single(name, *layer.groups(), parts, norm_type)
         elif modality:
             shards.setdefault(modality.group(3), {})[int(modality.group(4))] = value
             target = ""
@@ -80,7 +109,8 @@ def our_weights(variables: dict[str, np.ndarray], shared_embedding: bool) -> dic
         else:
             final = re.fullmatch(r"transformer/body/(encoder|decoder)/layer_prepostprocess/"
                                  r"layer_norm/layer_norm_(scale|bias)", name)
-            if final:
+            if final:   # the stacks' final norms: pre-norm's alone
+                _norm_placement(name, NORM_SCOPES["pre"], norm_type)
                 target = f"{final.group(1)}_final_norm." + \
                     ("gamma" if final.group(2) == "scale" else "beta")
         if target is None:
