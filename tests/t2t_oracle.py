@@ -2,6 +2,7 @@
 oracle of the importer (t2t-import), run in a SUBPROCESS of the tests.
 
     python tests/t2t_oracle.py CHECKPOINT_PREFIX HPARAMS_SET IN.npz OUT.npz
+    python tests/t2t_oracle.py --build HPARAMS_SET IN.npz OUT_DIR NAME=OVERRIDES...
 
 IN.npz holds int32 `inputs` [batch, S] and `targets` [batch, T] (PAD = 0,
 right-padded), int `target_space_id`, int `decode_length` and int
@@ -15,6 +16,20 @@ T2T's code runs on TF 2.21 in graph mode (tf.compat.v1) with tf_keras
 are stubbed: the packages of `STUBS`, `tf.estimator` (only its ModeKeys are
 read) and `tensor2tensor.models/__init__` (which imports every model). That is
 why it runs in a process of its own: none of this setup reaches the tests.
+
+`--build` writes tensor2tensor runs of its own: for each NAME, the hparam
+set HPARAMS_SET with `hparams.parse(OVERRIDES)` (e.g.
+"hidden_size=32,layer_postprocess_sequence=dan,symbol_modality_num_shards=11"),
+its Transformer built in a graph of its own (graph seed 77) for IN.npz's
+`vocab_size` (int; inputs and targets share it, as a T2T text problem),
+randomly initialised (T2T's initializers; its layer norms' scales and
+biases and its dense biases, which start at 1 and 0, drawn from a seeded
+normal too, so that a misplaced one shows), saved as tensor2tensor's trainer
+leaves its `output_dir`: OUT_DIR/NAME/ with `model.ckpt-1` (global_step
+included), `checkpoint`, `hparams.json` (`hparams.to_json`, as
+`t2t_trainer.save_metadata`) and `flags.txt`; and its EVAL logits on IN.npz's
+`inputs`/`targets` (target_space_id 0) in OUT_DIR/NAME.logits.npy. One
+process for every run: the T2T import and its stubs are paid once.
 
 The EVAL model's `call` runs as T2T wrote it, graph-mode code, without
 AutoGraph's conversion (which the legacy layers' `__call__` applies to it:
@@ -146,5 +161,64 @@ def main(checkpoint, hparams_set, in_path, out_path):
     np.savez(out_path, **out)
 
 
+def _eval_logits(tf, transformer, hparams, inputs, targets, space):
+    """T2T's EVAL Transformer of `hparams` on the pairs: its logits tensor
+    [batch, T, vocab] (variables made in the current graph and scope)."""
+    features = {"inputs": tf.constant(inputs, tf.int32)[:, :, None, None],
+                "targets": tf.constant(targets, tf.int32)[:, :, None, None],
+                "target_space_id": tf.constant(space, tf.int32)}
+    model = transformer.Transformer(hparams, tf.estimator.ModeKeys.EVAL)
+    model.call = tf.autograph.experimental.do_not_convert(model.call)
+    logits, _ = model(features)
+    return logits[:, :, 0, 0, :]
+
+
+def build(hparams_set, in_path, out_dir, *runs):
+    """`--build` (the module's docstring): one T2T run and its logits per
+    NAME=OVERRIDES of `runs`."""
+    import json
+
+    import numpy as np
+    tf, transformer, problem_hparams = _import_t2t()
+    data = np.load(in_path)
+    vocab_size = int(data["vocab_size"])
+    for run in runs:
+        name, _, overrides = run.partition("=")
+        folder = os.path.join(out_dir, name)
+        os.makedirs(folder)
+        hparams = getattr(transformer, hparams_set)()
+        hparams.parse(overrides)
+        metadata = hparams.to_json(indent=0, sort_keys=True)   # before eval's dropouts of 0
+        hparams.problem_hparams = problem_hparams.test_problem_hparams(
+            vocab_size, vocab_size, hparams)
+        for key in ("layer_prepostprocess_dropout", "attention_dropout", "relu_dropout"):
+            hparams.set_hparam(key, 0.0)
+        with tf.Graph().as_default():
+            tf.set_random_seed(77)
+            step = tf.train.get_or_create_global_step()
+            logits = _eval_logits(tf, transformer, hparams, data["inputs"], data["targets"], 0)
+            rng = np.random.default_rng(77)
+            with tf.Session() as session:
+                session.run(tf.global_variables_initializer())
+                for variable in tf.trainable_variables():
+                    if "layer_norm" in variable.op.name or variable.op.name.endswith("/bias"):
+                        start = 1.0 if variable.op.name.endswith("_scale") else 0.0
+                        variable.load(start + 0.3 * rng.standard_normal(
+                            variable.shape.as_list()).astype(np.float32), session)
+                step.load(1, session)
+                np.save(os.path.join(out_dir, f"{name}.logits.npy"), session.run(logits))
+                tf.train.Saver(save_relative_paths=True).save(
+                    session, os.path.join(folder, "model.ckpt"), global_step=1)
+        with open(os.path.join(folder, "hparams.json"), "w") as f:
+            f.write(metadata)
+        with open(os.path.join(folder, "flags.txt"), "w") as f:
+            f.write("\n".join([f"--model=transformer", f"--hparams_set={hparams_set}",
+                               f"--hparams={overrides}", "--problem=translate_ende_wmt8k",
+                               "--train_steps=1", f"--output_dir={folder}"]))
+
+
 if __name__ == "__main__":
-    main(*sys.argv[1:])
+    if sys.argv[1] == "--build":
+        build(*sys.argv[2:])
+    else:
+        main(*sys.argv[1:])

@@ -1,6 +1,11 @@
 """The imported T2T checkpoint against tensor2tensor's own Transformer
 (issue 59's acceptance): teacher-forced logits within 1e-4, greedy decoding
 the same ids, beam search (beam 4, alpha 0.6) the same on at least 95%.
+And every layout t2t-import takes (issue 77, part 1): post-norm and pre-norm,
+embeddings and softmax shared, separate, or inputs and targets shared with a
+softmax of their own, in one modality shard or 11 (uneven, past 10), each a
+run tensor2tensor itself wrote (`t2t_oracle.py --build`, all in one
+process), imported with logits within 1e-4 of its own on 20 pairs.
 
 tensor2tensor 1.15.7 runs in a subprocess (tests/t2t_oracle.py: TF graph
 mode, tf_keras, stubbed imports), on the same checkpoint and token ids; ours
@@ -23,14 +28,14 @@ PAIRS = 24
 DECODE_LENGTH = 50   # T2T's infer default, our extra_length
 
 
-def _random_pairs(vocab_size, seed=59):
-    """`PAIRS` (inputs, targets) of random ids 2..V-1 ending with EOS (1),
+def _random_pairs(vocab_size, seed=59, pairs=PAIRS):
+    """`pairs` (inputs, targets) of random ids 2..V-1 ending with EOS (1),
     of 3..14 tokens, right-padded with PAD (0)."""
     rng = np.random.default_rng(seed)
 
     def batch():
-        lengths = rng.integers(3, 15, PAIRS)
-        ids = np.zeros((PAIRS, lengths.max()), np.int32)
+        lengths = rng.integers(3, 15, pairs)
+        ids = np.zeros((pairs, lengths.max()), np.int32)
         for row, length in enumerate(lengths):
             ids[row, :length - 1] = rng.integers(2, vocab_size, length - 1)
             ids[row, length - 1] = 1
@@ -139,3 +144,72 @@ def test_beam_search_equals_tensor2tensors(compared):
             print(f"input {i}: ours {a}\n          T2T  {b}")
     print(f"beam 4, alpha 0.6: {sum(same)} of {PAIRS} the same as T2T's")
     assert sum(same) >= 0.95 * PAIRS
+
+
+# tensor2tensor runs of every layout: transformer_base_v1 (post-norm) made
+# tiny, with these overrides; {name: (overrides, our norm_type, our shared_embedding)}.
+_NORMS = {"post": ("layer_preprocess_sequence=none,layer_postprocess_sequence=dan", "post"),
+          "pre": ("layer_preprocess_sequence=n,layer_postprocess_sequence=da", "pre")}
+_EMBEDDINGS = {
+    "shared": ("shared_embedding_and_softmax_weights=True", True),
+    "separate": ("shared_embedding_and_softmax_weights=False,shared_embedding=False", False),
+    "inputs_targets_shared": ("shared_embedding_and_softmax_weights=False,"
+                              "shared_embedding=True", False),
+}
+LAYOUTS = {f"{norm}_{embedding}_{shards}shard": (
+    f"num_hidden_layers=2,hidden_size=32,filter_size=64,num_heads=4,{n_over},{e_over},"
+    f"symbol_modality_num_shards={shards}", norm_type, shared)
+    for norm, (n_over, norm_type) in _NORMS.items()
+    for embedding, (e_over, shared) in _EMBEDDINGS.items() for shards in (1, 11)}
+LAYOUT_PAIRS = 20
+
+
+@pytest.fixture(scope="module")
+def t2t_layouts(shared_data, tmp_path_factory):
+    """(folder of the T2T runs `LAYOUTS` and their `NAME.logits.npy`, inputs,
+    targets): one oracle process writes them all."""
+    tmp = tmp_path_factory.mktemp("t2t_layouts")
+    inputs, targets = _random_pairs(8190, seed=77, pairs=LAYOUT_PAIRS)
+    np.savez(tmp / "in.npz", inputs=inputs, targets=targets, vocab_size=8190)
+    out = subprocess.run(
+        [sys.executable, str(ROOT / "tests" / "t2t_oracle.py"), "--build",
+         "transformer_base_v1", str(tmp / "in.npz"), str(tmp / "runs"),
+         *(f"{name}={overrides}" for name, (overrides, *_) in LAYOUTS.items())],
+        capture_output=True, text=True, timeout=1200, env=dict(os.environ))
+    assert out.returncode == 0, out.stderr[-4000:]
+    return tmp / "runs", inputs, targets
+
+
+@pytest.mark.slow
+@pytest.mark.parametrize("layout", sorted(LAYOUTS))
+def test_every_layout_imports_with_tensor2tensors_logits(t2t_layouts, shared_data, tmp_path,
+                                                         layout):
+    import tensorflow as tf
+
+    from t2t_revival.models.build_model import build_model
+    from t2t_revival.run_dir.checkpoint_folder import quiet, restore_model_weights
+    from t2t_revival.run_dir.training_directory import TrainingDirectory
+    from t2t_revival.t2t_import.importer import import_t2t_run
+
+    runs, inputs, targets = t2t_layouts
+    _, norm_type, shared = LAYOUTS[layout]
+    t2t_run = runs / layout
+    names = tf.train.load_checkpoint(str(t2t_run / "model.ckpt-1")).get_variable_to_shape_map()
+    shards = {n for n in names if "/symbol_modality_8190_32/" in n}
+    assert len(shards) == int(layout.split("_")[-1][:-5]) * (1 if shared else 3 if
+                                                             "separate" in layout else 2)
+    assert any("/layer_postprocess/layer_norm/" in n for n in names) == (norm_type == "post")
+    prefix, = import_t2t_run(str(t2t_run), str(shared_data / VOCAB_8K), str(tmp_path / "run"),
+                             log=quiet)
+    hparams = TrainingDirectory(str(tmp_path / "run")).read_hparams().for_inference()
+    assert (hparams.norm_type, hparams.shared_embedding) == (norm_type, shared)
+    model = build_model(hparams)
+    restore_model_weights(model, prefix)
+    ours = np.asarray(model({"inputs": inputs, "targets": targets}, training=False))
+    theirs = np.load(runs / f"{layout}.logits.npy")
+    assert ours.shape == theirs.shape == (LAYOUT_PAIRS, targets.shape[1], 8190)
+    real = targets != 0
+    difference = np.abs(ours - theirs)[real]
+    print(f"{layout}: max |ours - T2T| over {real.sum()} target positions: "
+          f"{difference.max():.2e} (logits up to {np.abs(theirs).max():.2f})")
+    assert difference.max() < 1e-4
