@@ -288,3 +288,43 @@ def test_a_decoder_run_flag_that_disagrees_with_run_json_is_one_line(tmp_path, f
                    hparams_set="transformer_tiny", hparams="num_heads=2")
     result = run_cli("decoder", f"--output_dir={out}", flag, "--decode_from_file=x")
     one_line_error(result, "t2t-decoder", f"{flag} disagrees with the run in {out}", message)
+
+
+@pytest.mark.parametrize("args, message", [
+    (["--random_seed=-1"], "--random_seed=-1 (tensor2tensor's) is --seed=-1 here, which is "
+                           "refused: -1 is not an integer in the range [0, 4294967295]"),
+    (["--iterations_per_loop=-5"], "--iterations_per_loop=-5 (tensor2tensor's) is "
+                                   "--steps_per_execution=-5 here, which is refused: -5 is "
+                                   "not a positive integer"),
+    (["--eval_early_stopping_steps=1000", "--eval_early_stopping_metric_delta=-0.5"],
+     "--eval_early_stopping_metric_delta=-0.5 (tensor2tensor's) is "
+     "--eval_early_stopping_delta=-0.5 here, which is refused: -0.5 is not a non-negative "
+     "number"),
+    (["--eval_early_stopping_steps=1000", "--eval_early_stopping_metric_delta=nan"],
+     "--eval_early_stopping_delta=nan here, which is refused: NaN is not a number"),
+    (["--eval_early_stopping_steps=-1000"],
+     "--eval_early_stopping_steps (tensor2tensor's) is the patience, in updates: 0 or more"),
+    (["--eval_early_stopping_delta=nan"],
+     "flag --eval_early_stopping_delta=nan: NaN is not a number: give 0 or more"),
+    (["--schedule=train", "--local_eval_frequency=500"],
+     "--schedule=train (tensor2tensor's) is --local_eval_frequency=0 here (train, then "
+     "evaluate once at the end), and --local_eval_frequency=500 asks for evaluations during "
+     "training; give one of them"),
+])
+def test_mapped_tensor2tensor_flags_go_through_our_flags_validators(tmp_path, args, message):
+    """Issue 77, part 5: a mapped flag's value is checked as ours would be (a
+    numpy traceback for seed -1 before), NaN is no early-stopping delta (it
+    stopped whatever the loss did), and --schedule=train does not drop an
+    explicit --local_eval_frequency silently; each before any work."""
+    out = run_cli("trainer", *args, "--local_eval_frequency=1000" if "--schedule=train"
+                  not in args else "--train_steps=1", f"--output_dir={tmp_path / 'run'}")
+    one_line_error(out, "t2t-trainer", message)
+    assert not (tmp_path / "run").exists()
+
+
+def test_schedule_train_with_local_eval_frequency_0_agrees():
+    try:
+        assert len(_trainer_flags("--schedule=train", "--local_eval_frequency=0")) == 1
+        assert flags.FLAGS.local_eval_frequency == 0
+    finally:
+        flags.FLAGS.unparse_flags()

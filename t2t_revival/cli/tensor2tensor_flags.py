@@ -339,10 +339,22 @@ def apply(program: str, values: flags.FlagValues = flags.FLAGS) -> list[str]:
             raise UserError(f"--{name} (tensor2tensor's) is --{flag.ours} here, and both "
                             f"were given with different values; give one. Received: "
                             f"{name}={value!r}, {flag.ours}={values[flag.ours].value!r}")
-        values[flag.ours].value = ours
+        _assign(values, flag.ours, ours, f"--{name}={value}")
         lines.append(f"--{name} (tensor2tensor's) is --{flag.ours} here ({flag.why}): "
                      f"--{flag.ours}={ours}.")
     return lines
+
+
+def _assign(values: flags.FlagValues, ours: str, value, given: str) -> None:
+    """Set our flag `ours` to `value`, what tensor2tensor's `given`
+    ("--name=value") became, through our flag's own validators (its bounds,
+    its NaN check): a value ours refuses is a UserError naming `given`."""
+    try:
+        setattr(values, ours, value)
+    except flags.IllegalFlagValueError as e:
+        why = str(e).split(": ", 1)[-1]
+        raise UserError(f"{given} (tensor2tensor's) is --{ours}={value} here, which is "
+                        f"refused: {why}. Received: {given[2:]}") from None
 
 
 # tensor2tensor's early-stopping metric names for the figures that rank best/ here.
@@ -357,6 +369,15 @@ def apply_trainer_schedule(values: flags.FlagValues = flags.FLAGS) -> list[str]:
     if values["schedule"].present:
         schedule = values["schedule"].value
         if schedule == "train":
+            every = values["local_eval_frequency"]
+            if every.present and every.value:
+                # Refused, not honoured: tensor2tensor's `train` schedule never
+                # evaluated, so evaluating every N updates is what it is not.
+                raise UserError(
+                    "--schedule=train (tensor2tensor's) is --local_eval_frequency=0 here "
+                    "(train, then evaluate once at the end), and --local_eval_frequency="
+                    f"{every.value} asks for evaluations during training; give one of them. "
+                    f"Received: schedule='train', local_eval_frequency={every.value}")
             values["local_eval_frequency"].value = 0
             lines.append("--schedule=train (tensor2tensor's) is --local_eval_frequency=0 here: "
                          "train, then evaluate once at the end.")
@@ -403,10 +424,15 @@ def apply_trainer_schedule(values: flags.FlagValues = flags.FLAGS) -> list[str]:
                         f"{'minimized' if followed == 'loss' else 'maximized'}. "
                         f"Received: eval_early_stopping_metric_minimize={minimize}")
     steps = present["eval_early_stopping_steps"]
+    if steps < 0:
+        raise UserError("--eval_early_stopping_steps (tensor2tensor's) is the patience, in "
+                        "updates: 0 or more. Received: eval_early_stopping_steps="
+                        f"{steps}")
     evals = max(1, -(-steps // every))
     delta = present.get("eval_early_stopping_metric_delta", 0.1)   # tensor2tensor's default
-    values["eval_early_stopping_evals"].value = evals
-    values["eval_early_stopping_delta"].value = delta
+    _assign(values, "eval_early_stopping_evals", evals, f"--eval_early_stopping_steps={steps}")
+    _assign(values, "eval_early_stopping_delta", delta,
+            f"--eval_early_stopping_metric_delta={delta}")
     lines.append(f"--eval_early_stopping_steps={steps} (tensor2tensor's) is "
                  f"--eval_early_stopping_evals={evals} here (evaluations every "
                  f"--local_eval_frequency={every} updates), following dev {followed} with "

@@ -10,6 +10,7 @@ from __future__ import annotations
 
 import contextlib
 import dataclasses
+import math
 import os
 import sys
 
@@ -85,6 +86,10 @@ flags.DEFINE_integer("eval_early_stopping_evals", _DEFAULT["eval_early_stopping_
 flags.DEFINE_float("eval_early_stopping_delta", _DEFAULT["eval_early_stopping_delta"],
                    "What counts as better for --eval_early_stopping_evals: more than this "
                    "(0 = any; best/ still takes every better figure).", lower_bound=0.0)
+# NaN passes absl's bounds (every comparison with it is false) and would make
+# every evaluation "not better by more than NaN": early stopping whatever the loss.
+flags.register_validator("eval_early_stopping_delta", lambda delta: not math.isnan(delta),
+                         "NaN is not a number: give 0 or more (0 = any improvement)")
 flags.DEFINE_integer("save_checkpoints_steps", _DEFAULT["save_checkpoints_steps"],
                      "Checkpoint every N updates.",
                      lower_bound=0)
