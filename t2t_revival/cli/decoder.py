@@ -121,14 +121,19 @@ def _score_pairs(settings) -> int:
 def _translator(job, hparams):
     """The job's engine (`EngineChoice`): the run's LiteRT programs, with
     Keras's numpy backend and no TensorFlow imported, or the TensorFlow
-    `Decoder` (XLA's compile cache set up first, the memory checked). Devices
+    `Decoder` (XLA's compile cache set up first), the memory checked first
+    for both (before the model loads or a conversion starts). Devices
     asked for (--worker_gpu, --cpu_devices) decode with TensorFlow."""
     import dataclasses
 
     from t2t_revival.decode.engine_choice import EngineChoice
     from t2t_revival.decode.litert_program_cache import LiteRTProgramCache
+    from t2t_revival.decode.search_memory import check_decode_fits
     from t2t_revival.process.phase_times import phase
 
+    # Before either engine: a beam that cannot fit is refused before a LiteRT
+    # conversion starts (beam_size=100000000 ran it out of memory first).
+    check_decode_fits(hparams, job.settings, max(len(job.sources), 1))
     settings = job.settings
     if FLAGS.worker_gpu or FLAGS.cpu_devices > 1:
         if settings.litert == "true":
@@ -159,9 +164,7 @@ def _translator(job, hparams):
     from t2t_revival.process.logical_devices import decode_devices
     devices = decode_devices(FLAGS.worker_gpu, FLAGS.cpu_devices)   # before TF starts them
     from t2t_revival.decode.decoder import Decoder
-    from t2t_revival.decode.search_memory import check_decode_fits
     phase("imported")
-    check_decode_fits(hparams, job.settings, max(len(job.sources), 1))  # before the model loads
     paths = [choice.checkpoint] if choice.checkpoint else job.checkpoint_paths
     return Decoder.load(job.output_dir, paths, job.settings, devices)
 

@@ -33,7 +33,7 @@ from typing import Callable, Sequence
 import numpy as np
 from keras import ops
 
-from t2t_revival.settings.decode_hparams import ALIGNMENT_HEADS
+from t2t_revival.settings.decode_hparams import ALIGNMENT_HEADS, head_number
 from t2t_revival.decode.decode_length import cut_line, decode_in_length_order, padded_length
 from t2t_revival.errors import UserError
 from t2t_revival.special_ids import EOS_ID, PAD_ID
@@ -198,7 +198,8 @@ def check_alignment_settings(layer: int, heads: str, layers: int, num_heads: int
         raise UserError(f"decode hparam 'alignment_layer' must be in [{-layers}, {layers}) "
                         f"for this model of {layers} decoder layers (-1 is the last). "
                         f"Received: alignment_layer={layer}")
-    if heads not in ALIGNMENT_HEADS and not (heads.isdigit() and int(heads) < num_heads):
+    number = head_number(heads)
+    if heads not in ALIGNMENT_HEADS and not (number is not None and number < num_heads):
         raise UserError(f"decode hparam 'alignment_heads' must be mean, max or a head "
                         f"number in [0, {num_heads}). Received: alignment_heads={heads!r}")
     return layer % layers

@@ -116,7 +116,8 @@ class DecodeHParams:
     """The constraint tokens (subwords, all phrases of a sentence together)
     that a sentence may have: the fixed width of the compiled search's
     constraint tensors. A line with more is skipped (an empty output, counted
-    and reported with its line number)."""
+    and reported with its line number). At most
+    `setting_ranges.MAX_CONSTRAINT_TOKENS` (1024)."""
 
     # ---- tensor2tensor's keys (its utils/decoding.py decode_hparams) ----
     num_samples: int = -1
@@ -216,11 +217,19 @@ def litert_unsupported(settings: DecodeHParams) -> list[str]:
     defaults = DecodeHParams.__dataclass_fields__
     return [name for name in ("sampling", "return_beams", "write_beam_scores", "constraints",
                               "prefix", "alignments", "max_input_size")
-            if getattr(settings, name) != defaults[name].default]
+            if getattr(settings, name) != defaults[name].default
+            and not (name == "max_input_size" and settings.max_input_size <= 0)]   # no cut
 
 
 ALIGNMENT_HEADS = ("mean", "max")
 """`alignment_heads`' names; a head's number (0, 1, ...) picks that head alone."""
+
+
+def head_number(heads: str) -> int | None:
+    """`alignment_heads` as a head's number (`"3"`: 3), or None for a name or
+    anything else: ASCII decimal digits only (`str.isdigit` is true for `"²"`,
+    which `int` refuses)."""
+    return int(heads) if heads.isascii() and heads.isdecimal() else None
 
 SAMPLING_ONLY = ("temperature", "top_k", "top_p", "samples_per_input", "seed")
 """The decode hparams that only sampling reads."""
@@ -260,7 +269,7 @@ def _t2t_files(s: DecodeHParams) -> None:
 def _alignments(s: DecodeHParams) -> None:
     """The heads to combine; a heatmap only of alignments."""
     heads = s.alignment_heads
-    if heads not in ALIGNMENT_HEADS and not heads.isdigit():
+    if heads not in ALIGNMENT_HEADS and head_number(heads) is None:
         raise DecodeHParamsError(
             "decode hparam 'alignment_heads' must be mean, max or a head number. "
             f"Received: alignment_heads={heads!r}")

@@ -26,6 +26,16 @@ import numbers
 # limit; the paper's settings are 50 (translation) and 300 (parsing).
 MAX_EXTRA_LENGTH = 1024
 
+# The most constraint subwords a sentence may have (`max_constraint_tokens`,
+# the width C of the search's constraint tensors). The search holds a [C, C]
+# table per sentence (`lexical_constraints.phrase_tables`' `same`) and multiplies
+# by it at every step, so memory and time grow with C squared: 1024 is 4 MB a
+# sentence, 128 MB for a batch of 32 (1e8 was a 3.7 GB allocation failing in
+# a traceback). No output is longer than its input's padded length +
+# MAX_EXTRA_LENGTH, so more than that many phrase tokens could never all be met
+# in a sentence of ordinary length; the default is 32.
+MAX_CONSTRAINT_TOKENS = 1024
+
 
 @dataclasses.dataclass(frozen=True)
 class Range:
@@ -109,9 +119,10 @@ RANGES: dict[str, Range] = {
                                   "CPU (4 at batch_size=1), 1 on a GPU or with sampling"),
     "alignment_heatmap": Range(**_NOT_NEGATIVE, why="the input line to draw, from 1; "
                                                    "0 draws none"),
-    "max_constraint_tokens": Range(**_POSITIVE_INT,
+    "max_constraint_tokens": Range(1, MAX_CONSTRAINT_TOKENS,
                                    why="constraint subwords per sentence, the width of "
-                                       "the search's constraint tensors"),
+                                       "the search's constraint tensors, whose memory "
+                                       "grows with its square"),
     # Sampling (DecodeHParams).
     "temperature": Range(**_POSITIVE, why="logits / temperature; top_k=1 samples greedily"),
     "top_k": Range(**_NOT_NEGATIVE, why="0 keeps every token"),
