@@ -316,6 +316,18 @@ def test_query_cli_prints_nbest_lists(fake_server):
     one_line_error(out, "t2t-query", "HTTP 400", "num_hypotheses must be in [1, 4]")
 
 
+def test_query_sends_a_non_ascii_model_name_percent_encoded(fake_server):
+    """Issue 77, part 6: a non-ASCII --model_name was a traceback (an HTTP
+    request's path is ASCII); it is sent percent-encoded, and this server has
+    no such model."""
+    from conftest import run_cli
+
+    out = run_cli("query", f"--server={fake_server}", "--model_name=modèle", "--sentences=ab")
+    one_line_error(out, "t2t-query", "the server answered HTTP 404: Servable not found",
+                   "/v1/models/mod%C3%A8le:predict")
+    assert _FakeServing.requests[-1][0] == "/v1/models/mod%C3%A8le:predict"
+
+
 def test_query_cli_connection_error_is_one_line():
     import socket
 

@@ -15,6 +15,7 @@ import socket
 import subprocess
 import sys
 import threading
+import time
 
 import pytest
 
@@ -446,6 +447,78 @@ def test_query_turns_a_malformed_answer_into_one_line(answer, kind):
         server.close()
         thread.join(timeout=10)
     one_line_error(result, "t2t-query", "not a complete HTTP response", kind)
+
+
+@pytest.mark.parametrize("args, message", [
+    (["--server=http://[::1"], "--server is not a valid URL (Invalid IPv6 URL); e.g. "
+                               "http://localhost:8501 or http://[::1]:8501"),
+    (["--server=http://127.0.0.1:99999"], "the port of --server, 99999, is out of range: "
+                                          "ports are 1 to 65535"),
+    (["--server=http://local host:8501"], "--server holds a space or a control character"),
+    (["--server=http://127.0.0.1:9", "--model_name=my model"],
+     "--model_name holds a space or a control character: give the served model's name"),
+])
+def test_query_refuses_a_server_or_model_name_it_cannot_send_in_one_line(args, message):
+    """Issue 77, part 6: an IPv6 URL without its bracket was a traceback, port
+    99999 "connection refused", a space "not a complete HTTP response"."""
+    result = run_cli("query", *args, "--sentences=ein mann", "--timeout=5")
+    one_line_error(result, "t2t-query", message)
+
+
+def test_query_reports_an_http_error_whose_body_is_cut_in_one_line():
+    """Issue 77, part 6: the error's body, cut short, was a traceback (IncompleteRead)."""
+    url, server, thread = _serve_once(
+        b"HTTP/1.1 500 Internal Server Error\r\nContent-Type: application/json\r\n"
+        b'Content-Length: 500\r\n\r\n{"error": "Tens')
+    try:
+        result = run_cli("query", f"--server={url}", "--sentences=ein mann", "--timeout=20")
+    finally:
+        server.close()
+        thread.join(timeout=10)
+    one_line_error(result, "t2t-query", "the server answered HTTP 500: its body cut short")
+
+
+def test_query_timeout_is_a_deadline_for_the_whole_request():
+    """Issue 77, part 6: --timeout was per socket read, so a server sending a
+    byte a second held a --timeout=3 client for 88 s. This one trickles its
+    answer a byte every 0.2 s for 20 s; the client gives up at its deadline."""
+    server = socket.socket()
+    server.bind(("127.0.0.1", 0))
+    server.listen(1)
+    server.settimeout(30)
+    done = threading.Event()
+
+    def trickle():
+        try:
+            conn, _ = server.accept()
+        except OSError:
+            return
+        with conn:
+            conn.recv(65536)
+            answer = (b"HTTP/1.1 200 OK\r\nContent-Type: application/json\r\n"
+                      b"Content-Length: 1000\r\n\r\n" + b" " * 1000)
+            for byte in answer[:100]:   # 20 s
+                if done.wait(0.2):
+                    return
+                try:
+                    conn.sendall(bytes([byte]))
+                except OSError:
+                    return
+
+    thread = threading.Thread(target=trickle, daemon=True)
+    thread.start()
+    start = time.monotonic()
+    try:
+        result = run_cli("query", f"--server=http://127.0.0.1:{server.getsockname()[1]}",
+                         "--sentences=ein mann", "--timeout=2")
+        took = time.monotonic() - start
+    finally:
+        done.set()
+        server.close()
+        thread.join(timeout=10)
+    one_line_error(result, "t2t-query", "no complete answer from the server within "
+                                        "--timeout=2 seconds (the whole request)")
+    assert took < 2 + 2, took
 
 
 def test_query_reports_standard_input_that_is_not_utf8_before_any_request():

@@ -35,7 +35,8 @@ flags.DEFINE_bool("scores", False, "Print each translation's score before it (af
 flags.DEFINE_integer("num_hypotheses", 1, "The best N translations of each sentence "
                      "(the export's translate_nbest signature; at most its beam size).",
                      lower_bound=1)
-flags.DEFINE_float("timeout", 60.0, "Seconds to wait for each answer.", lower_bound=0.1)
+flags.DEFINE_float("timeout", 60.0, "Seconds for each request, from connecting to the "
+                   "answer's last byte: a deadline, not a wait per read.", lower_bound=0.1)
 
 
 def main(argv: list[str]) -> int:

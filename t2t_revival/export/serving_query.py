@@ -18,11 +18,12 @@ calls the export's `translate_nbest` signature in the columnar form (its
 
 from __future__ import annotations
 
+import contextlib
 import http.client
 import json
 import socket
-import urllib.error
-import urllib.request
+import threading
+import urllib.parse
 from typing import Sequence
 
 from t2t_revival.errors import UserError
@@ -43,7 +44,9 @@ def query_server(server: str, model_name: str, sentences: Sequence[str],
         sentences: source sentences.
         signature_name: the signature to call (strings in, `outputs`/`scores` out).
         version: a model version; default the newest the server loaded.
-        timeout: seconds to wait for the answer.
+        timeout: seconds for the whole request, connecting to the last byte of
+            the answer (not for each read: a server that trickles its answer is
+            given up at the deadline).
     """
     if not sentences:
         return []
@@ -89,35 +92,105 @@ def query_nbest(server: str, model_name: str, sentences: Sequence[str], num_hypo
 
 def _predict(server: str, model_name: str, request_body: dict, version: int | None,
              timeout: float) -> bytes:
-    """The body of TF Serving's answer to `POST .../models/NAME:predict` of `request_body`."""
-    if not server.startswith(("http://", "https://")):
-        raise ServingError("--server must be an http(s) URL such as http://localhost:8501. "
-                           f"Received: server={server!r}")
-    path = f"/v1/models/{model_name}" + (f"/versions/{version}" if version else "") + ":predict"
-    url = server.rstrip("/") + path
+    """The body of TF Serving's answer to `POST .../models/NAME:predict` of
+    `request_body`, within `timeout` seconds for the whole request (connect,
+    send, headers and body): a server that trickles its answer a byte at a
+    time is given up at the deadline, not waited on read after read."""
+    parts = _server_url(server)
+    if not model_name or any(c.isspace() or not c.isprintable() for c in model_name):
+        what = "holds a space or a control character" if model_name else "is empty"
+        raise ServingError(f"--model_name {what}: give the served model's name (TF "
+                           f"Serving's MODEL_NAME, e.g. t2t). Received: model_name={model_name!r}")
+    # Non-ASCII is sent percent-encoded (an HTTP request's path is ASCII).
+    suffix = (f"/v1/models/{urllib.parse.quote(model_name, safe='')}"
+              + (f"/versions/{version}" if version else "") + ":predict")
+    path = urllib.parse.quote(parts.path.rstrip("/"), safe="/%") + suffix
+    url = server.rstrip("/") + suffix
     body = json.dumps(request_body).encode("utf-8")
-    request = urllib.request.Request(url, data=body, method="POST",
-                                     headers={"Content-Type": "application/json"})
+    https = parts.scheme == "https"
+    connection = (http.client.HTTPSConnection if https else http.client.HTTPConnection)(
+        parts.hostname, parts.port, timeout=timeout)
+    expired = threading.Event()
+
+    def cut() -> None:   # at the deadline: what the request waits on ends at once
+        expired.set()
+        sock = connection.sock
+        if sock is not None:
+            with contextlib.suppress(OSError):   # (the plain socket's, also under TLS)
+                socket.socket.shutdown(sock, socket.SHUT_RDWR)
+
+    deadline = threading.Timer(timeout, cut)
+    deadline.daemon = True
+    deadline.start()
     try:
-        with urllib.request.urlopen(request, timeout=timeout) as response:
+        connection.connect()
+        if expired.is_set():   # (connected just as the deadline passed)
+            raise TimeoutError
+        connection.request("POST", path, body=body, headers={"Content-Type": "application/json"})
+        response = connection.getresponse()
+        status = response.status
+        try:
             answer = response.read()
-    except urllib.error.HTTPError as e:
-        detail = e.read().decode("utf-8", "replace")
+        except (http.client.HTTPException, OSError):
+            if status < 400 or expired.is_set():
+                raise
+            answer = None   # an error whose body is cut: the status says enough
+    except (http.client.HTTPException, OSError) as e:
+        if expired.is_set() or isinstance(e, TimeoutError):
+            raise ServingError(f"no complete answer from the server within --timeout="
+                               f"{timeout:g} seconds (the whole request); raise --timeout, "
+                               f"lower --batch_size, or check the server. Received: url={url!r}"
+                               ) from None
+        if isinstance(e, http.client.HTTPException):   # not HTTP, or a cut answer
+            raise ServingError(f"the server's answer is not a complete HTTP response "
+                               f"({type(e).__name__}: {str(e)[:100]}); check that --server "
+                               f"is TF Serving's REST port (8501 by default, not gRPC's "
+                               f"8500). Received: url={url!r}") from None
+        reason = e.strerror or e
+        raise ServingError(f"cannot reach the TF Serving REST API ({reason}); start the "
+                           f"server (docs/serving.md) or fix --server. Received: url={url!r}"
+                           ) from None
+    finally:
+        deadline.cancel()
+        connection.close()
+    if status >= 300:
+        detail = "its body cut short" if answer is None else answer.decode("utf-8", "replace")
         try:
             detail = json.loads(detail).get("error", detail)
         except (ValueError, AttributeError):
             pass
-        raise ServingError(f"the server answered HTTP {e.code}: {detail[:300]}; check "
-                           f"--model_name and that the model is loaded. Received: url={url!r}"
-                           ) from None
-    except http.client.HTTPException as e:  # not HTTP (BadStatusLine), a cut body (IncompleteRead)
-        raise ServingError(f"the server's answer is not a complete HTTP response "
-                           f"({type(e).__name__}: {str(e)[:100]}); check that --server is "
-                           f"TF Serving's REST port (8501 by default, not gRPC's 8500). "
-                           f"Received: url={url!r}") from None
-    except (urllib.error.URLError, socket.timeout, ConnectionError) as e:
-        reason = getattr(e, "reason", e)
-        raise ServingError(f"cannot reach the TF Serving REST API ({reason}); start the "
-                           f"server (docs/serving.md) or fix --server. Received: url={url!r}"
-                           ) from None
+        raise ServingError(f"the server answered HTTP {status}: {str(detail)[:300]}; check "
+                           f"--model_name and that the model is loaded. Received: url={url!r}")
     return answer
+
+
+def _server_url(server: str) -> urllib.parse.SplitResult:
+    """`--server` split, or a ServingError saying what is wrong with it."""
+    if not server.startswith(("http://", "https://")):
+        raise ServingError("--server must be an http(s) URL such as http://localhost:8501. "
+                           f"Received: server={server!r}")
+    if any(c.isspace() or not c.isprintable() for c in server):
+        raise ServingError("--server holds a space or a control character, which no URL "
+                           "does (percent-encode it, %20). Received: "
+                           f"server={server!r}")
+    try:
+        parts = urllib.parse.urlsplit(server)
+    except ValueError as e:   # "Invalid IPv6 URL"
+        raise ServingError(f"--server is not a valid URL ({e}); e.g. http://localhost:8501 "
+                           f"or http://[::1]:8501. Received: server={server!r}") from None
+    try:
+        port = parts.port
+    except ValueError:   # "Port out of range 0-65535", "Port could not be cast ..."
+        port = parts.netloc.rpartition(":")[2]
+    if port is not None and not (isinstance(port, int) and 1 <= port <= 65535):
+        what = "is out of range: ports are 1 to 65535" if str(port).isascii() and \
+            str(port).isdecimal() else "is not a number"
+        raise ServingError(f"the port of --server, {port}, {what} (TF Serving's REST port "
+                           f"is 8501 by default). Received: server={server!r}")
+    if not parts.hostname:
+        raise ServingError("--server names no host; e.g. http://localhost:8501. "
+                           f"Received: server={server!r}")
+    if parts.query or parts.fragment:
+        raise ServingError("--server is the REST base URL, without a query or fragment; "
+                           f"e.g. http://localhost:8501. Received: server={server!r}")
+    return parts
