@@ -15,7 +15,7 @@ import sys
 
 import pytest
 
-from conftest import run_cli
+from conftest import one_line_error, run_cli
 from t2t_revival.metrics import (BleuInputError, bleu_tokenize, moses_tokenize, read_lines,
                                  sacre_bleu, split_compounds, tokenized_bleu)
 from t2t_revival.metrics.t2t_bleu import t2t_bleu as t2t_figure
@@ -379,6 +379,25 @@ def test_cli_translations_dir_writes_t2t_events(tmp_path, multi30k):
     assert again.returncode == 0 and again.stdout.startswith("step 2000: "), again.stderr
     missing = t2t_bleu(f"--translations_dir={folder}", f"--reference={ref_path}")
     assert missing.returncode == 2 and "needs --event_dir" in missing.stderr
+
+
+def test_cli_translations_dir_with_nothing_to_score_is_one_error(tmp_path):
+    """Issue 77, part 6: a --translations_dir without translations exited 0
+    saying nothing; now one line, exit status 2, and no event file."""
+    folder, events, ref = tmp_path / "translations", tmp_path / "events", tmp_path / "ref.de"
+    folder.mkdir()
+    ref.write_text("ein Hund\n", encoding="utf-8")
+    (folder / "notes.txt").write_text("not a step file\n")
+    out = t2t_bleu(f"--translations_dir={folder}", f"--reference={ref}", f"--event_dir={events}")
+    one_line_error(out, "t2t-bleu", f"no translations to score in {folder}: tensor2tensor's "
+                                    "mode scores the files named <name>-<steps> there")
+    assert not events.exists() or not list(events.iterdir())
+    (folder / "test.de-1000").write_text("ein Hund\n", encoding="utf-8")
+    out = t2t_bleu(f"--translations_dir={folder}", f"--reference={ref}",
+                   f"--event_dir={events}", "--min_steps=2000")
+    one_line_error(out, "t2t-bleu", f"no translation of 2000 steps or more in {folder}: its "
+                                    "step files go up to step 1000")
+    assert not events.exists() or not list(events.iterdir())
 
 
 # ---- chrF, chrF++, TER and several references (sacreBLEU's own CLI the oracle) ----

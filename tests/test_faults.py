@@ -339,6 +339,19 @@ def test_datagen_of_an_all_blank_corpus_names_its_files_and_key(tmp_path):
                    '"train"', "all 3 pairs", "empty side")
 
 
+def test_bleu_refuses_an_unwritable_event_dir_before_scoring(tmp_path, unwritable_dir):
+    """Issue 77, part 6: t2t-bleu --translations_dir scored, then its event
+    write was a traceback; the folder is checked first, in one line."""
+    folder = tmp_path / "translations"
+    folder.mkdir()
+    (folder / "test.de-1000").write_text("ein Hund\n", encoding="utf-8")
+    (tmp_path / "ref.de").write_text("ein Hund\n", encoding="utf-8")
+    result = run_cli("bleu", f"--translations_dir={folder}", f"--reference={tmp_path / 'ref.de'}",
+                     f"--event_dir={unwritable_dir}")
+    one_line_error(result, "t2t-bleu", f"cannot write in {unwritable_dir}", "--event_dir")
+    assert "step 1000" not in result.stdout
+
+
 def test_datagen_refuses_an_unwritable_data_dir_before_any_work(raw_dir, unwritable_dir):
     result = cli_subprocess("datagen", f"--problem={PROBLEM}",
                             f"--data_dir={os.path.join(unwritable_dir, 't2t_data')}",

@@ -69,6 +69,8 @@ def _translations_dir() -> int:
                              "reference; give one --reference (score a translation against "
                              "several with --translation). Received: "
                              f"reference={path_flags.paths(FLAGS.reference)}")
+    # Before any scoring: the events and last_evaluated_step.txt are written there.
+    path_flags.check_directory("event_dir", FLAGS.event_dir, writable=True)
     references = read_lines(path_flags.paths(FLAGS.reference)[0], "reference")
 
     def score(path: str):

@@ -20,6 +20,7 @@ import time
 from typing import Callable, Iterator, Sequence
 
 from t2t_revival.errors import UserError
+from t2t_revival.files.atomic_file import write_atomically
 from t2t_revival.metrics.bleu_score import BleuScore
 
 LAST_STEP_FILE = "last_evaluated_step.txt"
@@ -64,19 +65,24 @@ def evaluate_translations_dir(folder: str, event_dir: str,
                               wait_minutes: float = 0,
                               report_zero: bool | None = None) -> list[tuple[int, list]]:
     """Score every step file of `folder` (`score(path)`: T2T's figures) into
-    TensorBoard events in `event_dir`. Returns [(steps, [BleuScore, ...])]."""
-    import tensorflow as tf
-    from tensorflow.core.framework import summary_pb2
-    from tensorflow.core.util import event_pb2
+    TensorBoard events in `event_dir`. Returns [(steps, [BleuScore, ...])].
 
+    A UserError, before any event file is written, when there is nothing to
+    score: no step file at or above `min_steps` (after `wait_minutes`)."""
     if not os.path.isdir(folder):
         raise UserError(f"--translations_dir must be a folder of translations named "
                         f"'<name>-<steps>'. Received: translations_dir={folder!r}")
-    os.makedirs(event_dir, exist_ok=True)
     last_step_file = os.path.join(event_dir, LAST_STEP_FILE)
     if min_steps == -1:
         min_steps = (int(open(last_step_file).read()) if os.path.exists(last_step_file)
                      else 0)
+    if not wait_minutes and not step_files(folder, min_steps):
+        raise UserError(_nothing_to_score(folder, min_steps))
+    import tensorflow as tf
+    from tensorflow.core.framework import summary_pb2
+    from tensorflow.core.util import event_pb2
+
+    os.makedirs(event_dir, exist_ok=True)
     if report_zero is None:
         report_zero = min_steps == 0
     events = os.path.join(event_dir, f"events.out.tfevents.{time.time():.6f}."
@@ -102,7 +108,22 @@ def evaluate_translations_dir(folder: str, event_dir: str,
                 write(0, start, {s.label: 0.0 for s in scores})
                 report_zero = False
             write(steps, os.path.getmtime(path), {s.label: s.score for s in scores})
-            with open(last_step_file, "w") as f:
-                f.write(f"{steps}\n")
+            write_atomically(last_step_file, f"{steps}\n")
             results.append((steps, scores))
+    if not results:   # none arrived within wait_minutes: no empty event file left
+        os.remove(events)
+        raise UserError(_nothing_to_score(folder, min_steps, wait_minutes))
     return results
+
+
+def _nothing_to_score(folder: str, min_steps: int, wait_minutes: float = 0) -> str:
+    """Why `folder` holds nothing to score, as a UserError's line."""
+    found = step_files(folder, 0)
+    waited = f" (waited {wait_minutes:g} minutes)" if wait_minutes else ""
+    if found:
+        return (f"no translation of {min_steps} steps or more in {folder}{waited}: its step "
+                f"files go up to step {found[-1][0]} (lower --min_steps; -1 starts at the "
+                f"step in --event_dir's {LAST_STEP_FILE}). Received: min_steps={min_steps}")
+    return (f"no translations to score in {folder}{waited}: tensor2tensor's mode scores the "
+            f"files named <name>-<steps> there, one per checkpoint (e.g. t2t-decoder "
+            f"--decode_to_file={os.path.join(folder, 'test.de-2000')}). Received: translations_dir={folder!r}")
