@@ -328,6 +328,22 @@ def test_query_sends_a_non_ascii_model_name_percent_encoded(fake_server):
     assert _FakeServing.requests[-1][0] == "/v1/models/mod%C3%A8le:predict"
 
 
+def test_query_goes_through_the_proxy_http_proxy_names(fake_server, monkeypatch):
+    """As urllib did before the whole-request deadline: `http_proxy` gets the
+    request with the absolute URL, and `no_proxy` hosts are asked directly."""
+    from t2t_revival.export.serving_query import ServingError, query_server
+
+    for name in ("HTTP_PROXY", "http_proxy", "NO_PROXY", "no_proxy"):
+        monkeypatch.delenv(name, raising=False)
+    monkeypatch.setenv("http_proxy", fake_server)
+    with pytest.raises(ServingError, match="HTTP 404"):   # the fake answers 404 to such paths
+        query_server("http://serving.invalid:8501", "t2t", ["ab"])
+    assert _FakeServing.requests[-1][0] == "http://serving.invalid:8501/v1/models/t2t:predict"
+    monkeypatch.setenv("http_proxy", "http://127.0.0.1:9")   # nothing listens there
+    monkeypatch.setenv("no_proxy", "127.0.0.1")
+    assert query_server(fake_server, "t2t", ["ab"]) == [("BA", -2.0)]
+
+
 def test_query_cli_connection_error_is_one_line():
     import socket
 

@@ -24,6 +24,7 @@ import json
 import socket
 import threading
 import urllib.parse
+import urllib.request
 from typing import Sequence
 
 from t2t_revival.errors import UserError
@@ -107,9 +108,7 @@ def _predict(server: str, model_name: str, request_body: dict, version: int | No
     path = urllib.parse.quote(parts.path.rstrip("/"), safe="/%") + suffix
     url = server.rstrip("/") + suffix
     body = json.dumps(request_body).encode("utf-8")
-    https = parts.scheme == "https"
-    connection = (http.client.HTTPSConnection if https else http.client.HTTPConnection)(
-        parts.hostname, parts.port, timeout=timeout)
+    connection, path = _connection(parts, path, timeout)
     expired = threading.Event()
 
     def cut() -> None:   # at the deadline: what the request waits on ends at once
@@ -162,6 +161,27 @@ def _predict(server: str, model_name: str, request_body: dict, version: int | No
         raise ServingError(f"the server answered HTTP {status}: {str(detail)[:300]}; check "
                            f"--model_name and that the model is loaded. Received: url={url!r}")
     return answer
+
+
+def _connection(parts: urllib.parse.SplitResult, path: str, timeout: float
+                ) -> tuple[http.client.HTTPConnection, str]:
+    """The connection a request of `path` on the server `parts` goes through,
+    and the request target: straight to the server, or through the proxy that
+    `http_proxy`/`https_proxy` name (unless `no_proxy` lists the host), as
+    urllib would (an absolute URL to an http proxy; a CONNECT tunnel for https)."""
+    https = parts.scheme == "https"
+    kind = http.client.HTTPSConnection if https else http.client.HTTPConnection
+    proxy = urllib.request.getproxies().get(parts.scheme)
+    if not proxy or urllib.request.proxy_bypass(parts.hostname):
+        return kind(parts.hostname, parts.port, timeout=timeout), path
+    proxy_parts = urllib.parse.urlsplit(proxy if "://" in proxy else f"http://{proxy}")
+    if https:
+        connection = kind(proxy_parts.hostname, proxy_parts.port, timeout=timeout)
+        connection.set_tunnel(parts.hostname, parts.port)
+        return connection, path
+    connection = http.client.HTTPConnection(proxy_parts.hostname, proxy_parts.port,
+                                            timeout=timeout)
+    return connection, f"http://{parts.netloc}{path}"
 
 
 def _server_url(server: str) -> urllib.parse.SplitResult:
