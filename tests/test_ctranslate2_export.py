@@ -435,7 +435,7 @@ def test_translator_given_the_folder_of_versions_takes_the_highest(tmp_path):
     """As TF Serving's model base path: `export/ctranslate2` means its newest version."""
     from t2t_revival.decode.export_settings import EXPORT_CONFIG, newest_version
 
-    for version in ("7", "12", "9"):
+    for version in ("7", "12", "9", "²"):   # (² is no version: str.isdigit says it is)
         (tmp_path / version).mkdir()
         (tmp_path / version / EXPORT_CONFIG).write_text("{}")
     (tmp_path / "30").mkdir()                      # no export in it: not a version

@@ -352,6 +352,18 @@ def test_bleu_refuses_an_unwritable_event_dir_before_scoring(tmp_path, unwritabl
     assert "step 1000" not in result.stdout
 
 
+@pytest.mark.parametrize("cli, flag", [("bleu", "--wait_minutes=nan"), ("bleu", "--wait_minutes=-1"),
+                                       ("query", "--timeout=nan"), ("query", "--timeout=inf")])
+def test_a_float_flag_refuses_what_is_no_number_of_its_kind(tmp_path, cli, flag):
+    """absl's bounds let NaN by: t2t-bleu waited NaN minutes, t2t-query took
+    NaN as its deadline (float_flags.require_finite)."""
+    result = run_cli(cli, flag, *(
+            [f"--translations_dir={tmp_path}", f"--reference={tmp_path / 'r'}"] if cli == "bleu"
+            else ["--server=http://127.0.0.1:9", "--sentences=ein mann"]))
+    line = one_line_error(result, f"t2t-{cli}", f"flag {flag}:")
+    assert "-1" in flag or "must be a finite number (NaN and infinities are not)" in line
+
+
 def test_datagen_refuses_an_unwritable_data_dir_before_any_work(raw_dir, unwritable_dir):
     result = cli_subprocess("datagen", f"--problem={PROBLEM}",
                             f"--data_dir={os.path.join(unwritable_dir, 't2t_data')}",

@@ -301,11 +301,15 @@ def test_a_decoder_run_flag_that_disagrees_with_run_json_is_one_line(tmp_path, f
      "--eval_early_stopping_delta=-0.5 here, which is refused: -0.5 is not a non-negative "
      "number"),
     (["--eval_early_stopping_steps=1000", "--eval_early_stopping_metric_delta=nan"],
-     "--eval_early_stopping_delta=nan here, which is refused: NaN is not a number"),
+     "--eval_early_stopping_delta=nan here, which is refused: must be a finite number (NaN "
+     "and infinities are not)"),
     (["--eval_early_stopping_steps=-1000"],
      "--eval_early_stopping_steps (tensor2tensor's) is the patience, in updates: 0 or more"),
     (["--eval_early_stopping_delta=nan"],
-     "flag --eval_early_stopping_delta=nan: NaN is not a number: give 0 or more"),
+     "flag --eval_early_stopping_delta=nan: must be a finite number (NaN and infinities are "
+     "not)"),
+    (["--max_train_minutes=inf"],
+     "flag --max_train_minutes=inf: must be a finite number (NaN and infinities are not)"),
     (["--schedule=train", "--local_eval_frequency=500"],
      "--schedule=train (tensor2tensor's) is --local_eval_frequency=0 here (train, then "
      "evaluate once at the end), and --local_eval_frequency=500 asks for evaluations during "

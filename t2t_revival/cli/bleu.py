@@ -17,7 +17,7 @@ from __future__ import annotations
 
 from absl import flags
 
-from t2t_revival.cli import entry_point, path_flags, tensor2tensor_flags
+from t2t_revival.cli import entry_point, float_flags, path_flags, tensor2tensor_flags
 from t2t_revival.metrics.bleu import (BleuInputError, bleu_scores, check_language,
                                       format_scores, read_lines, read_references)
 from t2t_revival.metrics.chrf_ter import chrf_ter_scores
@@ -47,7 +47,9 @@ flags.DEFINE_integer("min_steps", -1, "With --translations_dir: skip translation
                                       "steps; -1 starts after the step in "
                                       "<event_dir>/last_evaluated_step.txt.")
 flags.DEFINE_float("wait_minutes", 0, "With --translations_dir: wait up to this long for "
-                                      "each next translation file (a training in progress).")
+                                  "each next translation file (a training in progress).",
+                   lower_bound=0.0)
+float_flags.require_finite("wait_minutes")
 flags.DEFINE_bool("report_zero", None, "With --translations_dir: write BLEU 0 at step 0, at "
                                        "the time of the oldest file (default: when starting "
                                        "from step 0).")

@@ -18,7 +18,7 @@ import sys
 
 from absl import flags
 
-from t2t_revival.cli import entry_point, path_flags
+from t2t_revival.cli import entry_point, float_flags, path_flags
 
 FLAGS = flags.FLAGS
 
@@ -37,6 +37,7 @@ flags.DEFINE_integer("num_hypotheses", 1, "The best N translations of each sente
                      lower_bound=1)
 flags.DEFINE_float("timeout", 60.0, "Seconds for each request, from connecting to the "
                    "answer's last byte: a deadline, not a wait per read.", lower_bound=0.1)
+float_flags.require_finite("timeout")
 
 
 def main(argv: list[str]) -> int:

@@ -10,14 +10,13 @@ from __future__ import annotations
 
 import contextlib
 import dataclasses
-import math
 import os
 import sys
 
 from absl import flags
 
 from t2t_revival import registry
-from t2t_revival.cli import entry_point, path_flags, tensor2tensor_flags, tensorflow_noise
+from t2t_revival.cli import entry_point, float_flags, path_flags, tensor2tensor_flags, tensorflow_noise
 from t2t_revival.cli.next_commands import next_commands
 from t2t_revival.errors import UserError
 from t2t_revival.settings.train_config import TrainConfig
@@ -56,6 +55,7 @@ flags.DEFINE_float("max_train_minutes", _DEFAULT["max_train_minutes"],
                    "time, the cooldown ends, and training stops, where the budget runs "
                    "out (estimated at each progress line).",
                    lower_bound=0.0)
+float_flags.require_finite("max_train_minutes")
 flags.DEFINE_integer("eval_steps", _DEFAULT["eval_steps"],
                      "Dev batches per evaluation (0 = whole dev split).",
                      lower_bound=0)
@@ -86,10 +86,7 @@ flags.DEFINE_integer("eval_early_stopping_evals", _DEFAULT["eval_early_stopping_
 flags.DEFINE_float("eval_early_stopping_delta", _DEFAULT["eval_early_stopping_delta"],
                    "What counts as better for --eval_early_stopping_evals: more than this "
                    "(0 = any; best/ still takes every better figure).", lower_bound=0.0)
-# NaN passes absl's bounds (every comparison with it is false) and would make
-# every evaluation "not better by more than NaN": early stopping whatever the loss.
-flags.register_validator("eval_early_stopping_delta", lambda delta: not math.isnan(delta),
-                         "NaN is not a number: give 0 or more (0 = any improvement)")
+float_flags.require_finite("eval_early_stopping_delta")
 flags.DEFINE_integer("save_checkpoints_steps", _DEFAULT["save_checkpoints_steps"],
                      "Checkpoint every N updates.",
                      lower_bound=0)

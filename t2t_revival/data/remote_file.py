@@ -70,7 +70,7 @@ class RemoteFile:
                     open(tmp, "wb") as f:
                 shutil.copyfileobj(r, f, length=1 << 20)
                 announced = (r.headers.get("Content-Length") or "").strip()
-                if announced.isdigit() and f.tell() != int(announced):
+                if announced.isascii() and announced.isdecimal() and f.tell() != int(announced):
                     raise _CutShort(f"the connection ended after {f.tell()} of "
                                     f"{announced} bytes")
             return None

@@ -45,5 +45,6 @@ def newest_version(export_dir: str) -> str:
     if os.path.isfile(os.path.join(export_dir, EXPORT_CONFIG)) or not os.path.isdir(export_dir):
         return export_dir
     versions = [int(n) for n in os.listdir(export_dir)
-                if n.isdigit() and os.path.isfile(os.path.join(export_dir, n, EXPORT_CONFIG))]
+                if n.isascii() and n.isdecimal()   # (str.isdigit takes "²", int refuses it)
+                and os.path.isfile(os.path.join(export_dir, n, EXPORT_CONFIG))]
     return os.path.join(export_dir, str(max(versions))) if versions else export_dir
