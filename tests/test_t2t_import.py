@@ -11,11 +11,13 @@ import json
 import os
 import re
 import shutil
+import subprocess
+import sys
 
 import numpy as np
 import pytest
 
-from conftest import one_line_error, run_cli
+from conftest import ENV, one_line_error, run_cli
 from t2t_revival.files.atomic_file import TEMPORARY_PREFIX
 
 T2T_RUN = "t2t_legacy/transformer_test_ckpt"
@@ -45,6 +47,22 @@ def _refused(out, output_dir, *needles):
     assert not [n for n in os.listdir(os.path.dirname(output_dir))
                 if n.startswith(TEMPORARY_PREFIX)]
     return line
+
+
+# t2t-import in a fresh process, then whether TensorFlow was imported.
+_FRESH = ("import sys\n"
+          "from t2t_revival.cli.t2t_import import run\n"
+          "sys.argv = ['t2t-import'] + sys.argv[1:]\n"
+          "try:\n"
+          "    run()\n"
+          "finally:\n"
+          "    print('tensorflow imported:', 'tensorflow' in sys.modules, file=sys.stderr)\n")
+
+
+def _import_fresh(t2t_dir, vocab, output_dir):
+    return subprocess.run([sys.executable, "-c", _FRESH, f"--t2t_dir={t2t_dir}",
+                           f"--vocab_file={vocab}", f"--output_dir={output_dir}"],
+                          capture_output=True, text=True, env=ENV, timeout=300)
 
 
 def _rewrite_checkpoint(prefix, change):
@@ -330,3 +348,94 @@ def test_zero_pad_embedding_and_target_space_change_what_the_encoder_sees():
     other.set_weights(model.get_weights())
     ids = np.array([[3, 4, 1]])
     assert np.abs(np.asarray(model.encode(ids)[0]) - np.asarray(other.encode(ids)[0])).max() > 1e-3
+
+
+# Issue 77 part 4 ---------------------------------------------------------
+
+
+def _sentencepiece_vocab(path, lines):
+    """A SentencePiece `.vocab` (piece<TAB>score) of `lines` lines."""
+    path.write_text("<unk>\t0\n<s>\t0\n</s>\t0\n" +
+                    "".join(f"\u2581w{i}\t-{i}.5\n" for i in range(lines - 3)), encoding="utf-8")
+
+
+@pytest.mark.parametrize("kind, needles", [
+    ("sentencepiece", [":1: not a quoted subtoken", "Received: line='<unk>\\t0'"]),
+    ("not_utf8", [":7: not UTF-8"]),
+    ("pad_eos_swapped", [":1: the vocabulary does not start with '<pad>' and '<EOS>'"]),
+])
+def test_a_vocabulary_that_is_not_a_subword_text_encoders_is_refused_before_tensorflow(
+        shared_data, tmp_path, kind, needles):
+    """Any file of 8,190 lines was taken: the import "succeeded", every decode failed."""
+    vocab = tmp_path / "vocab.subwords"
+    lines = (shared_data / VOCAB_8K).read_bytes().split(b"\n")
+    if kind == "sentencepiece":
+        _sentencepiece_vocab(vocab, 8190)
+    elif kind == "not_utf8":
+        vocab.write_bytes(b"\n".join(lines[:6] + [b"'\xff\xfe_'"] + lines[7:]))
+    else:
+        vocab.write_bytes(b"\n".join([lines[1], lines[0]] + lines[2:]))
+    out = _import_fresh(shared_data / T2T_RUN, vocab, tmp_path / "run")
+    _refused(out, str(tmp_path / "run"), "--vocab_file is not a tensor2tensor "
+             "SubwordTextEncoder vocabulary", str(vocab), *needles)
+    assert "tensorflow imported: False" in out.stderr
+
+
+@pytest.mark.parametrize("where", ["not_empty", "under_a_file"])
+def test_an_output_dir_that_cannot_be_one_is_refused_before_tensorflow(shared_data, tmp_path,
+                                                                       where):
+    """It came after TensorFlow's import (20 s on a slow disk; measured here:
+    5.4 s before, 0.3 s after)."""
+    if where == "not_empty":
+        (tmp_path / "run").mkdir()
+        (tmp_path / "run" / "notes.txt").write_text("mine\n")
+        output_dir, needle = tmp_path / "run", "already exists and is not empty"
+    else:
+        (tmp_path / "a_file").write_text("")
+        output_dir, needle = tmp_path / "a_file" / "run", "is a file, so t2t-import cannot make"
+    out = _import_fresh(shared_data / T2T_RUN, shared_data / VOCAB_8K, output_dir)
+    one_line_error(out, "t2t-import", needle)
+    assert "tensorflow imported: False" in out.stderr
+
+
+@pytest.mark.parametrize("index, needles", [
+    (b"", ["is empty", 'no model_checkpoint_path: "model.ckpt-N" line']),
+    (b"\xff\xfe model_checkpoint_path", ["is not UTF-8 (invalid start byte at byte 0)"]),
+    (b"garbage\n", ["is not the text tensor2tensor writes"]),
+])
+def test_a_damaged_checkpoint_index_is_one_line(t2t_copy, shared_data, tmp_path, index,
+                                                needles):
+    (t2t_copy / "checkpoint").write_bytes(index)
+    out = _import(t2t_copy, shared_data / VOCAB_8K, tmp_path / "run")
+    _refused(out, str(tmp_path / "run"), f"the checkpoint index {t2t_copy / 'checkpoint'}",
+             *needles, "--checkpoint=model.ckpt-N (it has model.ckpt-1)")
+
+
+def test_an_index_naming_a_checkpoint_elsewhere_means_the_one_here(t2t_copy, shared_data,
+                                                                   tmp_path):
+    """A run copied from its machine: the index names the old absolute path."""
+    (t2t_copy / "checkpoint").write_text('model_checkpoint_path: "/gone/oss_train/model.ckpt-1"\n'
+                                         'all_model_checkpoint_paths: "/gone/model.ckpt-1"\n')
+    out = _import(t2t_copy, shared_data / VOCAB_8K, tmp_path / "run")
+    assert out.returncode == 0, out.stderr[-3000:]
+    assert (tmp_path / "run" / "ckpt-1.index").is_file()
+
+
+@pytest.mark.parametrize("key, value, needle", [
+    ("num_hidden_layers", "missing", "has no num_hidden_layers"),
+    ("num_heads", 0, "has num_heads=0"),
+    ("num_heads", None, "has num_heads=null"),
+    ("hidden_size", "16", 'has hidden_size="16"'),
+    ("filter_size", 2.5, "has filter_size=2.5"),
+    ("num_heads", 3, "hidden_size=16, which num_heads=3 does not divide"),
+])
+def test_hparams_json_without_its_sizes_is_one_line(t2t_copy, shared_data, tmp_path, key,
+                                                    value, needle):
+    hparams = json.loads((t2t_copy / "hparams.json").read_text())
+    if value == "missing":
+        del hparams[key]
+    else:
+        hparams[key] = value
+    (t2t_copy / "hparams.json").write_text(json.dumps(hparams))
+    out = _import(t2t_copy, shared_data / VOCAB_8K, tmp_path / "run")
+    _refused(out, str(tmp_path / "run"), str(t2t_copy / "hparams.json"), needle)

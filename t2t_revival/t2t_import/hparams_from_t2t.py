@@ -2,6 +2,7 @@
 
 from __future__ import annotations
 
+import json
 import re
 from typing import Any
 
@@ -89,6 +90,30 @@ def shared_embedding(t2t: dict[str, Any], roles: set[str]) -> bool:
     return _ROLES[frozenset(roles)]
 
 
+_SIZES = ("num_hidden_layers", "hidden_size", "filter_size", "num_heads")
+"""The T2T hparams without which there is no Transformer to build: positive integers."""
+
+
+def check_t2t_sizes(t2t: dict[str, Any], hparams_file: str = "hparams.json") -> None:
+    """A UserError naming the first of `_SIZES` that T2T's hparams.json `t2t`
+    lacks or gives as anything but a positive integer (null, 0, "2", 2.5),
+    and when hidden_size is not a multiple of num_heads."""
+    for name in _SIZES:
+        value = t2t.get(name)
+        if isinstance(value, bool) or not isinstance(value, int) or value <= 0:
+            said = f"has no {name}" if name not in t2t else \
+                f"has {name}={json.dumps(value)}"
+            raise UserError(f"{hparams_file} {said}; the Transformer needs it, a positive "
+                            f"integer (every hparams.json tensor2tensor's trainer writes has "
+                            f"one): pass the hparams.json of the run that wrote the "
+                            f"checkpoint. Received: {name}={value!r}")
+    if t2t["hidden_size"] % t2t["num_heads"]:
+        raise UserError(f"{hparams_file} has hidden_size={t2t['hidden_size']}, which "
+                        f"num_heads={t2t['num_heads']} does not divide; pass the hparams.json "
+                        f"t2t-trainer wrote for this checkpoint. "
+                        f"Received: num_heads={t2t['num_heads']!r}")
+
+
 def hparams_from_t2t(t2t: dict[str, Any], shapes: dict[str, tuple[int, ...]],
                      target_space_id: int) -> HParams:
     """Our resolved HParams for T2T's hparams.json `t2t` and the checkpoint's
@@ -100,6 +125,7 @@ def hparams_from_t2t(t2t: dict[str, Any], shapes: dict[str, tuple[int, ...]],
     A T2T hparam we do not support (relative attention, MoE or another
     `ffn_layer`, separate encoder/decoder depths, ...) is a UserError naming it.
     """
+    check_t2t_sizes(t2t)
     for name, allowed in _SUPPORTED.items():
         if name in t2t and t2t[name] not in allowed:
             raise _refuse(name, t2t[name], f"supported: {', '.join(map(repr, allowed))}")

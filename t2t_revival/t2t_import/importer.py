@@ -5,25 +5,30 @@ from __future__ import annotations
 import os
 from typing import Callable
 
+from t2t_revival.data.t2t_subword_vocabulary import T2TSubwordVocabulary
 from t2t_revival.errors import UserError
 from t2t_revival.files.atomic_file import built_directory
 from t2t_revival.run_dir.file_names import T2T_VOCAB_FILE, checkpoint_step
 from t2t_revival.run_dir.run_record import RunRecord
-from t2t_revival.t2t_import.hparams_from_t2t import hparams_from_t2t, modality
+from t2t_revival.t2t_import.hparams_from_t2t import check_t2t_sizes, hparams_from_t2t, modality
 from t2t_revival.t2t_import.t2t_run_dir import T2TRunDir
 from t2t_revival.t2t_import.weight_map import our_weights
 
 
-def vocabulary_lines(vocab_file: str) -> int:
-    """Entries of a SubwordTextEncoder vocabulary file: its lines (T2T's
-    vocab_size; parsing them is the vocabulary reader's job)."""
+def read_t2t_vocabulary(vocab_file: str) -> T2TSubwordVocabulary:
+    """The SubwordTextEncoder vocabulary `vocab_file`, checked as the decoder
+    reads it (UTF-8, one quoted subtoken a line, `<pad>` and `<EOS>` first,
+    every character spelled): a UserError naming the file and what is wrong,
+    before any work (a SentencePiece `.vocab` of the right size would import,
+    then fail every decode)."""
     try:
-        with open(vocab_file, "rb") as f:
-            return sum(1 for line in f if line.strip())
-    except OSError as e:
-        raise UserError(f"cannot read the vocabulary {vocab_file} ({e.strerror}); pass the "
-                        f"vocab.*.subwords file of the T2T run's data_dir. "
-                        f"Received: vocab_file={vocab_file!r}") from None
+        return T2TSubwordVocabulary(vocab_file)
+    except UserError as e:
+        if not os.path.isfile(vocab_file):
+            raise   # (missing, a folder: said as such)
+        raise UserError(f"--vocab_file is not a tensor2tensor SubwordTextEncoder vocabulary "
+                        f"(vocab.<problem>.<size>.subwords in the run's data_dir): {e}"
+                        ) from None
 
 
 def check_output_dir(output_dir: str) -> None:
@@ -74,32 +79,37 @@ def import_t2t_run(t2t_dir: str, vocab_file: str, output_dir: str,
     It holds our checkpoints `ckpt-<T2T step>` of the T2T checkpoint(s)
     `checkpoint` means (`T2TRunDir.resolve`: the latest, "all", or one),
     hparams.json (`hparams_from_t2t`), the vocabulary as `T2T_VOCAB_FILE` and
-    run.json saying where it came from. It is built in a temporary folder
-    beside `output_dir` (`atomic_file.temporary_folder`; a killed import's is
-    removed by the next) and renamed into place: it appears whole or not at all.
-    Every user error (not a T2T run, a missing or truncated shard, hparams.json
-    and the checkpoint disagreeing, a vocabulary of another size, an
-    unsupported hparam or variable, an `output_dir` that exists) is a
-    UserError before anything is left behind.
+    run.json saying where it came from. It is built in a temporary folder beside
+    `output_dir` (`atomic_file.built_directory`: a killed import's is removed by the
+    next) and renamed into place: it appears whole or not at all. Every user error
+    (an `output_dir` that exists, a vocabulary that is not a SubwordTextEncoder's or
+    of another size, not a T2T run, a damaged `checkpoint` index, hparams.json
+    without its sizes, a missing or truncated shard, hparams.json and the checkpoint
+    disagreeing, an unsupported hparam or variable) is a UserError before anything
+    is left behind; those that need no checkpoint read come before TensorFlow's
+    import.
     """
+    output_dir = os.path.abspath(output_dir)
+    # What a user can get wrong is said before TensorFlow's import (seconds).
+    check_output_dir(output_dir)
+    vocabulary = read_t2t_vocabulary(vocab_file)
+    run = T2TRunDir(t2t_dir)
+    check_t2t_sizes(run.hparams, os.path.join(run.path, "hparams.json"))
+    prefixes = run.resolve(checkpoint)
+
     from t2t_revival.models.build_model import build_model
     from t2t_revival.run_dir.checkpoint_folder import CheckpointFolder
     from t2t_revival.run_dir.checkpoint_variables import make_checkpoint
     from t2t_revival.run_dir.training_directory import TrainingDirectory
 
-    output_dir = os.path.abspath(output_dir)
-    check_output_dir(output_dir)
-    run = T2TRunDir(t2t_dir)
-    prefixes = run.resolve(checkpoint)
     first = run.read_variables(prefixes[0])
     hparams = hparams_from_t2t(run.hparams, {k: v.shape for k, v in first.items()},
                                target_space_id)
     vocab_size = modality({k: v.shape for k, v in first.items()})[0]
-    lines = vocabulary_lines(vocab_file)
-    if lines != vocab_size:
-        raise UserError(f"the vocabulary {vocab_file} has {lines} entries but the checkpoint's "
-                        f"modality has {vocab_size}; pass the vocabulary the run was trained "
-                        f"with. Received: vocab_file={vocab_file!r}")
+    if vocabulary.vocab_size != vocab_size:
+        raise UserError(f"the vocabulary {vocab_file} has {vocabulary.vocab_size} entries but "
+                        f"the checkpoint's modality has {vocab_size}; pass the vocabulary the "
+                        f"run was trained with. Received: vocab_file={vocab_file!r}")
     model = build_model(hparams)
     with built_directory(output_dir) as temp:   # a killed import's folder goes first
         folder = CheckpointFolder(temp)

@@ -11,6 +11,8 @@ import numpy as np
 from t2t_revival.errors import UserError
 
 _CHECKPOINT = re.compile(r"^model\.ckpt-(\d+)\.index$")
+_INDEX_LINE = re.compile(r'^\s*model_checkpoint_path:\s*"([^"]+)"\s*$', re.MULTILINE)
+"""The line of a `checkpoint` index (a CheckpointState in text format) naming the latest."""
 
 
 class T2TRunDir:
@@ -64,11 +66,38 @@ class T2TRunDir:
         return [os.path.join(self.path, f"model.ckpt-{step}") for step in steps]
 
     def latest(self) -> str:
-        """The prefix that the `checkpoint` index names (else the newest step)."""
-        import tensorflow as tf
-
-        latest = tf.train.latest_checkpoint(self.path)
-        return latest if latest else self.checkpoints()[-1]
+        """The prefix that the `checkpoint` index names (else the newest step),
+        read without TensorFlow: an index that is not UTF-8 or names no
+        checkpoint (empty, garbage) is a UserError naming it; one naming a
+        checkpoint that is not here (the run was copied) means the newest."""
+        index = os.path.join(self.path, "checkpoint")
+        if not os.path.isfile(index):
+            return self.checkpoints()[-1]
+        have = ", ".join(os.path.basename(p) for p in self.checkpoints())
+        fix = (f"pass --checkpoint=model.ckpt-N (it has {have}) or --checkpoint=all, or "
+               f"remove that file (then the newest is imported)")
+        try:
+            with open(index, "rb") as f:
+                text = f.read().decode("utf-8")
+        except UnicodeDecodeError as e:
+            raise UserError(f"the checkpoint index {index} is not UTF-8 ({e.reason} at byte "
+                            f"{e.start}), so it names no checkpoint; {fix}. "
+                            f"Received: t2t_dir={self.path!r}") from None
+        except OSError as e:
+            raise UserError(f"cannot read the checkpoint index {index} ({e.strerror}); "
+                            f"{fix}. Received: t2t_dir={self.path!r}") from None
+        named = _INDEX_LINE.search(text)
+        if not named:
+            what = "empty" if not text.strip() else "not the text tensor2tensor writes"
+            raise UserError(f"the checkpoint index {index} is {what} (no "
+                            f"model_checkpoint_path: \"model.ckpt-N\" line); {fix}. "
+                            f"Received: t2t_dir={self.path!r}")
+        name = named.group(1)
+        for prefix in (os.path.join(self.path, name),   # (an absolute one stays itself)
+                       os.path.join(self.path, os.path.basename(name))):
+            if os.path.isfile(prefix + ".index"):
+                return prefix
+        return self.checkpoints()[-1]
 
     def resolve(self, checkpoint: str | None) -> list[str]:
         """The prefixes `--checkpoint` means: None or "" the latest, "all"
