@@ -439,3 +439,28 @@ def test_hparams_json_without_its_sizes_is_one_line(t2t_copy, shared_data, tmp_p
     (t2t_copy / "hparams.json").write_text(json.dumps(hparams))
     out = _import(t2t_copy, shared_data / VOCAB_8K, tmp_path / "run")
     _refused(out, str(tmp_path / "run"), str(t2t_copy / "hparams.json"), needle)
+
+
+def test_the_decoder_takes_the_flags_of_the_imported_runs_flags_txt(shared_data, tmp_path):
+    """tensor2tensor's decode scripts pass --problem --model --hparams_set
+    --hparams --data_dir as the run trained with them (its flags.txt)."""
+    from t2t_revival.run_dir.run_record import RunRecord
+
+    run = tmp_path / "run"
+    assert _import(shared_data / T2T_RUN, shared_data / VOCAB_8K, run).returncode == 0
+    assert RunRecord.load(str(run / "run.json")).imported_flags == {
+        "problem": "translate_ende_wmt8k", "model": "transformer",
+        "hparams_set": "transformer_test", "hparams": ""}
+    source = tmp_path / "source.en"
+    source.write_text("A dog runs.\n")
+    t2t_flags = ["--problem=translate_ende_wmt8k", "--model=transformer",
+                 "--hparams_set=transformer_test", "--hparams=", "--data_dir=~/t2t/data"]
+    to = tmp_path / "out.de"
+    out = run_cli("decoder", f"--output_dir={run}", *t2t_flags, f"--decode_from_file={source}",
+                  f"--decode_to_file={to}", "--decode_hparams=beam_size=4,alpha=0.6")
+    assert out.returncode == 0, out.stderr[-3000:]
+    assert len(to.read_text(encoding="utf-8").splitlines()) == 1
+    out = run_cli("decoder", f"--output_dir={run}", "--problem=translate_ende_wmt32k",
+                  f"--decode_from_file={source}", f"--decode_to_file={to}")
+    one_line_error(out, "t2t-decoder", "--problem=translate_ende_wmt32k disagrees",
+                   "tensor2tensor's flags.txt: problem='translate_ende_wmt8k'")

@@ -458,12 +458,14 @@ def check_run_flags(output_dir: str, values: flags.FlagValues = flags.FLAGS) -> 
         elif name == "data_dir":
             agrees = not record.data_dir or \
                 os.path.realpath(given_value) == os.path.realpath(record.data_dir)
-        else:
-            agrees = given_value == getattr(record, name)
+        else:   # (an imported run's also the flags of tensor2tensor's flags.txt)
+            agrees = record.agrees(name, given_value)
         if not agrees:
+            t2t = f"; tensor2tensor's flags.txt: {name}={record.imported_flags[name]!r}" \
+                if name in record.imported_flags else ""
             raise UserError(
                 f"--{name}={given_value} disagrees with the run in {output_dir}, which "
-                f"was trained with {name}={getattr(record, name)!r} (its run.json); the "
+                f"was trained with {name}={getattr(record, name)!r} (its run.json{t2t}); the "
                 f"decoder reads the run's own settings, so leave --{name} out or give the "
                 f"run's. Received: {name}={given_value!r}")
 
@@ -474,13 +476,19 @@ RUN_FLAGS = ("problem", "model", "hparams_set", "hparams", "data_dir")
 def _same_hparams(values: flags.FlagValues, record, output_dir: str) -> bool:
     """Whether --hparams (on --hparams_set or the run's set) resolves to what
     the run's set and overrides resolve to. A run without a set (imported by
-    t2t-import, or fine-tuned from its hparams.json) is its hparams.json."""
+    t2t-import, or fine-tuned from its hparams.json) is its hparams.json; an
+    imported run also agrees with the --hparams_set and --hparams of the
+    tensor2tensor run's flags.txt."""
     from t2t_revival.settings.hparams import resolve
     from t2t_revival.run_dir.training_directory import TrainingDirectory
 
+    imported = record.imported_flags
+    set_given = values["hparams_set"].present and \
+        values["hparams_set"].value != imported.get("hparams_set")
+    if imported and not set_given and values["hparams"].value == imported.get("hparams", ""):
+        return True   # tensor2tensor's own flags for the run it trained
     own = None if record.hparams_set else TrainingDirectory(output_dir).read_hparams()
-    hparams_set = values["hparams_set"].value if values["hparams_set"].present \
-        else record.hparams_set
+    hparams_set = values["hparams_set"].value if set_given else record.hparams_set
     return resolve(hparams_set, values["hparams"].value,
-                   base=None if values["hparams_set"].present else own) == \
+                   base=None if set_given else own) == \
         (own if own is not None else resolve(record.hparams_set, record.hparams))

@@ -9,7 +9,7 @@ from t2t_revival.files.json_record import JsonRecord
 from t2t_revival.run_dir.file_names import VOCAB_FILE
 
 
-_OPTIONAL = ("usr_dir", "warm_start_from", "imported_from")
+_OPTIONAL = ("usr_dir", "warm_start_from", "imported_from", "imported_flags")
 """Keys written only when not empty."""
 
 
@@ -35,6 +35,10 @@ class RunRecord(JsonRecord):
             (`--warm_start_from`, resolved to a checkpoint prefix; "" for none).
         imported_from: the tensor2tensor checkpoint prefixes a `t2t-import`ed
             run's weights come from, comma-separated ("" for a run of ours).
+        imported_flags: that run's own `--problem`, `--model`, `--hparams_set`
+            and `--hparams` (its flags.txt), which the decoder and exporter take
+            as the run's (tensor2tensor's decode scripts pass them); {} for a
+            run of ours.
     """
 
     REPAIR: ClassVar[str] = ("delete it and rerun t2t-trainer in that directory with the "
@@ -50,6 +54,12 @@ class RunRecord(JsonRecord):
     usr_dir: str = ""
     warm_start_from: str = ""
     imported_from: str = ""
+    imported_flags: dict[str, str] = dataclasses.field(default_factory=dict, hash=False)
+
+    def agrees(self, name: str, value: str) -> bool:
+        """Whether `--name=value` is this run's: its own setting, or (an
+        imported run) the tensor2tensor run's flag of that name."""
+        return value == getattr(self, name) or value == self.imported_flags.get(name, None)
 
     def to_dict(self) -> dict[str, Any]:
         """The record's keys; the optional keys only when set, so a plain run's
@@ -60,6 +70,9 @@ class RunRecord(JsonRecord):
     def from_dict(cls, values: dict[str, Any]) -> "RunRecord":
         """A missing key takes its default; an unknown one is ignored."""
         names = {f.name for f in dataclasses.fields(cls)}
-        if not all(isinstance(values[k], str) for k in names & set(values)):
+        flags = values.get("imported_flags", {})
+        if not all(isinstance(values[k], str) for k in names & set(values) - {"imported_flags"}) \
+                or not isinstance(flags, dict) or \
+                not all(isinstance(v, str) for v in flags.values()):
             raise TypeError("not an object of strings")
         return cls(**{k: v for k, v in values.items() if k in names})

@@ -15,6 +15,11 @@ from t2t_revival.t2t_import.t2t_run_dir import T2TRunDir
 from t2t_revival.t2t_import.weight_map import our_weights
 
 
+IMPORTED_FLAGS = ("problem", "model", "hparams_set", "hparams")
+"""The T2T run's flags.txt flags kept in run.json (`RunRecord.imported_flags`):
+tensor2tensor's decode scripts pass them, and the decoder takes them as the run's."""
+
+
 def read_t2t_vocabulary(vocab_file: str) -> T2TSubwordVocabulary:
     """The SubwordTextEncoder vocabulary `vocab_file`, checked as the decoder
     reads it (UTF-8, one quoted subtoken a line, `<pad>` and `<EOS>` first,
@@ -87,7 +92,8 @@ def import_t2t_run(t2t_dir: str, vocab_file: str, output_dir: str,
     without its sizes, a missing or truncated shard, hparams.json and the checkpoint
     disagreeing, an unsupported hparam or variable) is a UserError before anything
     is left behind; those that need no checkpoint read come before TensorFlow's
-    import.
+    import. The T2T run's --problem, --model, --hparams_set and --hparams
+    (flags.txt) are kept in run.json (`RunRecord.imported_flags`).
     """
     output_dir = os.path.abspath(output_dir)
     # What a user can get wrong is said before TensorFlow's import (seconds).
@@ -121,7 +127,9 @@ def import_t2t_run(t2t_dir: str, vocab_file: str, output_dir: str,
             saved.append(folder.save(make_checkpoint(model), checkpoint_step(prefix) or 0))
         record = RunRecord(problem="", hparams_set="", vocab_file=T2T_VOCAB_FILE,
                            vocab_source=os.path.abspath(vocab_file),
-                           imported_from=", ".join(os.path.abspath(p) for p in prefixes))
+                           imported_from=", ".join(os.path.abspath(p) for p in prefixes),
+                           imported_flags={k: run.flags[k] for k in IMPORTED_FLAGS
+                                           if k in run.flags})
         TrainingDirectory(temp).write_run_files(hparams, record, vocab_file)
     log(f"imported {len(prefixes)} tensor2tensor checkpoint(s) of {run.path} into "
         f"{output_dir} with target_space_id={target_space_id} (--target_space_id; T2T 1.15 "
