@@ -7,9 +7,11 @@ copy in tmp_path. The slow tests compare the imported model with
 tensor2tensor's own Transformer (tests/t2t_oracle.py, run in a subprocess).
 """
 
+import errno
 import json
 import os
 import re
+import signal
 import shutil
 import subprocess
 import sys
@@ -439,6 +441,80 @@ def test_hparams_json_without_its_sizes_is_one_line(t2t_copy, shared_data, tmp_p
     (t2t_copy / "hparams.json").write_text(json.dumps(hparams))
     out = _import(t2t_copy, shared_data / VOCAB_8K, tmp_path / "run")
     _refused(out, str(tmp_path / "run"), str(t2t_copy / "hparams.json"), needle)
+
+
+# t2t-import in a fresh process whose first checkpoint save imports
+# `stopping_import`, which sends the process a stop signal: it lands inside an
+# import, where the controller ends the process at once (os._exit, no unwinding).
+_STOPPED = ("import os, sys\n"
+            "sys.path.insert(0, sys.argv.pop(1))\n"
+            "from t2t_revival.run_dir.checkpoint_folder import CheckpointFolder\n"
+            "def save(self, *args, **kwargs):\n"
+            "    import stopping_import\n"
+            "CheckpointFolder.save = save\n"
+            "from t2t_revival.cli.t2t_import import run\n"
+            "sys.argv = ['t2t-import'] + sys.argv[1:]\n"
+            "run()\n")
+
+
+@pytest.mark.parametrize("signum", [signal.SIGTERM, signal.SIGINT])
+def test_a_stopped_import_leaves_no_half_built_folder(shared_data, tmp_path, signum):
+    """A kill that cannot unwind (a signal inside an import, or a long native
+    call: the watchdog's os._exit) left the hidden folder, a partial checkpoint."""
+    modules = tmp_path / "modules"
+    modules.mkdir()
+    (modules / "stopping_import.py").write_text(
+        f"import os, time\nos.kill(os.getpid(), {int(signum)})\ntime.sleep(30)\n")
+    output_dir = tmp_path / "out" / "run"
+    out = subprocess.run([sys.executable, "-c", _STOPPED, str(modules),
+                          f"--t2t_dir={shared_data / T2T_RUN}",
+                          f"--vocab_file={shared_data / VOCAB_8K}", f"--output_dir={output_dir}"],
+                         capture_output=True, text=True, env=ENV, timeout=300)
+    assert out.returncode == 128 + signum, out.stderr[-3000:]
+    assert f"t2t-import: stopped by {signal.Signals(signum).name}" in out.stderr
+    assert os.listdir(tmp_path / "out") == []
+
+
+def test_a_rerun_removes_what_a_killed_import_left(shared_data, tmp_path):
+    """A SIGKILL's folder (named after its process) goes at the next import of
+    that --output_dir; a live process's stays."""
+    dead = subprocess.Popen([sys.executable, "-c", "pass"])
+    dead.wait()
+    left = tmp_path / f"{TEMPORARY_PREFIX}{dead.pid}-1-run"
+    live = tmp_path / f"{TEMPORARY_PREFIX}{os.getpid()}-1-run"
+    for folder in (left, live):
+        folder.mkdir()
+        (folder / "ckpt-1.data-00000-of-00001").write_bytes(b"x" * 100)
+    out = _import(shared_data / T2T_RUN, shared_data / VOCAB_8K, tmp_path / "run")
+    assert out.returncode == 0, out.stderr[-3000:]
+    assert not left.exists() and live.is_dir()
+
+
+class _FullDiskManager:
+    """A CheckpointManager whose save writes part of a checkpoint, then finds the disk full."""
+
+    def __init__(self, checkpoint, directory, **kwargs):
+        self.directory, self.latest_checkpoint = str(directory), None
+
+    def save(self, checkpoint_number):
+        with open(os.path.join(self.directory, f"ckpt-{checkpoint_number}.index"), "wb") as f:
+            f.write(b"half")
+        raise OSError(errno.ENOSPC, os.strerror(errno.ENOSPC))
+
+
+def test_a_full_disk_says_nothing_was_written_and_what_to_free(shared_data, tmp_path,
+                                                               monkeypatch):
+    """It gave the trainer's advice: lower --keep_checkpoint_max, rerun to resume."""
+    import tensorflow as tf
+
+    monkeypatch.setattr(tf.train, "CheckpointManager", _FullDiskManager)
+    output_dir = tmp_path / "run"
+    out = _import(shared_data / T2T_RUN, shared_data / VOCAB_8K, output_dir)
+    line = _refused(out, str(output_dir), f"could not write {output_dir} "
+                    f"({os.strerror(errno.ENOSPC)}); nothing was written",
+                    "half-built folder beside it is removed", "free some space on that disk",
+                    "MB)", "then rerun the same command")
+    assert "keep_checkpoint_max" not in line and "resume" not in line
 
 
 def test_the_decoder_takes_the_flags_of_the_imported_runs_flags_txt(shared_data, tmp_path):

@@ -245,24 +245,41 @@ def exchange_paths(a: str, b: str) -> bool:
 
 
 @contextlib.contextmanager
-def built_directory(path: str) -> Iterator[str]:
+def built_directory(path: str, needed_bytes: int = 0) -> Iterator[str]:
     """Yield a temporary folder beside `path` (which must be new or an empty
     folder) to build; on success it becomes `path` (mode 0755), on an error it
-    is removed. What a killed build of `path` left is removed first
-    (`remove_dead_temporaries`): the folder appears whole or not at all."""
+    is removed: the folder appears whole or not at all.
+
+    What a killed build of `path` left (SIGKILL, a power cut) is removed first
+    (`remove_dead_temporaries`); a stop signal that ends the process without
+    unwinding the block removes the folder too (`removed_if_stopped`). A write
+    the disk refuses (`disk_failure`) becomes one DiskWriteError line saying
+    that nothing was written, with `needed_bytes` (when given): what the
+    folder needs.
+    """
     parent, label = os.path.dirname(os.path.abspath(path)), os.path.basename(path)
-    os.makedirs(parent, exist_ok=True)
-    remove_dead_temporaries(parent, label)
-    temp = temporary_folder(parent, label)
+    temp = None
     try:
-        yield temp
-        os.chmod(temp, 0o755)
-        if os.path.isdir(path):
-            os.rmdir(path)   # empty
-        os.rename(temp, path)
-    except BaseException:
-        shutil.rmtree(temp, ignore_errors=True)
-        raise
+        os.makedirs(parent, exist_ok=True)
+        remove_dead_temporaries(parent, label)
+        temp = temporary_folder(parent, label)
+        with StopController.process().removed_if_stopped(temp):
+            yield temp
+            os.chmod(temp, 0o755)
+            if os.path.isdir(path):
+                os.rmdir(path)   # empty
+            os.rename(temp, path)
+    except BaseException as e:
+        if temp is not None:
+            shutil.rmtree(temp, ignore_errors=True)
+        reason = disk_failure(e)
+        if reason is None:
+            raise
+        needs = f" (it needs about {needed_bytes / 1e6:,.0f} MB)" if needed_bytes else ""
+        raise DiskWriteError(f"could not write {path} ({reason}); nothing was written: the "
+                             f"half-built folder beside it is removed; "
+                             f"{disk_failure_fix(reason)}{needs}, then rerun the same "
+                             f"command. Received: path={path!r}", reason) from None
 
 
 def replace_directory(tmp: str, path: str) -> None:

@@ -24,7 +24,7 @@ A signal the process was started with ignored (SIGINT of a background job,
 SIGHUP under `nohup`) stays ignored under both policies.
 
 A stop that cannot unwind (`stop_process`, `os._exit`) first removes the
-temporary files of the writes in progress, which `atomic_file` names to the
+temporary files (and folders) of the writes in progress, which `atomic_file` names to the
 process's controller while it writes them (`removed_if_stopped`).
 """
 
@@ -32,6 +32,7 @@ from __future__ import annotations
 
 import contextlib
 import os
+import shutil
 import signal
 import sys
 import threading
@@ -80,8 +81,9 @@ class StopController:
 
     @contextlib.contextmanager
     def removed_if_stopped(self, path: str) -> Iterator[None]:
-        """For the block, `path` (a temporary file being written) is removed if
-        the process stops without unwinding the block (`stop_process`)."""
+        """For the block, `path` (a temporary file being written, or a folder
+        being built: `atomic_file.built_directory`) is removed if the process
+        stops without unwinding the block (`stop_process`)."""
         self._temporaries.add(path)
         try:
             yield
@@ -171,10 +173,13 @@ class StopController:
 
         Exits with os._exit: promptly, whatever threads TensorFlow started (their
         work is not needed: what was worth keeping was saved before the stop),
-        after removing the temporary files of the writes still in progress.
+        after removing the temporary files (and folders) of the writes still in
+        progress.
         """
         self._stopping.acquire()   # never released
         for path in list(self._temporaries):
+            if os.path.isdir(path) and not os.path.islink(path):
+                shutil.rmtree(path, ignore_errors=True)
             with contextlib.suppress(OSError):
                 os.unlink(path)
         with contextlib.suppress(OSError):   # stderr gone too (a hung-up terminal, a closed pipe)

@@ -34,6 +34,7 @@ import numpy as np
 import tensorflow as tf
 
 from t2t_revival.errors import UserError
+from t2t_revival.files.atomic_file import DiskWriteError, disk_failure
 from t2t_revival.run_dir.checkpoint_files import (CheckpointFiles, Log, quiet,  # noqa: F401
                                                    read_checkpoint_index, stderr_log)
 from t2t_revival.run_dir.checkpoint_variables import make_checkpoint
@@ -145,10 +146,13 @@ class CheckpointFolder(CheckpointFiles):
                 isinstance(e, tf.errors.ResourceExhaustedError)
             fix = "free some space (or lower --keep_checkpoint_max)" if full else \
                 "make the folder writable"
-            raise UserError(
-                f"could not save the checkpoint at step {step} in {self.path} ({why}); "
-                f"{kept} and this save's partial files are removed; {fix}, then rerun the "
-                f"same command to resume. Received: output_dir={self.path!r}") from None
+            message = (f"could not save the checkpoint at step {step} in {self.path} ({why}); "
+                       f"{kept} and this save's partial files are removed; {fix}, then rerun "
+                       f"the same command to resume. Received: output_dir={self.path!r}")
+            reason = disk_failure(e) or (os.strerror(errno.ENOSPC) if full else None)
+            if reason:   # (a caller that says it otherwise knows it: t2t-import)
+                raise DiskWriteError(message, reason) from None
+            raise UserError(message) from None
 
     def average(self, model, prefixes: Sequence[str], log: Log = print) -> str:
         """Save here the mean of the model weights of `prefixes` (paper 6.1), as

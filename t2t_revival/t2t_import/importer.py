@@ -12,7 +12,7 @@ from t2t_revival.run_dir.file_names import T2T_VOCAB_FILE, checkpoint_step
 from t2t_revival.run_dir.run_record import RunRecord
 from t2t_revival.t2t_import.hparams_from_t2t import check_t2t_sizes, hparams_from_t2t, modality
 from t2t_revival.t2t_import.t2t_run_dir import T2TRunDir
-from t2t_revival.t2t_import.weight_map import our_weights
+from t2t_revival.t2t_import.weight_map import NOT_MODEL, our_weights
 
 
 IMPORTED_FLAGS = ("problem", "model", "hparams_set", "hparams")
@@ -85,15 +85,16 @@ def import_t2t_run(t2t_dir: str, vocab_file: str, output_dir: str,
     `checkpoint` means (`T2TRunDir.resolve`: the latest, "all", or one),
     hparams.json (`hparams_from_t2t`), the vocabulary as `T2T_VOCAB_FILE` and
     run.json saying where it came from. It is built in a temporary folder beside
-    `output_dir` (`atomic_file.built_directory`: a killed import's is removed by the
-    next) and renamed into place: it appears whole or not at all. Every user error
-    (an `output_dir` that exists, a vocabulary that is not a SubwordTextEncoder's or
-    of another size, not a T2T run, a damaged `checkpoint` index, hparams.json
-    without its sizes, a missing or truncated shard, hparams.json and the checkpoint
-    disagreeing, an unsupported hparam or variable) is a UserError before anything
-    is left behind; those that need no checkpoint read come before TensorFlow's
-    import. The T2T run's --problem, --model, --hparams_set and --hparams
-    (flags.txt) are kept in run.json (`RunRecord.imported_flags`).
+    `output_dir` (`atomic_file.built_directory`: a stopped import's is removed as it
+    stops, a killed one's by the next) and renamed into place: it appears whole or
+    not at all. Every user error (an `output_dir` that exists, a vocabulary that is
+    not a SubwordTextEncoder's or of another size, not a T2T run, a damaged
+    `checkpoint` index, hparams.json without its sizes, a missing or truncated
+    shard, hparams.json and the checkpoint disagreeing, an unsupported hparam or
+    variable, a full disk) is a UserError before anything is left behind; those that
+    need no checkpoint read come before TensorFlow's import. The T2T run's
+    --problem, --model, --hparams_set and --hparams (flags.txt) are kept in run.json
+    (`RunRecord.imported_flags`).
     """
     output_dir = os.path.abspath(output_dir)
     # What a user can get wrong is said before TensorFlow's import (seconds).
@@ -117,7 +118,8 @@ def import_t2t_run(t2t_dir: str, vocab_file: str, output_dir: str,
                         f"the checkpoint's modality has {vocab_size}; pass the vocabulary the "
                         f"run was trained with. Received: vocab_file={vocab_file!r}")
     model = build_model(hparams)
-    with built_directory(output_dir) as temp:   # a killed import's folder goes first
+    needed = len(prefixes) * sum(v.nbytes for k, v in first.items() if not NOT_MODEL.match(k))
+    with built_directory(output_dir, needed) as temp:   # a killed import's folder goes first
         folder = CheckpointFolder(temp)
         saved = []
         for prefix in prefixes:
