@@ -19,6 +19,7 @@ alignments and their heatmap written beside the output.
 from __future__ import annotations
 
 import dataclasses
+import hashlib
 from typing import Callable, Sequence
 
 from t2t_revival.decode.translator import Translator
@@ -178,13 +179,20 @@ class DecodeJob:
         skipped (their prefix or constraints) are reported with their
         numbers; so is the count of lines cut."""
         from t2t_revival.decode.decode_journal import DecodeJournal
+        from t2t_revival.run_dir.checkpoint_files import checkpoint_digest
 
         self.report_skipped(self.refused)
         sources, guides = self.sources, self.guides
+        # Each checkpoint's contents, not only its path: one rewritten in place
+        # (t2t-avg-checkpoints) starts the journal afresh.
+        digests = [checkpoint_digest(path) or "" for path in
+                   translator.checkpoint_path.split(",")]
         journal = DecodeJournal(out_path, sources, {
             "checkpoint": translator.checkpoint_path, "decode_hparams": str(self.settings),
-            **({"guides": guides} if guides else {})})
-        if journal.resume():
+            **({"guides": guides} if guides else {})},
+            checkpoint=hashlib.sha256(",".join(digests).encode()).hexdigest()
+            if any(digests) else "")
+        if journal.resume(self.log):
             self.log(f"Continuing from {journal.path}: {len(journal.done)} of {len(sources)} "
                      f"lines decoded before")
         remaining = [i for i in range(len(sources)) if i not in journal.done]

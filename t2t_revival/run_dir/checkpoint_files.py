@@ -22,6 +22,7 @@ from __future__ import annotations
 
 import ast
 import glob
+import hashlib
 import os
 import re
 import struct
@@ -161,6 +162,23 @@ def tensor_bytes(prefix: str) -> int:
     except (IndexError, struct.error) as e:
         raise ValueError(f"a block is cut short ({e})") from None
     return total
+
+
+def checkpoint_digest(prefix: str) -> str | None:
+    """A digest of the checkpoint `prefix`'s contents, read in milliseconds:
+    the SHA-256 of its .index (the tensor table, which holds each tensor's
+    offset, size and CRC-32C, so it changes whenever a value does: a
+    checkpoint rewritten in place under the same name, as
+    t2t-avg-checkpoints does) and its .data files' names and sizes. None
+    when there is no .index to read (an export, a folder)."""
+    try:
+        with open(prefix + ".index", "rb") as f:
+            digest = hashlib.sha256(f.read())
+        for path in sorted(glob.glob(glob.escape(prefix) + ".data-*")):
+            digest.update(f"\n{os.path.basename(path)}:{os.path.getsize(path)}".encode())
+    except OSError:
+        return None
+    return digest.hexdigest()
 
 
 def read_checkpoint_index(folder: str) -> list[str] | None:
