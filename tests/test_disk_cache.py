@@ -142,6 +142,42 @@ def test_damage_names_the_file_and_what_is_wrong(tmp_path):
         assert cache.damage("file.pb", entries["file.pb"]) == "it is missing"
 
 
+@pytest.mark.parametrize("entry, change, said", [
+    ("file.pb", {"bytes": None}, "its 'bytes' is missing"),
+    ("file.pb", {"bytes": "1000"}, "its 'bytes' is '1000'"),
+    ("file.pb", {"sha256": None}, "its 'sha256' is missing"),
+    ("file.pb", {"mtime_ns": 1.5}, "its 'mtime_ns' is 1.5"),
+    ("folder", {"bytes": None}, "its 'bytes' is missing"),
+    ("folder", {"files": {"program.bin": {"bytes": 1000}}}, "program.bin: its 'mtime_ns' is missing"),
+    ("folder", {"files": []}, "no files"),
+])
+def test_a_manifest_record_missing_a_field_is_damage_of_that_entry(tmp_path, entry, change,
+                                                                   said):
+    """Issue 77, part 3: a record without its `bytes` (or of the wrong type)
+    was a TypeError on every use of the cache; it is that entry's damage, and
+    eviction reads the other records as ever."""
+    cache = DiskCache(str(tmp_path / "cache"), 1 << 30, 100)
+    with cache.locked() as entries:
+        _add(cache, entries, "folder", 1000, folder=True)
+        _add(cache, entries, "file.pb", 1000)
+    manifest_path = tmp_path / "cache" / MANIFEST
+    manifest = json.loads(manifest_path.read_text())
+    record = manifest["entries"][entry]
+    for field, value in change.items():
+        if value is None:
+            del record[field]
+        else:
+            record[field] = value
+    record["used"] = "yesterday"   # (eviction sorts by it)
+    manifest_path.write_text(json.dumps(manifest))
+    with cache.locked() as entries:
+        assert cache.damage(entry, entries[entry]) == f"its manifest record is damaged ({said})"
+        other = "folder" if entry == "file.pb" else "file.pb"
+        assert cache.damage(other, entries[other]) is None
+        cache.max_entries = 1
+        assert cache.evict(entries, keep={other}) == [entry]
+
+
 @pytest.mark.parametrize("label", [None, "run"])
 def test_the_sweep_removes_only_what_dead_processes_left(tmp_path, label):
     dead = _dead_pid()

@@ -116,6 +116,37 @@ def test_a_damaged_entry_is_said_in_one_line_removed_and_not_used(cache_env, cap
     assert len(err) == 1 and capsys.readouterr().err == ""
 
 
+@pytest.mark.parametrize("change, said", [
+    ({"bytes": None}, "its 'bytes' is missing"),
+    ({"bytes": "5163"}, "its 'bytes' is '5163'"),
+    ({"sha256": 7}, "its 'sha256' is 7"),
+])
+def test_a_manifest_record_missing_a_field_is_one_damaged_entry(cache_env, change, said):
+    """Issue 77, part 3: one record without its `bytes` field broke every
+    TensorFlow-path decode on the cache, xla=false included (the cache opens
+    for each), with a TypeError until the folder was deleted by hand."""
+    shared = fill().shared
+    manifest_path = os.path.join(shared, "manifest.json")
+    manifest = json.loads(open(manifest_path).read())
+    record = manifest["entries"]["a__1__XLA_CPU_JIT.pb"]
+    for field, value in change.items():
+        if value is None:
+            del record[field]
+        else:
+            record[field] = value
+    open(manifest_path, "w").write(json.dumps(manifest))
+    err = []
+    cache = XlaCompileCache.open("t2t-decoder", log=err.append)
+    assert len(err) == 1 and err[0].startswith(
+        "t2t-decoder: ignored 1 damaged XLA compile cache entry"), err
+    assert f"(its manifest record is damaged ({said}))" in err[0], err
+    assert os.listdir(cache.private) == []
+    open(os.path.join(cache.private, "a__1__XLA_CPU_JIT.pb"), "wb").write(entry())
+    assert cache.publish() == 1
+    cache.close()
+    assert XlaCompileCache.open("t2t-decoder", log=err.append).private and len(err) == 1
+
+
 def test_a_killed_process_folder_is_removed_by_the_next_one(cache_env):
     cache = XlaCompileCache.open("t2t-decoder")
     dead = subprocess.run([sys.executable, "-c", "import os; print(os.getpid())"],

@@ -9,7 +9,8 @@ entry) keep what they keep the same way, here:
   entries, written back atomically at the block's end.
 - `manifest.json`: each entry's size and, per file, size, modification time
   and SHA-256 (`fingerprint`), with whatever else its cache records; `damage`
-  says why an entry no longer matches (truncated, changed, a file missing).
+  says why an entry no longer matches (truncated, changed, a file missing,
+  its record damaged: a field missing or of the wrong type).
 - An entry is built at a `temporary` name in the folder and renamed into
   place whole (`add`); what a killed process left at such a name is removed
   by the next `sweep` (`atomic_file.remove_dead_temporaries`: one naming
@@ -68,6 +69,37 @@ def fingerprint(path: str) -> dict:
         return _file_record(path)
     files = {name: _file_record(os.path.join(path, name)) for name in sorted(os.listdir(path))}
     return {"bytes": sum(record["bytes"] for record in files.values()), "files": files}
+
+
+_FILE_FIELDS = (("bytes", int), ("mtime_ns", int), ("sha256", str))
+
+
+def _record_problem(record) -> str | None:
+    """What is wrong with a manifest record's shape (a field missing or of
+    the wrong type: a manifest edited or written by something else), or None."""
+    if not isinstance(record, dict):
+        return "not a record"
+    files = record.get("files") if "files" in record else {None: record}
+    if not isinstance(files, dict) or not files:
+        return "no files"
+    for name, file_record in files.items():
+        if not isinstance(file_record, dict):
+            return f"{name}: not a record"
+        for field, kind in _FILE_FIELDS:
+            value = file_record.get(field)
+            if not isinstance(value, kind) or isinstance(value, bool):
+                return (f"{name}: " if name else "") + \
+                    f"its {field!r} is {'missing' if value is None else repr(value)}"
+    value = record.get("bytes")
+    if not isinstance(value, int) or isinstance(value, bool):
+        return f"its 'bytes' is {'missing' if value is None else repr(value)}"
+    return None
+
+
+def _number(record: dict, field: str) -> float:
+    """A record's number `field` (bytes, used), 0 when missing or not a number."""
+    value = record.get(field)
+    return value if isinstance(value, (int, float)) and not isinstance(value, bool) else 0
 
 
 def _file_damage(path: str, record: dict, name: str | None) -> str | None:
@@ -159,6 +191,9 @@ class DiskCache:
         """Why entry `name` no longer matches its `record` (a file truncated,
         changed or missing), or None when it does."""
         path = self.path(name)
+        malformed = _record_problem(record)
+        if malformed:
+            return f"its manifest record is damaged ({malformed})"
         if "files" not in record:
             return _file_damage(path, record, None)
         files = record["files"]
@@ -236,14 +271,14 @@ class DiskCache:
         """Remove the least recently used entries while the folder holds over
         `max_bytes` or `max_entries`; those in `keep` and those in use stay.
         Returns the names removed (under `locked`)."""
-        total = sum(record.get("bytes", 0) for record in entries.values())
+        total = sum(_number(record, "bytes") for record in entries.values())
         removed = []
-        for name in sorted(entries, key=lambda n: entries[n].get("used", 0)):
+        for name in sorted(entries, key=lambda n: _number(entries[n], "used")):
             if total <= self.max_bytes and len(entries) <= self.max_entries:
                 break
             if name in keep:
                 continue
-            size = entries[name].get("bytes", 0)
+            size = _number(entries[name], "bytes")
             if self.remove(entries, name):
                 total -= size
                 removed.append(name)
