@@ -124,6 +124,32 @@ def test_a_damaged_entry_is_said_removed_and_converted_anew(random_run, first_jo
         == step.stat().st_size > 1000
 
 
+def test_an_entry_that_passes_its_manifest_but_does_not_load_is_converted_anew(
+        random_run, first_job, source, tmp_path):
+    """Issue 77, part 3: programs of the right sizes and checksums that are
+    not a valid Flatbuffer (another converter's output) were a traceback."""
+    from t2t_revival.files.disk_cache import fingerprint
+
+    cache = _cache_after_the_first_job(first_job, tmp_path)
+    (entry,) = [p for p in (cache / "litert").iterdir() if p.is_dir()]
+    (entry / "step.tflite").write_bytes(b"not a flatbuffer " * 100)
+    manifest_path = cache / "litert" / "manifest.json"
+    manifest = json.loads(manifest_path.read_text())
+    manifest["entries"][entry.name].update(fingerprint(str(entry)))   # it passes the manifest
+    manifest_path.write_text(json.dumps(manifest))
+    again = _decode(random_run, cache, f"--decode_from_file={source}",
+                    f"--decode_to_file={tmp_path / 'again.de'}")
+    assert again.returncode == 0, again.stderr[-3000:]
+    assert "Traceback" not in again.stderr, again.stderr[-3000:]
+    said = [l for l in again.stderr.splitlines() if "damaged LiteRT program cache entry" in l]
+    assert said == [f"t2t-decoder: ignored a damaged LiteRT program cache entry {entry} (its "
+                    f"programs do not load: The model is not a valid Flatbuffer buffer); "
+                    f"removed, and converted anew"], again.stderr[-3000:]
+    assert "Converting" in again.stderr and "on its LiteRT programs" in again.stderr
+    assert (tmp_path / "again.de").read_text() == first_job[2]
+    assert (entry / "step.tflite").read_bytes()[:100] != b"not a flatbuffer " * 6
+
+
 def test_which_jobs_take_the_litert_path(random_run, tmp_path, monkeypatch):
     from t2t_revival.settings.decode_hparams import DecodeHParams
     from t2t_revival.decode.engine_choice import EngineChoice

@@ -118,6 +118,35 @@ def _score_pairs(settings) -> int:
     return 0
 
 
+def _litert_translator(job, choice, cache, again: bool = False):
+    """The `LiteRTTranslator` of `choice`'s programs; None when they do not
+    load (a cache entry that passes its manifest but is not a valid
+    Flatbuffer): the entry is said and removed (`LiteRTProgramCache.discard`).
+    Programs converted anew that do not load either: said, and None (then
+    TensorFlow decodes)."""
+    from t2t_revival.errors import UserError
+
+    backend = os.environ.get("KERAS_BACKEND")
+    if "keras" not in sys.modules:   # (a caller's Keras keeps its backend)
+        os.environ["KERAS_BACKEND"] = "numpy"
+    from t2t_revival.decode.litert_translator import LiteRTTranslator
+    try:
+        with tensorflow_noise.quiet_native_stderr():   # LiteRT's XNNPACK line
+            return LiteRTTranslator(choice.programs, long_inputs=job.settings.long_inputs,
+                                    checkpoint_path=choice.checkpoint, run_programs=True)
+    except (ValueError, UserError) as e:
+        if "keras" not in sys.modules:   # TensorFlow may decode: its backend back
+            os.environ.pop("KERAS_BACKEND", None)
+            if backend is not None:
+                os.environ["KERAS_BACKEND"] = backend
+        problem = f"its programs do not load: {str(e).rstrip('.')}"
+        if again:
+            _log(f"{PROG}: could not load the LiteRT programs {choice.programs} "
+                 f"({problem}); decoding with TensorFlow")
+        cache.discard(choice.programs, problem, say=not again)
+        return None
+
+
 def _translator(job, hparams):
     """The job's engine (`EngineChoice`): the run's LiteRT programs, with
     Keras's numpy backend and no TensorFlow imported, or the TensorFlow
@@ -143,20 +172,22 @@ def _translator(job, hparams):
                             "give one of them. Received: litert=true, worker_gpu="
                             f"{FLAGS.worker_gpu}, cpu_devices={FLAGS.cpu_devices}")
         settings = dataclasses.replace(settings, litert="false")
+    cache = LiteRTProgramCache.from_environment(PROG, _log)
     choice = EngineChoice.for_job(
-        job.output_dir, job.checkpoint_paths, settings, len(job.sources),
-        LiteRTProgramCache.from_environment(PROG, _log), _log, FLAGS.decode_interactive,
-        FLAGS.t2t_usr_dir)
+        job.output_dir, job.checkpoint_paths, settings, len(job.sources), cache, _log,
+        FLAGS.decode_interactive, FLAGS.t2t_usr_dir)
     phase("checked")
     if choice.engine == "litert":
-        if "keras" not in sys.modules:   # (a caller's Keras keeps its backend)
-            os.environ["KERAS_BACKEND"] = "numpy"
-        from t2t_revival.decode.litert_translator import LiteRTTranslator
-        with tensorflow_noise.quiet_native_stderr():   # LiteRT's XNNPACK line
-            translator = LiteRTTranslator(choice.programs, long_inputs=job.settings.long_inputs,
-                                          checkpoint_path=choice.checkpoint, run_programs=True)
-        phase("imported")
-        return translator
+        translator = _litert_translator(job, choice, cache)
+        if translator is None:   # the programs do not load: converted anew
+            choice = EngineChoice.for_job(
+                job.output_dir, [choice.checkpoint], settings, len(job.sources), cache,
+                _log, FLAGS.decode_interactive, FLAGS.t2t_usr_dir)
+            translator = _litert_translator(job, choice, cache, again=True) \
+                if choice.engine == "litert" else None
+        if translator is not None:
+            phase("imported")
+            return translator
     from t2t_revival.process.xla_compile_cache import XlaCompileCache
     # Named to TensorFlow before anything starts its devices (which reads
     # TF_XLA_FLAGS once): kept for the process.

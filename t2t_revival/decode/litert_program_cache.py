@@ -28,7 +28,8 @@ of each checkpoint and beam setting it decodes that way:
   decoders wanting the same programs convert them once.
 - `find` checks an entry against the manifest before use: one that fails
   (a file missing, truncated or changed) is removed and said in one line,
-  and converted anew. An entry found or converted is held (`DiskCache.use`)
+  and converted anew; so is one whose programs do not load (`discard`: not
+  a valid Flatbuffer, another converter's output). An entry found or converted is held (`DiskCache.use`)
   until `close` or the process's end: another process's eviction leaves it.
 - At most `MAX_ENTRIES` entries and `MAX_BYTES`: the least recently used go.
   With less than `MIN_FREE_BYTES` free nothing is converted (one line).
@@ -158,6 +159,24 @@ class LiteRTProgramCache:
         self.disk.touch(entries, key)
         self.disk.use(key)
         return path
+
+    def discard(self, path: str, problem: str, say: bool = True) -> None:
+        """The entry at `path` (`find`'s or `convert`'s) passed its manifest
+        but its programs do not load (`problem`): said in one line (`say`)
+        and removed, so that the next `convert` converts anew."""
+        if say:
+            self.log(f"{self.prog}: ignored a damaged LiteRT program cache entry {path} "
+                     f"({problem}); removed, and converted anew")
+        key = os.path.basename(path)
+        if self.disk is not None and os.path.dirname(path) == self.disk.folder:
+            self.disk.release(key)
+            try:
+                with self.disk.locked() as entries:
+                    self.disk.remove(entries, key)
+                return
+            except (OSError, DiskWriteError):
+                pass
+        shutil.rmtree(path, ignore_errors=True)
 
     def convert(self, key: str, output_dir: str, prefix: str, settings: DecodeHParams,
                 usr_dir: str | None = None) -> str:

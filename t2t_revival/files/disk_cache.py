@@ -230,6 +230,13 @@ class DiskCache:
         fcntl.flock(descriptor, fcntl.LOCK_SH)
         self._in_use[name] = descriptor
 
+    def release(self, name: str) -> None:
+        """Let go of entry `name` (`use`): this process may then `remove` it."""
+        descriptor = self._in_use.pop(name, None)
+        if descriptor is not None:
+            with contextlib.suppress(OSError):
+                os.close(descriptor)
+
     def close(self) -> None:
         """Release the entries `use` holds."""
         for descriptor in self._in_use.values():
