@@ -78,3 +78,69 @@ def test_a_failed_conversion_is_the_childs_last_line(random_run, tmp_path):
     assert str(failed.value) == (f"no checkpoint at {missing} (its .index file is missing). "
                                  f"Received: checkpoint_path={missing!r}")
     assert os.listdir(work) == []
+
+
+def _children(pid, needle):
+    """The live processes whose parent is `pid` and whose command line holds `needle`."""
+    found = []
+    for name in os.listdir("/proc"):
+        if not name.isdigit():
+            continue
+        try:
+            with open(f"/proc/{name}/stat") as f:
+                fields = f.read().rsplit(")", 1)[1].split()
+            with open(f"/proc/{name}/cmdline", "rb") as f:
+                command = f.read()
+        except OSError:
+            continue
+        if int(fields[1]) == pid and fields[0] != "Z" and needle.encode() in command:
+            found.append(int(name))
+    return found
+
+
+def _alive(pid):
+    try:
+        with open(f"/proc/{pid}/stat") as f:
+            return f.read().rsplit(")", 1)[1].split()[0] != "Z"
+    except OSError:
+        return False
+
+
+@pytest.mark.skipif(not sys.platform.startswith("linux"), reason="prctl is Linux's")
+def test_the_conversion_child_dies_with_a_killed_decoder(random_run, tmp_path):
+    """Issue 77, part 3: the converter child outlived a decoder killed with
+    kill -9. A stand-in decoder starts it as t2t-decoder does (`run_exporter`)
+    and is killed mid-conversion: the child is gone within seconds."""
+    import signal
+    import time
+
+    work = tmp_path / "work"
+    work.mkdir()
+    parent = subprocess.Popen(
+        [sys.executable, "-c",
+         "import sys\n"
+         "from t2t_revival.decode.litert_program_cache import run_exporter\n"
+         "from t2t_revival.settings.decode_hparams import DecodeHParams\n"
+         f"run_exporter({str(work)!r}, {str(random_run)!r}, "
+         f"{os.path.join(random_run, 'ckpt-1')!r}, DecodeHParams(), None)\n"],
+        env=ENV, stdout=subprocess.DEVNULL, stderr=subprocess.DEVNULL)
+    children = []
+    try:
+        deadline = time.time() + 60
+        while not children and time.time() < deadline and parent.poll() is None:
+            children = _children(parent.pid, "litert_conversion_worker")
+            time.sleep(0.05)
+        assert children, "the conversion child did not start"
+        time.sleep(1)   # (into its imports)
+        os.kill(parent.pid, signal.SIGKILL)
+        parent.wait(timeout=10)
+        deadline = time.time() + 5
+        while _alive(children[0]) and time.time() < deadline:
+            time.sleep(0.05)
+        assert not _alive(children[0]), "the conversion child outlived its killed parent"
+    finally:
+        if parent.poll() is None:
+            parent.kill()
+        for pid in children:
+            if _alive(pid):
+                os.kill(pid, signal.SIGKILL)

@@ -232,9 +232,10 @@ def run_exporter(work: str, output_dir: str, prefix: str, settings: DecodeHParam
                  usr_dir: str | None) -> None:
     """`export_litert` of `prefix` at `settings`' beam settings into `work/1/`,
     in a child process (`litert_conversion_worker`: TensorFlow stays out of
-    this one); a failure is `ConversionFailed` with the child's last line."""
+    this one; it ends when this process does, even killed: `parent_death`); a
+    failure is `ConversionFailed` with the child's last line."""
     request = {"output_dir": output_dir, "checkpoint_path": prefix, "export_dir": work,
-               "usr_dir": usr_dir or "",
+               "usr_dir": usr_dir or "", "parent_pid": os.getpid(),   # it dies with us
                "beam": {name: getattr(settings, name) for name in LITERT_FIXES}}
     done = subprocess.run([sys.executable, "-m", WORKER, json.dumps(request)],
                           stdin=subprocess.DEVNULL, capture_output=True, text=True,

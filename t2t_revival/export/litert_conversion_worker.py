@@ -6,7 +6,9 @@ decoding process.
         "checkpoint_path": ..., "export_dir": ..., "usr_dir": "", "beam": {...}}'
 
 Writes `<export_dir>/1/`. A failure exits non-zero with its one line last on
-stderr (`run_exporter` makes it `ConversionFailed`).
+stderr (`run_exporter` makes it `ConversionFailed`). With "parent_pid" in the
+request, it ends when that process (the decoder) dies, killed or not
+(`parent_death.die_with_parent`), before it imports TensorFlow.
 """
 
 from __future__ import annotations
@@ -32,10 +34,14 @@ def convert(request: dict) -> str:
 
 
 def main(argv: list[str]) -> int:
+    request = json.loads(argv[1])
+    if request.get("parent_pid"):
+        from t2t_revival.process.parent_death import die_with_parent
+        die_with_parent(int(request["parent_pid"]))
     from t2t_revival.errors import UserError
 
     try:
-        convert(json.loads(argv[1]))
+        convert(request)
     except UserError as e:
         sys.stderr.write(f"{e}\n")
         return 2
