@@ -52,6 +52,52 @@ def test_a_decode_the_disk_refuses_stops_at_once_and_a_rerun_continues(tiny_trai
     assert not (tmp_path / "hyp.de.partial").exists()
 
 
+def test_a_compile_cache_whose_disk_fills_leaves_the_decode_going_without_xla(
+        tiny_trained, tmp_path, monkeypatch):
+    """Issue 77, part 3: TensorFlow fails a compile whose program it cannot
+    write into the XLA compile cache (a ResourceExhaustedError naming the
+    file); that stopped the decode although the output's disk had room. Now
+    one line, and the rest is decoded without XLA: the output complete."""
+    import tensorflow as tf
+
+    from t2t_revival.decode.decoder import Decoder
+
+    total = 24
+    sources = tmp_path / "src.en"
+    sources.write_text("".join(f"{' '.join(['ein', 'mann', 'hund'][:1 + i % 3])} "
+                               f"{'rot ' * (i % 7)}\n" for i in range(total)))
+    flags = [f"--output_dir={tiny_trained}", f"--decode_from_file={sources}"]
+    settings = "--decode_hparams=batch_size=4,parallel_batches=1,beam_size=2"
+    reference = tmp_path / "reference.de"
+    done = run_cli("decoder", *flags, f"{settings},xla=false", f"--decode_to_file={reference}")
+    assert done.returncode == 0, done.stderr[-3000:]
+    searches = []
+
+    def compiled_search(decoder, rows, guided=()):
+        def search(inputs, guides=None):   # the XLA search, until the cache's disk fills
+            searches.append(rows)
+            if len(searches) > 2:
+                raise tf.errors.ResourceExhaustedError(
+                    None, None, "/c/.work-1-2/xla_compile_cache__1__2__XLA_CPU_JIT.pbvm-1.tmp; "
+                                "No space left on device [Op:__inference__search_padded_6945]")
+            return decoder.uncompiled_search(inputs)
+        return search
+
+    monkeypatch.setattr(Decoder, "compiled_search", compiled_search)
+    out = tmp_path / "hyp.de"
+    result = run_cli("decoder", *flags, f"{settings},xla=true", f"--decode_to_file={out}")
+    assert result.returncode == 0, result.stderr[-3000:]
+    assert len(searches) == 3   # then no XLA search
+    said = [l for l in result.stderr.splitlines() if "XLA compile cache" in l]
+    assert said == [f"Warning: TensorFlow could not write a compiled program to the XLA "
+                    f"compile cache ({NO_SPACE}): decoding on without XLA (slower, the output "
+                    f"complete); free some space on that disk (the cache's), or set "
+                    f"T2T_COMPILE_CACHE=DIR to another disk, or T2T_COMPILE_CACHE=off"], \
+        result.stderr[-3000:]
+    assert out.read_bytes() == reference.read_bytes()
+    assert f"Wrote {total} translations" in result.stderr
+
+
 class _FailingManager:
     """A CheckpointManager whose save writes part of a checkpoint, then finds the disk full."""
 

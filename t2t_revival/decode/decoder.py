@@ -42,7 +42,8 @@ from t2t_revival.files.text_lines import read_text_lines, write_text_lines  # no
 from t2t_revival.process.logical_devices import short_name
 from t2t_revival.process.usable_cores import usable_cores
 from t2t_revival.run_dir.checkpoint_folder import stderr_log
-from t2t_revival.process.xla_compile_cache import cache_disk_full
+from t2t_revival.files.atomic_file import disk_failure
+from t2t_revival.process.xla_compile_cache import cache_disk_full, xla_cache_full_warning
 
 
 class Decoder(Translator):
@@ -191,17 +192,8 @@ class Decoder(Translator):
 
     def compiles(self, sentences: int, programs: int) -> bool:
         """Whether a `translate` call of `sentences` non-empty inputs that needs
-        `programs` XLA programs not compiled yet runs the XLA search: with
-        xla=auto, once this decoder's uncompiled sentences and these reach
-        `AUTO_XLA_SENTENCES_PER_PROGRAM` a program (or none is left to
-        compile)."""
-        xla = self.decode_hparams.xla
-        if xla == "false" or self.decode_hparams.sampling:
-            return False
-        if xla == "true" or not programs:
-            return True
-        return self._uncompiled_sentences + sentences >= \
-            AUTO_XLA_SENTENCES_PER_PROGRAM * programs
+        `programs` XLA programs not compiled yet runs the XLA search (`xla_compiles`)."""
+        return xla_compiles(self.decode_hparams, self._uncompiled_sentences, sentences, programs)
 
     def compiled_search(self, rows: int, guided: tuple[str, ...] = ()):
         """The XLA search of batches of `rows` inputs (`CompiledSearches.get`)."""
@@ -249,7 +241,7 @@ class Decoder(Translator):
             it is decoded (`decode_in_length_order`'s).
         prefixes, constraints: None, or each input's output start and phrases (`SearchGuides`).
         """
-        encoded = self.encode(sentences)
+        encoded, done = self.encode(sentences), {}
         hp, dhp = self.hparams, self.decode_hparams
         for _, copy in self.devices.members[1:]:
             copy.on_beam_step = self.on_beam_step
@@ -276,11 +268,11 @@ class Decoder(Translator):
         first = {} if dhp.xla == "false" or dhp.sampling else \
             first_batch_of_each_program(lengths, program, dhp, self.hparams.max_length,
                                         self._xla.programs)
-        sentences = sum(1 for n in lengths if n)
-        self.compiled = self.compiles(sentences, len(first))
+        count = sum(1 for n in lengths if n)
+        self.compiled = self.compiles(count, len(first))
         if not self.compiled:
             first = {}
-            self._uncompiled_sentences += sentences
+            self._uncompiled_sentences += count
         if first and compiling:
             compiling(len(first))
         try:
@@ -292,11 +284,14 @@ class Decoder(Translator):
 
             return decode_in_length_order(
                 lengths, dhp.batch_size, decode_or_take, progress, batch_tokens=dhp.batch_tokens,
-                max_length=hp.max_length, on_batch=on_batch,
+                max_length=hp.max_length, on_batch=functools.partial(taken, done, on_batch),
                 parallel_batches=dhp.parallel_batches * len(self.devices.devices))
         except tf.errors.ResourceExhaustedError as e:
             # A device out of memory (the decode hparams that need less), or
-            # the XLA compile cache's disk full (`cache_disk_full`).
+            # the XLA compile cache's disk full (`cache_disk_full`: the rest uncompiled).
+            if cache_disk_full(e) is not None and self.compiled:
+                return translate_the_rest_without_xla(self, e, sentences, done, progress,
+                                                      on_batch, prefixes, constraints)
             lost = ", ".join(short_name(d) for d in self.devices.lost)
             raise cache_disk_full(e) or out_of_memory_error(
                 f"decoding on {lost}" if lost else "decoding", e,
@@ -389,6 +384,48 @@ def output_lines(vocab, sequences, scores, dhp: DecodeHParams) -> list[str]:
         return ["\t".join(text(s, score) for s, score in zip(beams, beam_scores))
                 for beams, beam_scores in zip(sequences, scores)]
     return [text(s, score) for s, score in zip(sequences, scores)]
+
+
+def taken(done: dict, on_batch, chunk: list[int], outputs: list[str]) -> None:
+    """A batch decoded: its outputs kept in `done` ({index: output}), then `on_batch`."""
+    done.update(zip(chunk, outputs))
+    if on_batch:
+        on_batch(chunk, outputs)
+
+
+def xla_compiles(dhp: DecodeHParams, uncompiled: int, sentences: int, programs: int) -> bool:
+    """`Decoder.compiles`: with xla=auto, once the decoder's `uncompiled`
+    sentences so far and these reach `AUTO_XLA_SENTENCES_PER_PROGRAM` a
+    program (or none is left to compile)."""
+    if dhp.xla == "false" or dhp.sampling:
+        return False
+    if dhp.xla == "true" or not programs:
+        return True
+    return uncompiled + sentences >= AUTO_XLA_SENTENCES_PER_PROGRAM * programs
+
+
+def translate_the_rest_without_xla(decoder: Decoder, error: Exception, sentences, done: dict,
+                                   progress, on_batch, prefixes, constraints) -> list[str]:
+    """`Decoder.translate` after TensorFlow failed a compile because the XLA
+    compile cache's disk is full (`error`; TensorFlow fails a compile whose
+    program it cannot write): said in one line, the decoder's XLA turned off
+    for the process, and the sentences not yet decoded (`done`: {index:
+    output}) decoded uncompiled. The job goes on, its output complete."""
+    decoder.devices.log(xla_cache_full_warning(disk_failure(error)))
+    decoder.decode_hparams = dataclasses.replace(decoder.decode_hparams, xla="false")
+    cut, skipped, total = decoder.cut_inputs, decoder.skipped, len(sentences)
+    rest = [i for i in range(total) if i not in done]
+
+    def pick(values):
+        return None if values is None else [values[i] for i in rest]
+
+    outputs = decoder.translate(
+        pick(sentences), progress and (lambda n, _: progress(total - len(rest) + n, total)),
+        None, on_batch and (lambda chunk, out: on_batch([rest[i] for i in chunk], out)),
+        pick(prefixes), pick(constraints))
+    decoder.cut_inputs, decoder.skipped = cut, skipped
+    done.update(zip(rest, outputs))
+    return [done[i] for i in range(total)]
 
 
 def decode_side_by_side(first: dict[tuple[int, int], list[int]], decode_batch

@@ -33,8 +33,9 @@ So TensorFlow never sees the shared folder itself:
 - The least recently used entries go once the folder passes `MAX_BYTES` or
   `MAX_ENTRIES`. With less than `MIN_FREE_BYTES` free on its disk the cache
   stays off for the process (one line): TensorFlow fails a compile whose
-  program it cannot write, which the decoder says in one line should the
-  disk fill up during the job.
+  program it cannot write. Should the disk fill up during the job anyway,
+  the decoder says so in one line and decodes the rest without XLA
+  (`xla_cache_full_warning`; `Decoder.translate`).
 
 `T2T_COMPILE_CACHE` names the root (default `~/.cache/t2t-revival/xla`, or
 `$XDG_CACHE_HOME/t2t-revival/xla`); `T2T_COMPILE_CACHE=off` turns it off. A
@@ -258,6 +259,15 @@ def cache_disk_full(error: BaseException) -> DiskWriteError | None:
         f"decoding stopped: TensorFlow could not write a compiled program to the XLA "
         f"compile cache ({reason}); {disk_failure_fix(reason)}, or set {ENV}=off, "
         f"then rerun", reason)
+
+
+def xla_cache_full_warning(reason: str) -> str:
+    """The line of a decode that goes on without XLA because TensorFlow could
+    not write a compiled program into the cache (`reason`: no space, ...)."""
+    return (f"Warning: TensorFlow could not write a compiled program to the XLA compile "
+            f"cache ({reason}): decoding on without XLA (slower, the output complete); "
+            f"{disk_failure_fix(reason)} (the cache's), or set {ENV}=DIR to another disk, "
+            f"or {ENV}=off")
 
 
 def _strip_private_folder(flags: str) -> str:
