@@ -151,6 +151,26 @@ def test_a_device_out_of_memory_is_said_once_and_the_others_finish_the_decode():
     assert sum(len(c) for c in ran["CPU:0"]) == 40
 
 
+def test_a_compile_the_cache_disk_fails_is_not_a_device_out_of_memory():
+    """Issue 77, part 3: TensorFlow's ResourceExhaustedError of a compile whose
+    program it cannot write into the XLA compile cache (a full disk) goes to
+    the decoder, which decodes on without XLA; no device is given up."""
+    import tensorflow as tf
+
+    said = []
+
+    def cache_full(chunk):
+        raise tf.errors.ResourceExhaustedError(
+            None, None, "/c/.work-1-2/xla_compile_cache__1__2__XLA_CPU_JIT.pbvm-1.tmp; "
+                        "No space left on device [Op:__inference__search_padded_6945]")
+
+    pool = _pool([("/device:CPU:0", cache_full), ("/device:CPU:1", cache_full)], said=said)
+    with pytest.raises(tf.errors.ResourceExhaustedError, match="No space left on device"):
+        pool.run(lambda work: work([0]))
+    assert said == [] and pool.lost == {}
+    assert pool.run(lambda work: "taken") == "taken"   # both devices still there
+
+
 def test_when_every_device_runs_out_of_memory_the_finished_batches_are_kept():
     import tensorflow as tf
 

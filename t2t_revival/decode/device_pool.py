@@ -25,6 +25,7 @@ from typing import Callable, Generic, Sequence, TypeVar
 import tensorflow as tf
 
 from t2t_revival.process.logical_devices import short_name
+from t2t_revival.process.xla_compile_cache import cache_disk_full
 
 Member = TypeVar("Member")
 Result = TypeVar("Result")
@@ -95,6 +96,9 @@ class DevicePool(Generic[Member]):
                 with tf.device(device):
                     result = work(member)
             except tf.errors.ResourceExhaustedError as error:
+                if cache_disk_full(error) is not None:   # the compile cache's disk, not
+                    self._give_back((device, member))    # the device's memory
+                    raise
                 self._give_up(device, error)
                 continue
             except BaseException:
