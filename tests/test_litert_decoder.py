@@ -279,3 +279,13 @@ def test_the_litert_speed_benchmark_refuses_bad_flags_in_one_line(tmp_path):
                           f"--litert={tmp_path}", f"--ctranslate2={tmp_path}"],
                          capture_output=True, text=True, env=ENV, timeout=300)
     one_line_error(out, "litert_decode_speed", "t2t_export.json")
+
+
+def test_outputs_sort_by_their_ascii_number_only():
+    """Converted outputs sort Identity, Identity_1, ..., Identity_11 in the
+    function's order; a tail that str.isdigit takes but int refuses ("²")
+    is no number (it was a ValueError)."""
+    from t2t_revival.decode.litert_program import _output_number
+    names = ["Identity_11:0", "Identity:0", "Identity_2", "Identity_²", "Identity_1"]
+    assert [_output_number(n) for n in names] == [11, 0, 2, 0, 1]
+    assert sorted(names, key=_output_number)[-2:] == ["Identity_2", "Identity_11:0"]

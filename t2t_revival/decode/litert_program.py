@@ -67,4 +67,6 @@ def _output_number(name: str) -> int:
     sort in the function's order (11 after 2)."""
     base = name.split(":")[0]
     tail = base.rsplit("_", 1)
-    return int(tail[1]) if len(tail) == 2 and tail[1].isdigit() else 0
+    number = tail[1] if len(tail) == 2 else ""
+    # (str.isdigit takes "²", which int refuses)
+    return int(number) if number.isascii() and number.isdecimal() else 0
