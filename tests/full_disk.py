@@ -1,5 +1,5 @@
 """A disk that fills up, for the tests of writes the disk refuses
-(test_disk_failures, test_parallel_datagen)."""
+(test_disk_failures, test_parallel_datagen, test_full_disk, test_decode_journal)."""
 
 import errno
 import os
@@ -44,3 +44,12 @@ def disk_full_after(monkeypatch, module, room, suffix=""):
         return f
 
     monkeypatch.setattr(module, "open", fake_open, raising=False)
+
+
+def write_decode_sources(path, total, period):
+    """`total` short source lines of the tiny run's words, of varied lengths
+    (1-3 words, then 0 to period-1 times "rot"), written to `path` (a
+    pathlib.Path) for a decode that the disk stops part-way; returns `path`."""
+    path.write_text("".join(f"{' '.join(['ein', 'mann', 'hund'][:1 + i % 3])} "
+                            f"{'rot ' * (i % period)}\n" for i in range(total)))
+    return path

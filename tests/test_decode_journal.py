@@ -9,7 +9,7 @@ import shutil
 import pytest
 
 from conftest import one_line_error, run_cli
-from full_disk import NO_SPACE
+from full_disk import NO_SPACE, write_decode_sources
 from t2t_revival.decode.decode_journal import DecodeJournal
 from t2t_revival.errors import UserError
 
@@ -133,9 +133,7 @@ def test_a_checkpoint_rewritten_in_place_starts_the_decode_over(trained_copy, tm
     from full_disk import disk_full_after
 
     total = 24
-    sources = tmp_path / "src.en"
-    sources.write_text("".join(f"{' '.join(['ein', 'mann', 'hund'][:1 + i % 3])} "
-                               f"{'rot ' * (i % 5)}\n" for i in range(total)))
+    sources = write_decode_sources(tmp_path / "src.en", total, period=5)
     flags = [f"--output_dir={trained_copy}", f"--decode_from_file={sources}",
              "--decode_hparams=batch_size=4,parallel_batches=1,beam_size=2"]
     # The translations of ckpt-1's contents: what ckpt-3 will hold.

@@ -436,8 +436,10 @@ def test_decode_to_file_that_cannot_be_written_is_refused_before_decoding(
 # t2t-query against a server that does not speak HTTP, or cuts its answer
 # ---------------------------------------------------------------------------
 
-def _serve_once(answer: bytes):
-    """A one-connection TCP server on 127.0.0.1 sending `answer`; returns (url, thread)."""
+def _serve_once(answer):
+    """A one-connection TCP server on 127.0.0.1 answering the request with
+    `answer`: bytes, or a function of the connection that sends them;
+    returns (url, server, thread)."""
     server = socket.socket()
     server.bind(("127.0.0.1", 0))
     server.listen(1)
@@ -450,7 +452,7 @@ def _serve_once(answer: bytes):
             return
         with conn:
             conn.recv(65536)
-            conn.sendall(answer)
+            answer(conn) if callable(answer) else conn.sendall(answer)
         server.close()
 
     thread = threading.Thread(target=handle, daemon=True)
@@ -507,35 +509,23 @@ def test_query_timeout_is_a_deadline_for_the_whole_request():
     """Issue 77, part 6: --timeout was per socket read, so a server sending a
     byte a second held a --timeout=3 client for 88 s. This one trickles its
     answer a byte every 0.2 s for 20 s; the client gives up at its deadline."""
-    server = socket.socket()
-    server.bind(("127.0.0.1", 0))
-    server.listen(1)
-    server.settimeout(30)
     done = threading.Event()
 
-    def trickle():
-        try:
-            conn, _ = server.accept()
-        except OSError:
-            return
-        with conn:
-            conn.recv(65536)
-            answer = (b"HTTP/1.1 200 OK\r\nContent-Type: application/json\r\n"
-                      b"Content-Length: 1000\r\n\r\n" + b" " * 1000)
-            for byte in answer[:100]:   # 20 s
-                if done.wait(0.2):
-                    return
-                try:
-                    conn.sendall(bytes([byte]))
-                except OSError:
-                    return
+    def trickle(conn):
+        answer = (b"HTTP/1.1 200 OK\r\nContent-Type: application/json\r\n"
+                  b"Content-Length: 1000\r\n\r\n" + b" " * 1000)
+        for byte in answer[:100]:   # 20 s
+            if done.wait(0.2):
+                return
+            try:
+                conn.sendall(bytes([byte]))
+            except OSError:
+                return
 
-    thread = threading.Thread(target=trickle, daemon=True)
-    thread.start()
+    url, server, thread = _serve_once(trickle)
     start = time.monotonic()
     try:
-        result = run_cli("query", f"--server=http://127.0.0.1:{server.getsockname()[1]}",
-                         "--sentences=ein mann", "--timeout=2")
+        result = run_cli("query", f"--server={url}", "--sentences=ein mann", "--timeout=2")
         took = time.monotonic() - start
     finally:
         done.set()

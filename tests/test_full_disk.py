@@ -12,7 +12,7 @@ import subprocess
 import pytest
 
 from conftest import one_line_error, run_cli
-from full_disk import NO_SPACE
+from full_disk import NO_SPACE, write_decode_sources
 from tiny_runs import run_files, trainer_args
 
 
@@ -27,9 +27,7 @@ def test_a_decode_the_disk_refuses_stops_at_once_and_a_rerun_continues(tiny_trai
     from full_disk import disk_full_after
 
     total = 40   # 10 batches: the disk fills in the middle of the file
-    sources = tmp_path / "src.en"
-    sources.write_text("".join(f"{' '.join(['ein', 'mann', 'hund'][:1 + i % 3])} "
-                               f"{'rot ' * (i % 7)}\n" for i in range(total)))
+    sources = write_decode_sources(tmp_path / "src.en", total, period=7)
     flags = [f"--output_dir={tiny_trained}", f"--decode_from_file={sources}",
              "--decode_hparams=batch_size=4,parallel_batches=1,return_beams=true,beam_size=4"]
     reference = tmp_path / "reference.de"
@@ -63,9 +61,7 @@ def test_a_compile_cache_whose_disk_fills_leaves_the_decode_going_without_xla(
     from t2t_revival.decode.decoder import Decoder
 
     total = 24
-    sources = tmp_path / "src.en"
-    sources.write_text("".join(f"{' '.join(['ein', 'mann', 'hund'][:1 + i % 3])} "
-                               f"{'rot ' * (i % 7)}\n" for i in range(total)))
+    sources = write_decode_sources(tmp_path / "src.en", total, period=7)
     flags = [f"--output_dir={tiny_trained}", f"--decode_from_file={sources}"]
     settings = "--decode_hparams=batch_size=4,parallel_batches=1,beam_size=2"
     reference = tmp_path / "reference.de"
