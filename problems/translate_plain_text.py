@@ -16,6 +16,12 @@ gets its own TFRecord shards; the weights act at training time
 (`tf.data.Dataset.sample_from_datasets` in the input pipeline), through the
 hparam `corpus_weights` that corpora.json sets, so hparams.json records them
 and `--hparams corpus_weights=[...]` changes them without a new datagen.
+
+Many target languages in one model: corpora.json names a "target_lang" per
+corpus (`CorporaSpec`); each source line then starts with its corpus's token
+(`>>de<< ...`, `language_tokens`), in the shards and in the dev and test
+source files alike, the vocabulary holds the tokens as pieces, and the dev
+metric is also reported per language pair (`language_pairs`).
 """
 
 from __future__ import annotations
@@ -29,6 +35,7 @@ from absl import logging
 from t2t_revival.files.atomic_file import copy_atomically, write_atomically
 from t2t_revival.data.corpora_spec import CorporaSpec
 from t2t_revival.data.data_error import DataError
+from t2t_revival.data.language_tokens import language_token, split_language_token
 from t2t_revival.data.sharded_record_writer import ShardedRecordWriter
 from t2t_revival.data.subword_vocabulary import SubwordVocabulary
 from t2t_revival.data.t2t_subword_vocabulary import T2TSubwordVocabulary
@@ -111,9 +118,35 @@ class TranslatePlainText(Text2TextProblem):
         return super().has_data(data_dir) and all(os.path.isfile(p) for p in extra)
 
     # ---- generation ----------------------------------------------------
+    def language_tokens(self) -> tuple[str, ...]:
+        return self._spec().language_tokens
+
     def readers(self, split: str, tmp_dir: str) -> list[TextPairReader]:
-        return [TextPairReader(c.source, c.target, what=f'"{split}" in corpora.json')
-                for c in self._spec().corpora(split)]
+        return [self._reader(c, split) for c in self._spec().corpora(split)]
+
+    def _reader(self, corpus, split: str) -> TextPairReader:
+        """The pairs of `corpus`, its source lines after its language token
+        in a multilingual spec."""
+        prefix = f"{language_token(corpus.target_lang)} " if self.language_tokens() else ""
+        return TextPairReader(corpus.source, corpus.target,
+                              what=f'"{split}" in corpora.json', source_prefix=prefix)
+
+    def language_pairs(self, sources) -> dict[str, tuple[str, list[int]]]:
+        """{pair name ("en-de"): (its target language, the indices of its
+        lines)} of dev `sources` by their leading token; {} for a spec of one
+        target language."""
+        spec = self._spec()
+        if not spec.language_tokens:
+            return {}
+        pairs: dict[str, tuple[str, list[int]]] = {}
+        for code in spec.target_langs:
+            name = f"{spec.source_lang}-{code}" if spec.source_lang else code
+            token = language_token(code)
+            indices = [i for i, s in enumerate(sources)
+                       if split_language_token(s, (token,))[0]]
+            if indices:
+                pairs[name] = (code, indices)
+        return pairs
 
     def generate_data(self, data_dir: str, tmp_dir: str) -> None:
         """Generate the data; the spec copy is written last, the mark of a
@@ -167,8 +200,7 @@ class TranslatePlainText(Text2TextProblem):
                 counts = self._corpus_stats(i, data_dir)
             else:
                 counts = self._write_records(
-                    writer, stats_path, [TextPairReader(
-                        corpus.source, corpus.target, what=f'"train" in corpora.json')],
+                    writer, stats_path, [self._reader(corpus, "train")],
                     vocab, f"{self.name} train corpus {i} ({corpus.source})", None)
             if not counts["examples"]:
                 raise DataError(

@@ -226,6 +226,12 @@ def main(argv: list[str]) -> int:
     job = DecodeJob.of_files(FLAGS.output_dir, _checkpoint_paths(), settings, _log, PROG,
                              FLAGS.decode_from_file, FLAGS.decode_to_file,
                              FLAGS.decode_reference)
+    import dataclasses
+
+    from t2t_revival.data.language_tokens import tokens_of
+    job = dataclasses.replace(job, language_tokens=tokens_of(
+        directory.vocabulary(directory.read_run_record())))
+    job.check_languages()   # a multilingual run's: before the model loads
     if job.references is not None:
         from t2t_revival.metrics.bleu import check_language
         check_language(FLAGS.language)  # now, not after decoding

@@ -17,6 +17,14 @@ tensor2tensor SubwordTextEncoder file (`*.subwords`, the vocab.subwords of a
 run imported from tensor2tensor), which the data is then encoded with. Every mistake (an unknown key, a missing or
 empty file, a weight that is not a positive number, a corpus list that is
 empty) is one DataError naming the file and the key.
+
+Many languages in one model: a corpus may name its own "target_lang" (the
+top-level one is the default). Where the corpora name more than one, the
+problem is multilingual: each source line gets its corpus's target-language
+token (`>>de<<` for "de", `language_tokens`), the tokens are pieces of the
+vocabulary, and the dev BLEU is reported per language pair. Then every corpus
+needs a target language, and the dev and test ones languages of the training
+corpora.
 """
 
 from __future__ import annotations
@@ -27,11 +35,12 @@ import math
 import os
 
 from t2t_revival.data.data_error import DataError
+from t2t_revival.data.language_tokens import CODE, language_token
 from t2t_revival.files.json_file import read_json
 from t2t_revival.data.parallel_corpus import ParallelCorpus
 
 _TOP_KEYS = {"source_lang", "target_lang", "vocab_size", "vocab", "train", "dev", "test"}
-_CORPUS_KEYS = {"source", "target", "weight"}
+_CORPUS_KEYS = {"source", "target", "weight", "target_lang"}
 SPLITS = ("train", "dev", "test")
 
 
@@ -63,6 +72,18 @@ class CorporaSpec:
     test: tuple[ParallelCorpus, ...]
 
     @property
+    def target_langs(self) -> tuple[str, ...]:
+        """The target languages of the corpora, sorted (one, or "", for most)."""
+        return tuple(sorted({c.target_lang for s in SPLITS for c in self.corpora(s)}))
+
+    @property
+    def language_tokens(self) -> tuple[str, ...]:
+        """The target-language tokens of a multilingual spec (`>>de<<`, sorted);
+        () when the corpora have one target language."""
+        langs = self.target_langs
+        return tuple(language_token(code) for code in langs) if len(langs) > 1 else ()
+
+    @property
     def weights(self) -> tuple[float, ...]:
         return tuple(c.weight for c in self.train)
 
@@ -72,7 +93,8 @@ class CorporaSpec:
     def same_data(self, other: "CorporaSpec") -> bool:
         """Whether `other` names the same files and vocabulary (weights may differ)."""
         def files(spec):
-            return ([(c.source, c.target) for s in SPLITS for c in spec.corpora(s)],
+            return ([(c.source, c.target, c.target_lang) for s in SPLITS
+                     for c in spec.corpora(s)],
                     spec.vocab_size, spec.vocab)
         return files(self) == files(other)
 
@@ -80,8 +102,10 @@ class CorporaSpec:
         values = {"source_lang": self.source_lang, "target_lang": self.target_lang,
                   "vocab_size": self.vocab_size,
                   "train": [c.to_dict() for c in self.train],
-                  "dev": [{"source": c.source, "target": c.target} for c in self.dev],
-                  "test": [{"source": c.source, "target": c.target} for c in self.test]}
+                  "dev": [{"source": c.source, "target": c.target,
+                           "target_lang": c.target_lang} for c in self.dev],
+                  "test": [{"source": c.source, "target": c.target,
+                            "target_lang": c.target_lang} for c in self.test]}
         if self.vocab:
             values["vocab"] = self.vocab
         return json.dumps(values, indent=2) + "\n"
@@ -145,12 +169,51 @@ class CorporaSpec:
         for k, v in langs.items():
             if not isinstance(v, str):
                 raise bad(f"\"{k}\" must be a language code such as \"en\"", f"{k}={v!r}")
-        splits = {s: cls._corpora(values, s, base, bad, check_files) for s in SPLITS}
-        return cls(path=path, vocab_size=vocab_size, vocab=vocab, **langs, **splits)
+        splits = {s: cls._corpora(values, s, base, bad, check_files, langs["target_lang"])
+                  for s in SPLITS}
+        spec = cls(path=path, vocab_size=vocab_size, vocab=vocab, **langs, **splits)
+        spec._check_languages(bad, values)
+        return spec
+
+    def _check_languages(self, bad, values: dict) -> None:
+        """A multilingual spec's rules (the module docstring)."""
+        if not self.language_tokens:
+            return
+        trained = sorted({c.target_lang for c in self.train})
+        for split in SPLITS:
+            for i, corpus in enumerate(self.corpora(split)):
+                where = f"{split}[{i}]"
+                if not corpus.target_lang:
+                    raise bad(f"{where} has no \"target_lang\" (nor is there a top-level "
+                              f"one): corpora of several target languages "
+                              f"({', '.join(c for c in self.target_langs if c)}) each need "
+                              f"one", f"{where}.target_lang=None")
+                if not CODE.fullmatch(corpus.target_lang):
+                    raise bad(f"the \"target_lang\" of {where} must be a language code such "
+                              f"as \"de\" or \"deu\" (letters, then letters, digits, _ or -)",
+                              f"target_lang={corpus.target_lang!r}")
+                if corpus.target_lang not in trained:
+                    raise bad(f"{where}.target_lang {corpus.target_lang!r} is the target "
+                              f"language of no training corpus ({', '.join(trained)}); the "
+                              f"model could not translate into it",
+                              f"{where}.target_lang={corpus.target_lang!r}")
+        if self.vocab and values.get("vocab") is not None:
+            from t2t_revival.data.language_tokens import tokens_of
+            from t2t_revival.data.vocabulary_file import load_vocabulary
+
+            held = tokens_of(load_vocabulary(self.vocab)) if os.path.isfile(self.vocab) \
+                else self.language_tokens
+            lacking = [t for t in self.language_tokens if t not in held]
+            if lacking:
+                raise bad(f"the \"vocab\" {self.vocab} lacks the target-language "
+                          f"token(s) {', '.join(lacking)} of these corpora; leave \"vocab\" "
+                          f"out (datagen trains one that holds them) or name the "
+                          f"vocabulary of a run of these languages",
+                          f"vocab={values['vocab']!r}")
 
     @staticmethod
-    def _corpora(values: dict, split: str, base: str, bad,
-                 check_files: bool) -> tuple[ParallelCorpus, ...]:
+    def _corpora(values: dict, split: str, base: str, bad, check_files: bool,
+                 target_lang: str) -> tuple[ParallelCorpus, ...]:
         if split not in values:
             raise bad(f"\"{split}\" is missing: give its {{\"source\": ..., \"target\": ...}} "
                       f"files", f"keys={sorted(values)}")
@@ -168,7 +231,8 @@ class CorporaSpec:
             unknown = sorted(set(item) - _CORPUS_KEYS)
             if unknown:
                 raise bad(f"{where} has the unknown key {unknown[0]!r}; a corpus has "
-                          f"\"source\", \"target\" and (train) \"weight\"",
+                          f"\"source\", \"target\", \"target_lang\" and (train) "
+                          f"\"weight\"",
                           f"{where}.{unknown[0]}={item[unknown[0]]!r}")
             weight = item.get("weight", 1.0)
             if split != "train" and "weight" in item:
@@ -178,6 +242,12 @@ class CorporaSpec:
                     or not math.isfinite(weight) or weight <= 0:
                 raise bad(f"{where}.weight must be a positive number (a corpus's share of "
                           f"the training examples)", f"{where}.weight={weight!r}")
+            lang = item.get("target_lang", target_lang)
+            if "target_lang" in item and (not isinstance(lang, str)
+                                          or lang and not CODE.fullmatch(lang)):
+                raise bad(f"{where}.target_lang must be a language code such as \"de\" or "
+                          f"\"deu\" (letters, then letters, digits, _ or -)",
+                          f"{where}.target_lang={lang!r}")
             paths = []
             for side in ("source", "target"):
                 name = item.get(side)
@@ -192,5 +262,5 @@ class CorporaSpec:
                 elif os.path.getsize(full) == 0:
                     raise bad(f"the {where}.{side} file {full} is empty", f"{side}={name!r}")
                 paths.append(full)
-            corpora.append(ParallelCorpus(*paths, weight=float(weight)))
+            corpora.append(ParallelCorpus(*paths, weight=float(weight), target_lang=lang))
         return tuple(corpora)

@@ -86,8 +86,7 @@ class Problem:
     def __init__(self, download: bool = True, num_workers: int | None = None):
         self.download = download
         if num_workers is not None and num_workers < 1:
-            raise UserError(f"num_workers must be at least 1. Received: "
-                            f"num_workers={num_workers}")
+            raise UserError(f"num_workers must be at least 1. Received: num_workers={num_workers}")
         self.num_workers = num_workers or usable_cores()
         """Worker processes that encode and write the shards (output identical for any)."""
         self._said_too_long: set[tuple[str, str, int]] = set()   # (a trainer keeps one problem)
@@ -185,6 +184,10 @@ class Problem:
                                  text=format_scores(scores, others=others),
                                  details=[*scores, *others.values()],
                                  json_text=format_scores(scores, True, others))
+
+    def language_pairs(self, sources: Sequence[str]) -> dict[str, tuple[str, list[int]]]:
+        """{"en-de": (target language, its indices in `sources`)}; {} for one pair."""
+        return {}
 
     # ---- input pipeline ------------------------------------------------
     def batch_shapes(self, hparams: Any, mode: str = "train") -> list[tuple[int, int]]:

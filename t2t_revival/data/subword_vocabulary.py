@@ -13,6 +13,7 @@ import sentencepiece as spm
 
 from t2t_revival.files.atomic_file import write_atomically
 from t2t_revival.data.data_error import DataError
+from t2t_revival.data.language_tokens import is_language_token, split_language_token
 from t2t_revival.data.shared_sides import SharedSides
 from t2t_revival.run_dir.file_names import VOCAB_FILE
 from t2t_revival.special_ids import EOS_ID, PAD_ID, UNK_ID
@@ -30,6 +31,12 @@ class SubwordVocabulary(SharedSides):
     The same ids come from Python (`encode`) and from the TensorFlow graph
     (`tf_tokenizer()`, a `tensorflow_text.SentencepieceTokenizer`), so an
     exported SavedModel can tokenize strings itself.
+
+    A multilingual vocabulary holds target-language tokens (`>>de<<`,
+    `language_tokens`) as user-defined pieces: a source line's leading token
+    is its own id and the rest (after one space) is encoded as a line of its
+    own (`language_tokens.split_language_token`), in Python and in the graph
+    alike; target text is encoded as it is (`encode_target`).
 
     Args:
         model_file: path of the SentencePiece `.model` file.
@@ -66,6 +73,10 @@ class SubwordVocabulary(SharedSides):
                 f"and no BOS; regenerate it with t2t-datagen. Received: "
                 f"pad={self._sp.pad_id()}, eos={self._sp.eos_id()}, "
                 f"unk={self._sp.unk_id()}, bos={self._sp.bos_id()}")
+        self._token_ids = _language_token_ids(self.model_file)
+        self.language_tokens = tuple(self._token_ids)
+        """The target-language tokens (`>>de<<`, ...), sorted; () for a model of one
+        target language."""
 
     # ---- encoding ------------------------------------------------------
     @property
@@ -74,8 +85,11 @@ class SubwordVocabulary(SharedSides):
         return self._sp.get_piece_size()
 
     def encode(self, text: str) -> list[int]:
-        """Token ids of `text`, without EOS."""
-        return self._sp.encode(text, out_type=int)
+        """Token ids of source text `text` (a leading language token one id),
+        without EOS."""
+        if not self._token_ids:
+            return self._sp.encode(text, out_type=int)
+        return self.encode_batch([text])[0]
 
     def encode_batch(self, texts: Sequence[str], num_threads: int = -1) -> list[list[int]]:
         """`encode` for many strings at once (one C++ call; faster).
@@ -83,7 +97,24 @@ class SubwordVocabulary(SharedSides):
         `num_threads`: SentencePiece's threads (-1: its default); datagen's
         worker processes pass 1, being one per core already.
         """
+        if not self._token_ids:
+            return self._sp.encode(list(texts), out_type=int, num_threads=num_threads)
+        split = [split_language_token(t, self._token_ids) for t in texts]
+        rests = self._sp.encode([rest for _, rest in split], out_type=int,
+                                num_threads=num_threads)
+        return [[self._token_ids[token], *ids] if token else ids
+                for (token, _), ids in zip(split, rests)]
+
+    def encode_target(self, text: str) -> list[int]:
+        """Ids of target text (no language token split off), without EOS."""
+        return self._sp.encode(text, out_type=int)
+
+    def encode_target_batch(self, texts: Sequence[str],
+                            num_threads: int = -1) -> list[list[int]]:
         return self._sp.encode(list(texts), out_type=int, num_threads=num_threads)
+
+    def encode_target_pieces(self, text: str) -> list[str]:
+        return self._sp.encode(text, out_type=str)
 
     def decode(self, ids: Iterable[int]) -> str:
         """Text of `ids`: stops at the first EOS and drops PAD.
@@ -106,7 +137,7 @@ class SubwordVocabulary(SharedSides):
 
     def encode_pieces(self, text: str) -> list[str]:
         """The pieces of `text` (`encode`'s ids as strings), without EOS."""
-        return self._sp.encode(text, out_type=str)
+        return [self.id_to_piece(i) for i in self.encode(text)]
 
     def decode_pieces(self, pieces: Sequence[str]) -> str:
         """Text of pieces (no EOS/PAD among them)."""
@@ -116,22 +147,39 @@ class SubwordVocabulary(SharedSides):
         """A `tensorflow_text.SentencepieceTokenizer` giving the same ids in-graph.
 
         `tokenize(strings [B]) -> RaggedTensor int32 [B, (len)]` without EOS;
-        `detokenize(ids) -> strings` (strip EOS/PAD first).
+        `detokenize(ids) -> strings` (strip EOS/PAD first). A multilingual
+        vocabulary's is a `LanguageTokenTokenizer` around it (`encode`'s
+        ids; a line without a known language token is an InvalidArgument).
         """
         import tensorflow as tf
         import tensorflow_text as tf_text
 
         with open(self.model_file, "rb") as f:
             model = f.read()
-        return tf_text.SentencepieceTokenizer(model=model, out_type=tf.int32,
-                                              add_bos=False, add_eos=False)
+        sentencepiece = tf_text.SentencepieceTokenizer(model=model, out_type=tf.int32,
+                                                       add_bos=False, add_eos=False)
+        if not self._token_ids:
+            return sentencepiece
+        from t2t_revival.data.language_token_tokenizer import LanguageTokenTokenizer
+
+        return LanguageTokenTokenizer(sentencepiece, self.language_tokens,
+                                      list(self._token_ids.values()))
+
+    def tf_target_tokenizer(self, source_tokenizer=None):
+        """The target side in the graph: `source_tokenizer` (held once), or
+        for a multilingual vocabulary its SentencePiece tokenizer (target
+        text has no language token)."""
+        if source_tokenizer is None:
+            source_tokenizer = self.tf_tokenizer()
+        return getattr(source_tokenizer, "sentencepiece", source_tokenizer)
 
     # ---- training ------------------------------------------------------
     @classmethod
     def train(cls, sentences: Iterable[str], model_file: str, vocab_size: int,
               max_sentences: int = 1_000_000, seed: int = 1234,
               num_threads: int = 1,
-              split_by_unicode_script: bool = True) -> "SubwordVocabulary":
+              split_by_unicode_script: bool = True,
+              language_tokens: Sequence[str] = ()) -> "SubwordVocabulary":
         """Train a BPE model on a bounded sample of `sentences`; save it atomically.
 
         The sample is a seeded reservoir sample of at most `max_sentences`
@@ -149,6 +197,8 @@ class SubwordVocabulary(SharedSides):
             split_by_unicode_script: SentencePiece's rule that a piece never
                 mixes scripts; False lets punctuation fuse with letters, so a
                 linearized tree's `(NP` and `)NP` become single pieces.
+            language_tokens: target-language tokens (`>>de<<`) to hold as
+                user-defined pieces (ids 3, 4, ...): a multilingual vocabulary.
         """
         rng = random.Random(seed)
         sample: list[str] = []
@@ -184,6 +234,7 @@ class SubwordVocabulary(SharedSides):
                 remove_extra_whitespaces=False,
                 split_digits=False,
                 split_by_unicode_script=split_by_unicode_script,
+                user_defined_symbols=list(language_tokens),
                 input_sentence_size=0,
                 shuffle_input_sentence=False,
                 max_sentence_length=1 << 14,
@@ -212,6 +263,18 @@ class SubwordVocabulary(SharedSides):
                 f"model_file={model_file!r}") from None
         write_atomically(model_file, buffer.getvalue())
         return cls(model_file)
+
+
+def _language_token_ids(model_file: str) -> dict[str, int]:
+    """{token: id} of the model's user-defined pieces that are language tokens."""
+    from sentencepiece import sentencepiece_model_pb2
+
+    proto = sentencepiece_model_pb2.ModelProto()
+    with open(model_file, "rb") as f:
+        proto.ParseFromString(f.read())
+    user_defined = sentencepiece_model_pb2.ModelProto.SentencePiece.USER_DEFINED
+    return dict(sorted((p.piece, i) for i, p in enumerate(proto.pieces)
+                       if p.type == user_defined and is_language_token(p.piece)))
 
 
 # How often the main thread wakes while SentencePiece trains, to run a signal

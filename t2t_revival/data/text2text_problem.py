@@ -54,6 +54,12 @@ class Text2TextProblem(Problem):
         super().__init__(download=download, num_workers=num_workers)
         self._train_pairs: int | None = None
 
+    def language_tokens(self) -> tuple[str, ...]:
+        """The target-language tokens (`>>de<<`) the vocabulary holds as pieces
+        of their own: a multilingual problem's (its readers put them before
+        the source lines); () for one target language."""
+        return ()
+
     def remote_files(self) -> list[RemoteFile]:
         return []
 
@@ -110,7 +116,8 @@ class Text2TextProblem(Problem):
         vocab = SubwordVocabulary.train(sentences, path, self.vocab_size,
                                         max_sentences=self.vocab_max_sentences,
                                         seed=self.seed,
-                                        split_by_unicode_script=self.vocab_split_by_unicode_script)
+                                        split_by_unicode_script=self.vocab_split_by_unicode_script,
+                                        language_tokens=self.language_tokens())
         self._train_pairs = next(counter)  # the pairs read: the ETA of the train split
         logging.info("%s: vocabulary %s done in %.1f s", self.name, path,
                      time.time() - start)

@@ -77,16 +77,19 @@ class TextPairReader:
         fmt: "text" (also `.gz`) or "sgm".
         what: where the files are named, for that error (e.g. corpora.json's
             `"train"`); "" for none.
+        source_prefix: put before each source line (a multilingual corpus's
+            target-language token and a space, `language_tokens`); "" for none.
     """
 
     def __init__(self, source_path: str, target_path: str, fmt: str = "text",
-                 what: str = ""):
+                 what: str = "", source_prefix: str = ""):
         if fmt not in ("text", "sgm"):
             raise ValueError(f"fmt must be 'text' or 'sgm', got {fmt!r}")
         self.source_path = str(source_path)
         self.target_path = str(target_path)
         self.fmt = fmt
         self.what = what
+        self.source_prefix = source_prefix
         self.pairs = 0
         self.empty_dropped = 0
         self.undecodable_skipped = 0
@@ -143,7 +146,7 @@ class TextPairReader:
                     self.empty_dropped += 1
                     continue
                 self.pairs += 1
-                yield src, tgt
+                yield self.source_prefix + src, tgt
         if self.undecodable_skipped > _MAX_WARNINGS:
             logging.warning("%d pairs of %s / %s were not valid UTF-8 and were skipped.",
                             self.undecodable_skipped, self.source_path, self.target_path)

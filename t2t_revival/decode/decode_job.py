@@ -23,6 +23,7 @@ import hashlib
 from typing import Callable, Sequence
 
 from t2t_revival.decode.translator import Translator
+from t2t_revival.data.language_tokens import check_language_tokens
 from t2t_revival.errors import UserError
 from t2t_revival.files.text_lines import read_text_lines, write_text_lines
 from t2t_revival.settings.decode_hparams import DecodeHParams
@@ -112,6 +113,9 @@ class DecodeJob:
         sources, guides, refused: the inputs, their prefixes and constraints
             (`guided_inputs`) and the lines refused ({index: why}).
         references: the reference lines (num_samples applied), or None.
+        language_tokens: the target-language tokens of a multilingual run's
+            vocabulary (`language_tokens.tokens_of`), one of which starts
+            each input line; () for a run of one target language.
         prog, log: the program's name and where lines are said.
     """
 
@@ -126,6 +130,13 @@ class DecodeJob:
     guides: dict = dataclasses.field(default_factory=dict)
     refused: dict[int, str] = dataclasses.field(default_factory=dict)
     references: list[str] | None = None
+    language_tokens: tuple[str, ...] = ()
+
+    def check_languages(self) -> None:
+        """A UserError naming the first input line without a known
+        target-language token (a multilingual run; before anything is written)."""
+        check_language_tokens(self.sources, self.language_tokens,
+                              f"--decode_from_file {self.from_file}: line")
 
     @classmethod
     def of_files(cls, output_dir: str, checkpoint_paths: Sequence[str],
@@ -296,6 +307,7 @@ class DecodeJob:
                 lines, guides, refused = guided_inputs([line], self.settings)
                 if refused:
                     raise UserError(refused[0])
+                check_language_tokens(lines, self.language_tokens, "input line", number)
                 output = translator.translate(lines, compiling=compiling, **guides)[0]
                 if translator.skipped:
                     raise UserError(f"line {number}: {translator.skipped[0]}")

@@ -43,7 +43,9 @@ def export_saved_model(output_dir: str, checkpoint_path: str | None = None,
 
     from t2t_revival.export.export_source import SAVED_MODEL_FIXES, load_export_source
     from t2t_revival.export.translation_module import TranslationModule
-    from t2t_revival.export.warmup_requests import WARMUP_FILE, write_warmup_requests
+    from t2t_revival.data.language_tokens import tokens_of
+    from t2t_revival.export.warmup_requests import (DEFAULT_WARMUP_SENTENCES, WARMUP_FILE,
+                                                    write_warmup_requests)
 
     from t2t_revival.errors import UserError
 
@@ -71,6 +73,11 @@ def export_saved_model(output_dir: str, checkpoint_path: str | None = None,
         tf.saved_model.save(module, tmp, signatures=signatures)
         extra = os.path.join(tmp, "assets.extra")
         os.makedirs(extra, exist_ok=True)
-        write_warmup_requests(os.path.join(extra, WARMUP_FILE))
+        # A multilingual model's requests start with a language token (the
+        # first), as every request to it must (TF Serving fails a model
+        # whose warm-up fails).
+        tokens = tokens_of(trained.vocab)
+        write_warmup_requests(os.path.join(extra, WARMUP_FILE), [
+            f"{tokens[0]} {s}" if tokens and s else s for s in DEFAULT_WARMUP_SENTENCES])
 
     return write_version_directory(export_dir, version, write)

@@ -62,6 +62,12 @@ ops). Such a SavedModel loads anywhere, but runs only where XLA may compile:
 TensorFlow in Python does; TF Serving needs
 `--xla_cpu_compilation_enabled=true` on CPU.
 
+A multilingual run's model (own data of several target languages,
+`language_tokens`) takes each sentence with its target-language token first
+(`>>de<< Hello`); a non-empty sentence without a known one fails the request
+with InvalidArgument naming the tokens (its vocabulary's
+`LanguageTokenTokenizer`), and the server goes on serving.
+
 Input rows with no tokens (an empty or whitespace-only string, or an id row
 starting with PAD or EOS) give an empty output (`""` / all PAD) with score 0.
 Inputs longer than `max_length` tokens (EOS included) are cut to

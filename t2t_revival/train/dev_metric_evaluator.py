@@ -8,6 +8,8 @@ with `Decoder`'s beam search and the decode settings of the run's hparams
 references with `Problem.score_predictions`: sacreBLEU for translation, EVALB
 F1 for parsing (`Problem.eval_metric` says which; the trainer does not guess),
 or the metric --eval_metric chose among the problem's `eval_metrics` (chrF).
+A problem of several target languages (`Problem.language_pairs`: own data of
+several "target_lang"s) has its figure scored per language pair too.
 """
 
 from __future__ import annotations
@@ -65,6 +67,10 @@ class DevMetricEvaluator:
         self.eval_metric = problem.check_eval_metric(eval_metric)
         self.metric = score_name(self.eval_metric)
         """The headline figure's name: "bleu", "chrf" or "f1"."""
+        self.pairs = problem.language_pairs(self.sources)
+        """{pair name: (target language, indices of its dev sentences)}; {} for one pair."""
+        self.pair_scores: dict[str, float] = {}
+        """The last `evaluate`'s figure of each pair of `pairs`."""
         self.decoder = Decoder(trained, decode_hparams, devices)
         self.seconds = 0.0
         """How long the last `evaluate` took."""
@@ -85,6 +91,12 @@ class DevMetricEvaluator:
                     "--eval_decode_hparams'", then=", and rerun with them to resume")) from None
         scored = self.problem.score_predictions(predictions, self.references, self.sources,
                                                 metric=self.eval_metric)
+        self.pair_scores = {
+            name: self.problem.score_predictions(
+                [predictions[i] for i in indices], [self.references[i] for i in indices],
+                [self.sources[i] for i in indices], language=language,
+                metric=self.eval_metric).score
+            for name, (language, indices) in self.pairs.items()}
         self.seconds = time.time() - start
         return scored
 

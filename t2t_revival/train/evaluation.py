@@ -17,7 +17,10 @@ class Evaluation:
         perplexity: exp(loss).
         metric: the dev metric on the decoded dev sentences ("bleu", "chrf",
             "f1"), "" when the trainer does not decode.
-        score: that metric's figure (NaN without one).
+        score: that metric's figure (NaN without one), on all the dev
+            sentences decoded.
+        pairs: ((pair name, the metric's figure on its sentences), ...) of a
+            problem of several target languages ("en-de", "en-fr"); () else.
     """
 
     step: int
@@ -26,6 +29,7 @@ class Evaluation:
     perplexity: float
     metric: str = ""
     score: float = math.nan
+    pairs: tuple[tuple[str, float], ...] = ()
 
     def figure(self, name: str) -> float:
         """The figure that `name` ("loss", or `metric`) ranks by."""
@@ -36,8 +40,10 @@ class Evaluation:
         return self.score
 
     def scalars(self) -> dict[str, float]:
-        """{name: figure} for TensorBoard: loss, accuracy, perplexity and the metric."""
+        """{name: figure} for TensorBoard: loss, accuracy, perplexity and the
+        metric, and the metric of each language pair (`bleu/en-de`)."""
         values = {"loss": self.loss, "accuracy": self.accuracy, "perplexity": self.perplexity}
         if self.metric:
             values[self.metric] = self.score
+            values.update({f"{self.metric}/{pair}": score for pair, score in self.pairs})
         return values

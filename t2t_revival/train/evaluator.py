@@ -175,14 +175,17 @@ class Evaluator:
                 evaluation = self.dev_loss(step)
             if self.dev_metric is not None:   # the chief decodes; the other workers wait
                 scored = self.dev_metric.evaluate(compiling=self._compiling_dev_search)
-                evaluation = dataclasses.replace(evaluation, metric=scored.score_name,
-                                                 score=scored.score)
+                evaluation = dataclasses.replace(
+                    evaluation, metric=scored.score_name, score=scored.score,
+                    pairs=tuple(self.dev_metric.pair_scores.items()))
         line = (f"eval at step {step}: loss {evaluation.loss:.4f}  "
                 f"accuracy {evaluation.accuracy:.4f}  "
                 f"perplexity {evaluation.perplexity:.2f}")
         if self.dev_metric is not None:
             line += (f"  {evaluation.metric} {evaluation.score:.2f} ({len(self.dev_metric)} dev "
                      f"sentences, {self.dev_metric.seconds:.0f} s)")
+            line += "".join(f"  {evaluation.metric} {pair} {score:.2f}"
+                            for pair, score in evaluation.pairs)
         self.log(line)
         with self.writer().as_default(step=step):
             for name, value in evaluation.scalars().items():
