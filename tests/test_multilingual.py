@@ -250,6 +250,7 @@ def test_a_two_language_run_trains_reports_each_pair_and_decodes_each_by_its_tok
     assert out.returncode == 0, out.stderr[-3000:]
     log = out.stdout + out.stderr
     eval_line = next(l for l in log.splitlines() if "eval at step 30" in l)
+    print(eval_line)
     for pair in ("en-de", "en-fr"):
         figure = eval_line.split(f"bleu {pair} ", 1)[1].split()[0]
         assert float(figure) >= 0.0, eval_line
@@ -272,6 +273,13 @@ def test_a_two_language_run_trains_reports_each_pair_and_decodes_each_by_its_tok
                       f"--decode_to_file={wrong}")
         one_line_error(out, "t2t-decoder", needle, ">>de<<, >>fr<<")
         assert not wrong.exists() and not os.path.exists(f"{wrong}.partial")
+
+    # --decode_interactive: a line without a token is refused, the session goes on.
+    out = run_cli("decoder", f"--output_dir={run}", "--decode_interactive",
+                  stdin="Hello\n>>fr<< The house is small.\n")
+    assert out.returncode == 0, out.stderr[-3000:]
+    assert "input line 1 has no target-language token" in out.stderr
+    assert len(out.stdout.splitlines()) == 1
 
     # The SavedModel, loaded in a clean process (no project code): the same
     # translations, and InvalidArgument for a sentence without a known token.
