@@ -132,9 +132,12 @@ class TranslatePlainText(Text2TextProblem):
                               what=f'"{split}" in corpora.json', source_prefix=prefix)
 
     def language_pairs(self, sources) -> dict[str, tuple[str, list[int]]]:
-        """{pair name ("en-de"): (its target language, the indices of its
-        lines)} of dev `sources` by their leading token; {} for a spec of one
-        target language."""
+        """{pair name ("en-de"): (its target language for the Moses tokenizer
+        of the tokenized BLEU, `moses_language`; the indices of its lines)} of
+        dev `sources` by their leading token; {} for a spec of one target
+        language."""
+        from t2t_revival.metrics.bleu import moses_language
+
         spec = self._spec()
         if not spec.language_tokens:
             return {}
@@ -145,7 +148,7 @@ class TranslatePlainText(Text2TextProblem):
             indices = [i for i, s in enumerate(sources)
                        if split_language_token(s, (token,))[0]]
             if indices:
-                pairs[name] = (code, indices)
+                pairs[name] = (moses_language(code), indices)
         return pairs
 
     def generate_data(self, data_dir: str, tmp_dir: str) -> None:

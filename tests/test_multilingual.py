@@ -163,6 +163,13 @@ def test_datagen_puts_each_corpus_token_first_as_one_piece(two_languages, tmp_pa
     assert pairs["en-fr"] == ("fr", list(range(12, 24)))
 
 
+def test_a_pair_s_moses_language_comes_from_its_code():
+    from t2t_revival.metrics.bleu import moses_language
+
+    assert [moses_language(c) for c in ("de", "fr", "deu", "fra", "xyz")] == \
+        ["de", "fr", "de", "fr", "en"]
+
+
 def test_the_graph_tokenizer_gives_the_python_ids_and_refuses_a_line_without_a_token(
         tmp_path):
     import tensorflow as tf

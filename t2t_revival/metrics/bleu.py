@@ -110,6 +110,16 @@ def check_language(language: str) -> str:
     return language
 
 
+def moses_language(code: str) -> str:
+    """The Moses tokenizer's language of a language code: `code` where it
+    knows it ("de"), else its first two letters where it knows those (ISO
+    639-3 "deu" -> "de", "fra" -> "fr"), else "en" (its generic rules)."""
+    from sacremoses.corpus import NonbreakingPrefixes
+
+    known = set(NonbreakingPrefixes().available_langs.values())
+    return next((c for c in (code, code[:2].lower()) if c in known), "en")
+
+
 def moses_tokenize(lines: Sequence[str], language: str = "de") -> list[str]:
     """`perl tokenizer.perl -l language` (escaping on, no -a), via sacremoses."""
     from sacremoses import MosesTokenizer
