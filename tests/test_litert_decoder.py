@@ -285,7 +285,7 @@ def test_outputs_sort_by_their_ascii_number_only():
     """Converted outputs sort Identity, Identity_1, ..., Identity_11 in the
     function's order; a tail that str.isdigit takes but int refuses ("²")
     is no number (it was a ValueError)."""
-    from t2t_revival.decode.litert_program import _output_number
+    from t2t_revival.decode.litert_program import output_number
     names = ["Identity_11:0", "Identity:0", "Identity_2", "Identity_²", "Identity_1"]
-    assert [_output_number(n) for n in names] == [11, 0, 2, 0, 1]
-    assert sorted(names, key=_output_number)[-2:] == ["Identity_2", "Identity_11:0"]
+    assert [output_number(n) for n in names] == [11, 0, 2, 0, 1]
+    assert sorted(names, key=output_number)[-2:] == ["Identity_2", "Identity_11:0"]

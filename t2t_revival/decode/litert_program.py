@@ -47,7 +47,7 @@ class LiteRTProgram:
         self._inputs = [(name, details[name]["index"], details[name]["dtype"])
                         for name in input_names]
         outputs = sorted(self.interpreter.get_output_details(),
-                         key=lambda d: _output_number(d["name"]))
+                         key=lambda d: output_number(d["name"]))
         if len(outputs) != len(output_names):
             raise ValueError(f"the LiteRT program has {len(outputs)} outputs, "
                              f"not {len(output_names)}")
@@ -62,7 +62,7 @@ class LiteRTProgram:
         return {name: self.interpreter.get_tensor(index) for name, index in self._outputs}
 
 
-def _output_number(name: str) -> int:
+def output_number(name: str) -> int:
     """n of a converted output named Identity_n (Identity: 0), so that outputs
     sort in the function's order (11 after 2)."""
     base = name.split(":")[0]
