@@ -118,6 +118,14 @@ path_flags.define_path("warm_start_from", None,
                        "schedule start fresh (shorter warmup: --hparams "
                        "learning_rate_warmup_steps=N). Only for a new output_dir; a resume "
                        "continues the run itself.")
+flags.DEFINE_enum("warm_start_vocab", "same", ["same", "update"],
+                  "With --warm_start_from: 'same' requires the source run's vocabulary "
+                  "(byte for byte); 'update' takes another one (your corpora.json's "
+                  "\"vocab_size\" trains it on the new data, or \"vocab\" names it): the "
+                  "embedding and softmax rows of the pieces both vocabularies have are "
+                  "kept, a new piece starts as the mean of the rows of the pieces the old "
+                  "vocabulary splits it into, and one line says how many rows were kept, "
+                  "dropped and added (OpenNMT-tf's update_vocab).")
 flags.DEFINE_bool("skip_corrupt_records", _DEFAULT["skip_corrupt_records"],
                   "Read each data shard up to a truncated or corrupted record and skip the "
                   "rest of it, instead of stopping with an error naming the shard; the "
@@ -188,6 +196,10 @@ def main(argv: list[str]) -> int:
         raise UserError("--export_on_best needs --export_saved_model or "
                         "--export_ctranslate2 (which format to export). "
                         "Received: export_on_best=True alone")
+    if FLAGS.warm_start_vocab != "same" and not FLAGS.warm_start_from:
+        raise UserError(f"--warm_start_vocab={FLAGS.warm_start_vocab} updates the vocabulary "
+                        f"of the run --warm_start_from names: give that flag too. "
+                        f"Received: warm_start_from=None")
     from t2t_revival.settings.config_resolution import resolve_train_config
 
     # The flags, resolved once into the typed config the trainer takes.
@@ -209,7 +221,7 @@ def main(argv: list[str]) -> int:
         steps_per_execution=FLAGS.steps_per_execution,
         seed=FLAGS.seed, xla=FLAGS.xla, cpu_devices=FLAGS.cpu_devices,
         worker_gpu=FLAGS.worker_gpu, usr_dir=usr_dir or "",
-        warm_start_from=FLAGS.warm_start_from or "",
+        warm_start_from=FLAGS.warm_start_from or "", warm_start_vocab=FLAGS.warm_start_vocab,
         skip_corrupt_records=FLAGS.skip_corrupt_records)
     from t2t_revival.process.phase_times import phase
     phase("checked")

@@ -89,6 +89,10 @@ class TrainConfig:
     warm_start_from: str = ""
     """A checkpoint prefix, or a training directory (its latest checkpoint), whose
     model weights initialize a new run (`--warm_start_from`); ignored on resume."""
+    warm_start_vocab: str = "same"
+    """`--warm_start_vocab`: "same" (the source run's vocabulary, byte for byte)
+    or "update" (another vocabulary: the rows of the pieces both have kept,
+    the others started anew; `train/vocabulary_update.py`)."""
     skip_corrupt_records: bool = False
     """Read each data shard up to a truncated or corrupted record and skip the
     rest of it (counted and named at the start) instead of stopping."""

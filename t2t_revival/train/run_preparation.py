@@ -151,7 +151,8 @@ def warm_start_source(config: TrainConfig, directory: TrainingDirectory, model, 
         return recorded
     if not config.warm_start_from:
         return ""
-    return warm_start(model, config.warm_start_from, problem.vocab_file(config.data_dir), log)
+    return warm_start(model, config.warm_start_from, problem.vocab_file(config.data_dir), log,
+                      vocab=config.warm_start_vocab)
 
 
 def write_run_files(config: TrainConfig, problem, directory: TrainingDirectory,

@@ -9,6 +9,11 @@ that 4 heads are not loaded from a 2-head run whose shapes happen to fit),
 and the same variables with the same shapes, every variable of the
 checkpoint's model used (a 1-layer run does not silently drop a 2-layer
 run's second layer); the first mismatch is a UserError naming it.
+
+With `vocab=UPDATE` (`--warm_start_vocab=update`) the vocabularies may
+differ: the rows of the pieces both have are kept, the others start as
+`vocabulary_update` documents, and one line says how many rows were kept,
+dropped and added; the vocabulary sizes may then differ, nothing else.
 """
 
 from __future__ import annotations
@@ -25,6 +30,14 @@ from t2t_revival.run_dir.corrupt_checkpoint_error import CorruptCheckpointError
 from t2t_revival.run_dir.checkpoint_variables import model_variables
 from t2t_revival.settings.hparams import HParams
 from t2t_revival.run_dir.training_directory import TrainingDirectory
+from t2t_revival.train.vocabulary_update import (PIECES, VOCAB_AXES, VOCAB_HPARAMS,
+                                                 load_with_new_vocabulary)
+
+SAME = "same"
+"""`--warm_start_vocab=same`, the default: the source run's vocabulary, byte for byte."""
+UPDATE = "update"
+"""`--warm_start_vocab=update`: another vocabulary, the shared pieces' rows kept."""
+VOCAB_CHOICES = (SAME, UPDATE)
 
 _SUFFIX = "/.ATTRIBUTES/VARIABLE_VALUE"
 _MODEL = "model/"
@@ -79,28 +92,38 @@ def resolve_checkpoint(source: str, log=print) -> tuple[str, TrainingDirectory |
     return source, directory if directory and os.path.isfile(directory.run_file) else None
 
 
-def check_vocabulary(source: TrainingDirectory, vocab_file: str) -> None:
-    """The source run's vocabulary must be this run's (the same ids for the same pieces)."""
+def check_vocabulary(source: TrainingDirectory, vocab_file: str, vocab: str = SAME) -> str:
+    """The source run's vocabulary must be this run's (the same ids for the
+    same pieces), unless `vocab` is UPDATE; returns its path where it
+    differs (UPDATE), else ""."""
     theirs = source.vocabulary_path(source.read_run_record())
     if not os.path.isfile(theirs):
         raise UserError(f"the vocabulary {theirs} of the --warm_start_from run is missing, "
                         f"so its ids cannot be checked against this run's. "
                         f"Received: warm_start_from={source.path!r}")
-    if not filecmp.cmp(theirs, vocab_file, shallow=False):
-        raise UserError(
-            f"the --warm_start_from run's vocabulary {theirs} differs from this run's "
-            f"{vocab_file}, so its embeddings would mean other pieces; generate the new "
-            f"data with the same vocabulary (translate_plain_text: \"vocab\": \"{theirs}\" "
-            f"in corpora.json). Received: warm_start_from={source.path!r}")
+    if filecmp.cmp(theirs, vocab_file, shallow=False):
+        return ""
+    if vocab == UPDATE:
+        return theirs
+    raise UserError(
+        f"the --warm_start_from run's vocabulary {theirs} differs from this run's "
+        f"{vocab_file}, so its embeddings would mean other pieces; generate the new "
+        f"data with the same vocabulary (translate_plain_text: \"vocab\": \"{theirs}\" "
+        f"in corpora.json), or pass --warm_start_vocab=update to keep the rows of the "
+        f"pieces both vocabularies have and start the others anew. "
+        f"Received: warm_start_from={source.path!r}")
 
 
-def check_architecture(source: TrainingDirectory, hparams: HParams) -> None:
-    """The source run's hparams.json describes the model `hparams` do."""
+def check_architecture(source: TrainingDirectory, hparams: HParams,
+                       vocabulary_update: bool = False) -> None:
+    """The source run's hparams.json describes the model `hparams` do (but
+    for the vocabulary sizes in a `vocabulary_update`)."""
     if not os.path.isfile(source.hparams_file):
         return   # the variables alone are compared (`check_shapes`)
     theirs, ours = _architecture(source.read_hparams()), _architecture(hparams)
+    free = VOCAB_HPARAMS if vocabulary_update else ()
     differences = [f"{name} {theirs.get(name)} there and {ours.get(name)} here"
-                   for name in ours if theirs.get(name) != ours.get(name)]
+                   for name in ours if theirs.get(name) != ours.get(name) and name not in free]
     if differences:
         raise UserError(
             f"the --warm_start_from run {source.path} has another architecture: "
@@ -109,8 +132,9 @@ def check_architecture(source: TrainingDirectory, hparams: HParams) -> None:
             f"without --warm_start_from. Received: warm_start_from={source.path!r}")
 
 
-def check_shapes(model, checkpoint_path: str) -> None:
-    """Every weight of `model` is in the checkpoint with the same shape, and
+def check_shapes(model, checkpoint_path: str, vocabulary_update: bool = False) -> None:
+    """Every weight of `model` is in the checkpoint with the same shape (but
+    along the vocabulary axis of `VOCAB_AXES` in a `vocabulary_update`), and
     every model variable of the checkpoint is one of them."""
     stored = dict(tf.train.list_variables(checkpoint_path))
     names = set()
@@ -124,7 +148,11 @@ def check_shapes(model, checkpoint_path: str) -> None:
                 f"(this run's shape {list(var.shape)}); it was trained with another model "
                 f"or hparams: warm-start from a run of the same --hparams_set/--hparams "
                 f"shape. Received: warm_start_from={checkpoint_path!r}")
-        if list(stored[name]) != list(var.shape):
+        theirs, ours = list(stored[name]), list(var.shape)
+        if vocabulary_update and key in VOCAB_AXES and len(theirs) == len(ours):
+            axis = VOCAB_AXES[key][1]
+            theirs[axis] = ours[axis]
+        if theirs != ours:
             raise UserError(
                 f"the --warm_start_from checkpoint {checkpoint_path} does not fit this run: "
                 f"variable {key} has shape {list(stored[name])} there and "
@@ -148,7 +176,8 @@ def _unreadable(checkpoint_path: str, reason: str) -> UserError:
                      f"Received: warm_start_from={checkpoint_path!r}")
 
 
-def warm_start(model, source: str, vocab_file: str, log=print) -> str:
+def warm_start(model, source: str, vocab_file: str, log=print, vocab: str = SAME,
+               init: str = PIECES) -> str:
     """Load `source`'s model weights into `model` after checking that they fit.
 
     Args:
@@ -156,19 +185,35 @@ def warm_start(model, source: str, vocab_file: str, log=print) -> str:
         source: a checkpoint prefix or a training directory (`--warm_start_from`).
         vocab_file: this run's vocabulary file.
         log: a print-like callable.
+        vocab: SAME (the source run's vocabulary is required) or UPDATE
+            (another one is carried over piece by piece: `vocabulary_update`).
+        init: how UPDATE starts new rows (`vocabulary_update.INITS`).
 
     Returns the checkpoint prefix read.
     """
     checkpoint_path, directory = resolve_checkpoint(source, log)
+    theirs = ""
     if directory is not None:
-        check_vocabulary(directory, vocab_file)
-        check_architecture(directory, model.hparams)
+        theirs = check_vocabulary(directory, vocab_file, vocab)
+        check_architecture(directory, model.hparams, vocabulary_update=bool(theirs))
+    elif vocab == UPDATE:
+        raise UserError(
+            f"--warm_start_vocab=update needs the vocabulary of the run warm-started from, "
+            f"and {checkpoint_path} has no run.json beside it to name it; warm-start from "
+            f"a checkpoint in its training directory. "
+            f"Received: warm_start_from={checkpoint_path!r}")
     else:
         log(f"Warning: no run.json beside {checkpoint_path}, so its vocabulary cannot be "
             f"checked against {vocab_file}; only the shapes are.")
+    if vocab == UPDATE and not theirs:
+        log(f"--warm_start_vocab=update: {vocab_file} is the vocabulary of the run "
+            f"warm-started from, so every row is kept.")
     try:
-        check_shapes(model, checkpoint_path)
-        restore_model_weights(model, checkpoint_path)
+        check_shapes(model, checkpoint_path, vocabulary_update=bool(theirs))
+        if theirs:
+            load_with_new_vocabulary(model, checkpoint_path, theirs, vocab_file, init, log)
+        else:
+            restore_model_weights(model, checkpoint_path)
     except CORRUPT_RESTORE_ERRORS as e:   # listing the variables of a damaged index
         raise _unreadable(checkpoint_path, CorruptCheckpointError.on_restore(
             checkpoint_path, e).reason) from None
