@@ -17,8 +17,8 @@ from t2t_revival.run_dir.checkpoint_variables import make_checkpoint, model_vari
 from t2t_revival.run_dir.run_record import RunRecord
 from t2t_revival.run_dir.training_directory import TrainingDirectory
 from t2t_revival.settings.hparams import resolve
-from t2t_revival.train.vocabulary_update import RANDOM, row_map
-from t2t_revival.train.warm_start import UPDATE, warm_start
+from t2t_revival.train.vocabulary_update import row_map
+from t2t_revival.train.warm_start import UPDATE, UPDATE_RANDOM, warm_start
 
 OLD_TEXT = ["a man runs with the red ball", "the dog runs to the house",
             "a red house and a man"] * 30
@@ -94,8 +94,9 @@ def test_random_init_leaves_the_new_rows_as_a_fresh_model_has_them(tmp_path):
     run = _source_run(tmp_path, source := _model(300), old_vocab.model_file)
     target = _model(300)
     fresh = _values(target)["shared_embedding.embeddings"]
-    warm_start(target, str(run), new_vocab.model_file, log=lambda _: None, vocab=UPDATE,
-               init=RANDOM)
+    lines = []
+    warm_start(target, str(run), new_vocab.model_file, log=lines.append, vocab=UPDATE_RANDOM)
+    assert any("as a run from scratch initializes them" in line for line in lines), lines
     rows = row_map(old_vocab, new_vocab, True, 300, 300)
     new = _values(target)["shared_embedding.embeddings"]
     old = _values(source)["shared_embedding.embeddings"]

@@ -118,14 +118,16 @@ path_flags.define_path("warm_start_from", None,
                        "schedule start fresh (shorter warmup: --hparams "
                        "learning_rate_warmup_steps=N). Only for a new output_dir; a resume "
                        "continues the run itself.")
-flags.DEFINE_enum("warm_start_vocab", "same", ["same", "update"],
+flags.DEFINE_enum("warm_start_vocab", "same", ["same", "update", "update_random"],
                   "With --warm_start_from: 'same' requires the source run's vocabulary "
                   "(byte for byte); 'update' takes another one (your corpora.json's "
                   "\"vocab_size\" trains it on the new data, or \"vocab\" names it): the "
                   "embedding and softmax rows of the pieces both vocabularies have are "
                   "kept, a new piece starts as the mean of the rows of the pieces the old "
                   "vocabulary splits it into, and one line says how many rows were kept, "
-                  "dropped and added (OpenNMT-tf's update_vocab).")
+                  "dropped and added (OpenNMT-tf's update_vocab); 'update_random' starts "
+                  "the new rows as a run from scratch does (slower to learn: "
+                  "benchmarks/RESULTS.md).")
 flags.DEFINE_bool("skip_corrupt_records", _DEFAULT["skip_corrupt_records"],
                   "Read each data shard up to a truncated or corrupted record and skip the "
                   "rest of it, instead of stopping with an error naming the shard; the "

@@ -63,7 +63,7 @@ def resolve_train_config(*, problem: str, output_dir: str, data_dir: str,
         hparams_from: a run (directory or checkpoint prefix) whose
             hparams.json takes the hparam set's place (fine-tuning it);
             `hparams_set` is then recorded as "". With
-            `warm_start_vocab="update"` its target_vocab_size is dropped (the
+            `warm_start_vocab` "update" its target_vocab_size is dropped (the
             new vocabulary's size, the problem's, serves both sides).
         hparams: the `--hparams` overrides text.
         mixed_precision: `--mixed_precision` ("" keeps the set's).
@@ -83,7 +83,7 @@ def resolve_train_config(*, problem: str, output_dir: str, data_dir: str,
     base = warm_start_hparams(hparams_from) if hparams_from else None
     if base is not None:
         hparams_set = ""
-        if options.get("warm_start_vocab") == "update":
+        if options.get("warm_start_vocab", "same") != "same":
             # The new vocabulary's sizes (the problem's vocab_size), one for both
             # sides: a source run's own target size is its old vocabulary's.
             base = base.replace(target_vocab_size=0)

@@ -92,7 +92,8 @@ class TrainConfig:
     warm_start_vocab: str = "same"
     """`--warm_start_vocab`: "same" (the source run's vocabulary, byte for byte)
     or "update" (another vocabulary: the rows of the pieces both have kept,
-    the others started anew; `train/vocabulary_update.py`)."""
+    the others started anew; `train/vocabulary_update.py`), or "update_random"
+    (the new rows as a run from scratch starts them)."""
     skip_corrupt_records: bool = False
     """Read each data shard up to a truncated or corrupted record and skip the
     rest of it (counted and named at the start) instead of stopping."""

@@ -30,14 +30,18 @@ from t2t_revival.run_dir.corrupt_checkpoint_error import CorruptCheckpointError
 from t2t_revival.run_dir.checkpoint_variables import model_variables
 from t2t_revival.settings.hparams import HParams
 from t2t_revival.run_dir.training_directory import TrainingDirectory
-from t2t_revival.train.vocabulary_update import (PIECES, VOCAB_AXES, VOCAB_HPARAMS,
+from t2t_revival.train.vocabulary_update import (PIECES, RANDOM, VOCAB_AXES, VOCAB_HPARAMS,
                                                  load_with_new_vocabulary)
 
 SAME = "same"
 """`--warm_start_vocab=same`, the default: the source run's vocabulary, byte for byte."""
 UPDATE = "update"
 """`--warm_start_vocab=update`: another vocabulary, the shared pieces' rows kept."""
-VOCAB_CHOICES = (SAME, UPDATE)
+UPDATE_RANDOM = "update_random"
+"""`--warm_start_vocab=update_random`: as UPDATE, the new rows as a run from
+scratch starts them (a lower dev loss after the same updates with UPDATE's
+mean of pieces: benchmarks/RESULTS.md, vocabulary_update)."""
+VOCAB_CHOICES = (SAME, UPDATE, UPDATE_RANDOM)
 
 _SUFFIX = "/.ATTRIBUTES/VARIABLE_VALUE"
 _MODEL = "model/"
@@ -103,7 +107,7 @@ def check_vocabulary(source: TrainingDirectory, vocab_file: str, vocab: str = SA
                         f"Received: warm_start_from={source.path!r}")
     if filecmp.cmp(theirs, vocab_file, shallow=False):
         return ""
-    if vocab == UPDATE:
+    if vocab != SAME:
         return theirs
     raise UserError(
         f"the --warm_start_from run's vocabulary {theirs} differs from this run's "
@@ -176,8 +180,7 @@ def _unreadable(checkpoint_path: str, reason: str) -> UserError:
                      f"Received: warm_start_from={checkpoint_path!r}")
 
 
-def warm_start(model, source: str, vocab_file: str, log=print, vocab: str = SAME,
-               init: str = PIECES) -> str:
+def warm_start(model, source: str, vocab_file: str, log=print, vocab: str = SAME) -> str:
     """Load `source`'s model weights into `model` after checking that they fit.
 
     Args:
@@ -185,9 +188,9 @@ def warm_start(model, source: str, vocab_file: str, log=print, vocab: str = SAME
         source: a checkpoint prefix or a training directory (`--warm_start_from`).
         vocab_file: this run's vocabulary file.
         log: a print-like callable.
-        vocab: SAME (the source run's vocabulary is required) or UPDATE
-            (another one is carried over piece by piece: `vocabulary_update`).
-        init: how UPDATE starts new rows (`vocabulary_update.INITS`).
+        vocab: SAME (the source run's vocabulary is required), UPDATE
+            (another one is carried over piece by piece: `vocabulary_update`)
+            or UPDATE_RANDOM (the same, new rows as a fresh run has them).
 
     Returns the checkpoint prefix read.
     """
@@ -196,21 +199,22 @@ def warm_start(model, source: str, vocab_file: str, log=print, vocab: str = SAME
     if directory is not None:
         theirs = check_vocabulary(directory, vocab_file, vocab)
         check_architecture(directory, model.hparams, vocabulary_update=bool(theirs))
-    elif vocab == UPDATE:
+    elif vocab != SAME:
         raise UserError(
-            f"--warm_start_vocab=update needs the vocabulary of the run warm-started from, "
+            f"--warm_start_vocab={vocab} needs the vocabulary of the run warm-started from, "
             f"and {checkpoint_path} has no run.json beside it to name it; warm-start from "
             f"a checkpoint in its training directory. "
             f"Received: warm_start_from={checkpoint_path!r}")
     else:
         log(f"Warning: no run.json beside {checkpoint_path}, so its vocabulary cannot be "
             f"checked against {vocab_file}; only the shapes are.")
-    if vocab == UPDATE and not theirs:
-        log(f"--warm_start_vocab=update: {vocab_file} is the vocabulary of the run "
+    if vocab != SAME and not theirs:
+        log(f"--warm_start_vocab={vocab}: {vocab_file} is the vocabulary of the run "
             f"warm-started from, so every row is kept.")
     try:
         check_shapes(model, checkpoint_path, vocabulary_update=bool(theirs))
         if theirs:
+            init = RANDOM if vocab == UPDATE_RANDOM else PIECES
             load_with_new_vocabulary(model, checkpoint_path, theirs, vocab_file, init, log)
         else:
             restore_model_weights(model, checkpoint_path)
