@@ -103,6 +103,8 @@ def main():
                         help="pieces of the new vocabulary, trained on the WMT sample")
     parser.add_argument("--fine_tune_hparams", default="learning_rate_warmup_steps=100",
                         help="--hparams of the fine-tunings")
+    parser.add_argument("--seed", type=int, default=0,
+                        help="the fine-tunings' --seed (0: the trainer's default)")
     parser.add_argument("--work_dir", help="keep the data and runs here (default: a "
                         "temporary folder, removed)")
     args = parser.parse_args()
@@ -139,7 +141,8 @@ def main():
                       f"--warm_start_vocab={choice}", f"--train_steps={args.updates}",
                       f"--hparams={args.fine_tune_hparams}", "--local_eval_frequency=0",
                       "--eval_decode_sentences=0", "--eval_steps=1",
-                      f"--save_checkpoints_steps={args.updates}")
+                      f"--save_checkpoints_steps={args.updates}",
+                      *([f"--seed={args.seed}"] if args.seed else []))
             results[name] = {**score(fine, pairs, words, chars),
                              "train_seconds": round(time.time() - began, 1)}
             kept = KEPT.search(out.stdout)
@@ -150,6 +153,7 @@ def main():
         "updates": args.updates, "train_pairs": args.train_pairs,
         "dev_pairs": args.dev_pairs, "dev_target_words": words, "dev_target_chars": chars,
         "vocab_size": args.vocab_size, "fine_tune_hparams": args.fine_tune_hparams,
+        "seed": args.seed,
         **results, "source_seconds": round(source_seconds, 1),
         "seconds": round(time.time() - start, 1),
         "loadavg_before": load_before, "loadavg_after": harness.load_average(),

@@ -13,6 +13,7 @@ from t2t_revival.data.subword_vocabulary import SubwordVocabulary
 from t2t_revival.data.t2t_subword_vocabulary import T2TSubwordVocabulary
 from t2t_revival.errors import UserError
 from t2t_revival.models.build_model import build_model
+from t2t_revival.run_dir.checkpoint_folder import restore_model_weights
 from t2t_revival.run_dir.checkpoint_variables import make_checkpoint, model_variables
 from t2t_revival.run_dir.run_record import RunRecord
 from t2t_revival.run_dir.training_directory import TrainingDirectory
@@ -259,3 +260,36 @@ def test_the_imported_tensor2tensor_run_fine_tunes_with_a_sentencepiece_vocabula
     hparams = json.loads((fine / "hparams.json").read_text())
     assert (hparams["vocab_size"], hparams["d_model"]) == (1000, 16)
     decodes_one_line(fine, tmp_path)   # exit 0, one line
+
+
+def test_the_imported_marian_run_keeps_its_shared_rows_and_softmax_bias(shared_data, tmp_path):
+    """OPUS-MT's layout (Marian's SentencePiece pieces, a shared embedding
+    and final_logits_bias) to a SentencePiece vocabulary of Multi30k: the
+    pieces spelled alike (`▁a`, `▁dog`) keep their rows and their bias."""
+    from t2t_revival.data.marian_vocabulary import MarianVocabulary
+    from t2t_revival.marian_import.marian_importer import import_marian_run
+    from wmt_archives import lines
+
+    run = tmp_path / "marian"
+    import_marian_run(str(shared_data / "opus_mt/tiny-en-de"), str(run), log=lambda _: None)
+    m30k = shared_data / "multi30k"
+    new = _vocab(tmp_path / "new.model", lines(m30k / "train.en.gz")[:2000]
+                 + lines(m30k / "train.de.gz")[:2000], 1000)
+    directory = TrainingDirectory(run)
+    source = build_model(directory.read_hparams())
+    restore_model_weights(source, directory.checkpoints.latest())
+    target = build_model(directory.read_hparams().replace(vocab_size=1000))
+    lines_said = []
+    warm_start(target, str(run), new.model_file, log=lines_said.append, vocab=UPDATE)
+    old = MarianVocabulary(run / "vocab.marian.json")
+    rows = row_map(old, new, True, old.vocab_size, 1000)
+    before, after = _values(source), _values(target)
+    dog = new.encode_pieces("a dog")
+    assert dog == ["▁a", "▁dog"], dog
+    for piece in dog:
+        i, j = new.encode(piece.replace("▁", ""))[0], old.pieces.index(piece)
+        assert rows.old_ids[i] == j
+        for key in ("shared_embedding.embeddings", "final_logits_bias"):
+            np.testing.assert_array_equal(after[key][i], before[key][j], err_msg=key)
+    assert after["final_logits_bias"].shape == (1000,)
+    assert any(f"kept {rows.kept:,} rows" in line for line in lines_said), lines_said
