@@ -11,7 +11,12 @@ hparam set's batch_size and max_length and reports examples/s, real tokens/s
 fraction (of inputs and targets slots, and of target slots alone: the loss's
 tokens) and real target tokens per batch. With --packing=both (the default)
 it measures the token-bucketed batches ("bucketed") and the packed ones
-(`packing=true`, "packed") in the same run and gives their ratio.
+(`packing=true`, "packed") in the same run and gives their ratio. With
+--sampling_alpha=A above 0 it measures each batching again with subword
+sampling on both sides (`source_sampling_alpha=A,target_sampling_alpha=A`:
+"bucketed_sampled", "packed_sampled") and gives each run's real target
+tokens/s over --trainer_target_tokens_per_s (the fastest trainer's rate,
+benchmarks/RESULTS.md's train_speed) as "vs_trainer".
 """
 
 from __future__ import annotations
@@ -37,6 +42,10 @@ def main() -> None:
     parser.add_argument("--hparams", default="", help='overrides, e.g. "batch_size=4096"')
     parser.add_argument("--packing", choices=("both", "off", "on"), default="both",
                         help="measure bucketed (off), packed (on) or both batchings")
+    parser.add_argument("--sampling_alpha", type=float, default=0.0,
+                        help="also measure with subword sampling of this alpha, both sides")
+    parser.add_argument("--trainer_target_tokens_per_s", type=float, default=5486.0,
+                        help="what the trainer consumes (RESULTS.md's train_speed)")
     parser.add_argument("--batches", type=int, default=1000)
     parser.add_argument("--warmup", type=int, default=50)
     args = parser.parse_args()
@@ -60,8 +69,9 @@ def main() -> None:
         problem.generate_data(data_dir, args.tmp_dir)
         datagen_s = round(time.time() - start, 2)
 
-    def measure(packing: bool) -> dict:
-        hparams = hp.replace(packing=packing)
+    def measure(packing: bool, alpha: float = 0.0) -> dict:
+        hparams = hp.replace(packing=packing, source_sampling_alpha=alpha,
+                             target_sampling_alpha=alpha)
         batches = iter(problem.dataset("train", data_dir, hparams, seed=0))
         for _ in range(args.warmup):
             next(batches)
@@ -89,11 +99,16 @@ def main() -> None:
             "target_padding_fraction": round(1 - real_targets / target_slots, 4),
             "pairs_per_batch": round(examples / args.batches, 1),
             "real_target_tokens_per_batch": round(real_targets / args.batches, 1),
+            "target_tokens_per_s": round(real_targets / seconds, 1),
+            "vs_trainer": round(real_targets / seconds / args.trainer_target_tokens_per_s, 1),
         }
 
-    runs = {name: measure(packing) for name, packing in
-            (("bucketed", False), ("packed", True))
-            if args.packing in ("both", "on" if packing else "off")}
+    batchings = [(name, packing) for name, packing in (("bucketed", False), ("packed", True))
+                 if args.packing in ("both", "on" if packing else "off")]
+    runs = {name: measure(packing) for name, packing in batchings}
+    if args.sampling_alpha > 0:
+        runs.update({f"{name}_sampled": measure(packing, args.sampling_alpha)
+                     for name, packing in batchings})
     result = {
         "benchmark": "input_pipeline",
         "problem": args.problem,
@@ -102,9 +117,10 @@ def main() -> None:
         "batch_size_tokens": hp.batch_size,
         "max_length": hp.max_length,
         "batches": args.batches,
+        "sampling_alpha": args.sampling_alpha,
         **runs,
     }
-    if len(runs) == 2:
+    if "bucketed" in runs and "packed" in runs:
         result["packed_vs_bucketed_real_target_tokens_per_batch"] = round(
             runs["packed"]["real_target_tokens_per_batch"]
             / runs["bucketed"]["real_target_tokens_per_batch"], 3)

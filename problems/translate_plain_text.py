@@ -255,6 +255,7 @@ class TranslatePlainText(Text2TextProblem):
                     f"honoured; raise max_length or remove the corpus. "
                     f"Received: max_length={limit}")
         from t2t_revival.data import input_pipeline  # imports TensorFlow: only on use
+        from t2t_revival.data.subword_sampling import training_sampling
 
         logging.info("%s train: sampling the %d corpora with weights %s", self.name,
                      len(weights), list(weights))
@@ -262,4 +263,4 @@ class TranslatePlainText(Text2TextProblem):
             [self.corpus_files(i, data_dir) for i in range(len(spec.train))], weights,
             batch_size=hparams.batch_size, max_length=hparams.max_length,
             boundaries=hparams.bucket_boundaries, input_context=input_context, seed=seed,
-            skip_corrupt=skip_corrupt)
+            skip_corrupt=skip_corrupt, sampling=training_sampling(self, data_dir, hparams))

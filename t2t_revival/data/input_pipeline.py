@@ -25,16 +25,25 @@ per-segment positions "inputs_position" / "targets_position" (0, 1, ... in
 each pair). Pair k of a row puts its source in source segment k and its
 target in target segment k; a pair goes into the first row of its window
 where both sides still fit.
+
+Subword sampling (`sampling`, a `SubwordSampling`: hparams
+`source_sampling_alpha`, `target_sampling_alpha`) segments each training
+pair anew right after parsing, before the length filter:
+
+    shards -> per shard: batches of 256 records -> parse -> resegment
+        (seeded by seed, epoch, shard, batch) -> interleave (in order) -> ...
 """
 
 from __future__ import annotations
 
+import random
 import re
 from typing import Sequence
 
 import tensorflow as tf
 
 from t2t_revival.data.data_error import DataError
+from t2t_revival.data.subword_sampling import SubwordSampling
 
 DEFAULT_MIN_BOUNDARY = 8
 DEFAULT_SHUFFLE_BUFFER = 10_000
@@ -167,7 +176,8 @@ def token_bucketed_dataset(files: Sequence[str], batch_size: int, max_length: in
                            shuffle: bool | None = None, input_context=None,
                            seed: int | None = None,
                            shuffle_buffer: int = DEFAULT_SHUFFLE_BUFFER,
-                           skip_corrupt: bool = False) -> tf.data.Dataset:
+                           skip_corrupt: bool = False,
+                           sampling: SubwordSampling | None = None) -> tf.data.Dataset:
     """Batches `{"inputs": int32 [rows, b], "targets": int32 [rows, b]}` by tokens.
 
     Args:
@@ -186,11 +196,13 @@ def token_bucketed_dataset(files: Sequence[str], batch_size: int, max_length: in
         shuffle_buffer: examples in the shuffle buffer.
         skip_corrupt: read each file up to a truncated or corrupted record and
             skip the rest of it, instead of failing (DataLossError).
+        sampling: segment each pair anew, sampled (subword regularization;
+            see the module's docstring), or None for the ids as read.
     """
     shapes = bucket_shapes(batch_size, max_length, boundaries)
     shuffle = training if shuffle is None else shuffle
     ds = _examples(files, shapes[-1][1], training, shuffle, input_context, seed,
-                   shuffle_buffer, skip_corrupt)
+                   shuffle_buffer, skip_corrupt, sampling)
     return _bucketed(ds, shapes, training)
 
 
@@ -199,7 +211,9 @@ def weighted_token_bucketed_dataset(file_groups: Sequence[Sequence[str]],
                                     max_length: int, boundaries: Sequence[int] = (),
                                     input_context=None, seed: int | None = None,
                                     shuffle_buffer: int = DEFAULT_SHUFFLE_BUFFER,
-                                    skip_corrupt: bool = False) -> tf.data.Dataset:
+                                    skip_corrupt: bool = False,
+                                    sampling: SubwordSampling | None = None
+                                    ) -> tf.data.Dataset:
     """Training batches drawn from several corpora in the ratio of `weights`.
 
     Each group of files (one corpus) is read, filtered and shuffled as in
@@ -221,7 +235,8 @@ def weighted_token_bucketed_dataset(file_groups: Sequence[Sequence[str]],
                         f"Received: weights={list(weights)}")
     shapes = bucket_shapes(batch_size, max_length, boundaries)
     parts = [_examples(files, shapes[-1][1], True, True, input_context,
-                       None if seed is None else seed + i, shuffle_buffer, skip_corrupt)
+                       None if seed is None else seed + i, shuffle_buffer, skip_corrupt,
+                       sampling)
              for i, files in enumerate(file_groups)]
     total = float(sum(weights))
     ds = tf.data.Dataset.sample_from_datasets(parts, weights=[w / total for w in weights],
@@ -231,40 +246,83 @@ def weighted_token_bucketed_dataset(file_groups: Sequence[Sequence[str]],
 
 def _examples(files: Sequence[str], limit: int, training: bool, shuffle: bool,
               input_context, seed: int | None, shuffle_buffer: int,
-              skip_corrupt: bool = False) -> tf.data.Dataset:
+              skip_corrupt: bool = False,
+              sampling: SubwordSampling | None = None) -> tf.data.Dataset:
     """This worker's pairs `{"inputs": int32 [n], "targets": int32 [m]}`, 0 < max(n, m) <= limit.
 
-    Repeated when `training`; files and pairs shuffled when `shuffle`.
+    Repeated when `training`; files and pairs shuffled when `shuffle`;
+    segmented anew by `sampling` when given (in a deterministic order then).
     """
     files = sorted(str(f) for f in files)
     if not files:
         raise DataError("No TFRecord files to read; run t2t-datagen first. Received: files=[]")
 
+    numbers = list(range(len(files)))  # a shard's number among all (the samples' seeds)
     record_shard = None
     if input_context is not None and input_context.num_input_pipelines > 1:
         n, i = input_context.num_input_pipelines, input_context.input_pipeline_id
         if len(files) >= n:
-            files = files[i::n]
+            files, numbers = files[i::n], numbers[i::n]
         else:
             record_shard = (n, i)
 
-    ds = tf.data.Dataset.from_tensor_slices(files)
-    if shuffle:
-        ds = ds.shuffle(len(files), seed=seed, reshuffle_each_iteration=True)
-    if training:
-        ds = ds.repeat()
-    ds = ds.interleave(_records_to_damage if skip_corrupt else tf.data.TFRecordDataset,
-                       cycle_length=min(4, len(files)),
-                       num_parallel_calls=tf.data.AUTOTUNE, deterministic=not shuffle)
-    if record_shard is not None:
-        ds = ds.shard(*record_shard)
-    ds = ds.batch(_PARSE_BATCH).map(_parse, num_parallel_calls=tf.data.AUTOTUNE,
-                                    deterministic=not shuffle).unbatch()
-    ds = ds.map(_unpad, num_parallel_calls=tf.data.AUTOTUNE, deterministic=not shuffle)
+    read = _records_to_damage if skip_corrupt else tf.data.TFRecordDataset
+    in_order = sampling is not None or not shuffle
+    if sampling is not None:
+        ds = _resegmented(files, numbers, read, training, shuffle, seed, record_shard,
+                          sampling)
+    else:
+        ds = tf.data.Dataset.from_tensor_slices(files)
+        if shuffle:
+            ds = ds.shuffle(len(files), seed=seed, reshuffle_each_iteration=True)
+        if training:
+            ds = ds.repeat()
+        ds = ds.interleave(read, cycle_length=min(4, len(files)),
+                           num_parallel_calls=tf.data.AUTOTUNE, deterministic=not shuffle)
+        if record_shard is not None:
+            ds = ds.shard(*record_shard)
+        ds = ds.batch(_PARSE_BATCH).map(_parse, num_parallel_calls=tf.data.AUTOTUNE,
+                                        deterministic=not shuffle).unbatch()
+    ds = ds.map(_unpad, num_parallel_calls=tf.data.AUTOTUNE, deterministic=in_order)
     ds = ds.filter(lambda ex: tf.logical_and(_length(ex) <= limit, _length(ex) > 0))
     if shuffle:
         ds = ds.shuffle(shuffle_buffer, seed=seed, reshuffle_each_iteration=True)
     return ds
+
+
+def _resegmented(files: Sequence[str], numbers: Sequence[int], read, training: bool,
+                 shuffle: bool, seed: int | None, record_shard: tuple[int, int] | None,
+                 sampling: SubwordSampling) -> tf.data.Dataset:
+    """The parsed records of `files` (shard numbers `numbers`), each batch of
+    `_PARSE_BATCH` records of a shard segmented anew by `sampling`, its seed
+    made of (seed, epoch, shard number, batch of the shard, input pipeline):
+    the same batches whatever the order the shards' reads finish in."""
+    base = seed if seed is not None else random.SystemRandom().randrange(1 << 62)
+    pipeline = record_shard[1] if record_shard is not None else 0
+    ds = tf.data.Dataset.from_tensor_slices((tf.constant(numbers, tf.int64), list(files)))
+    if shuffle:
+        ds = ds.shuffle(len(files), seed=seed, reshuffle_each_iteration=True)
+    if training:
+        ds = ds.repeat()
+    ds = ds.enumerate()  # (visit, (shard number, path)): the epoch is visit // len(files)
+
+    def one_shard(visit, shard):
+        number, path = shard
+        records = read(path)
+        if record_shard is not None:
+            records = records.shard(*record_shard)
+
+        def parse(batch, serialized):
+            key = tf.stack([tf.constant(base, tf.int64), visit // len(files), number, batch,
+                            tf.constant(pipeline, tf.int64)])
+            return sampling.resegment(_parse(serialized), key)
+
+        return records.batch(_PARSE_BATCH).enumerate().map(
+            parse, num_parallel_calls=tf.data.AUTOTUNE, deterministic=True)
+
+    ds = ds.interleave(one_shard, cycle_length=min(4, len(files)),
+                       num_parallel_calls=tf.data.AUTOTUNE, deterministic=True)
+    return ds.unbatch()
 
 
 def _bucketed(ds: tf.data.Dataset, shapes: Sequence[tuple[int, int]],
@@ -291,7 +349,8 @@ def packed_dataset(files: Sequence[str], batch_size: int, max_length: int,
                    input_context=None, seed: int | None = None,
                    shuffle_buffer: int = DEFAULT_SHUFFLE_BUFFER,
                    pack_window: int = DEFAULT_PACK_WINDOW,
-                   skip_corrupt: bool = False) -> tf.data.Dataset:
+                   skip_corrupt: bool = False,
+                   sampling: SubwordSampling | None = None) -> tf.data.Dataset:
     """Packed batches: the six `PACKED_FEATURES`, each int32 `[batch_size // max_length, max_length]`.
 
     Args:
@@ -309,17 +368,18 @@ def packed_dataset(files: Sequence[str], batch_size: int, max_length: int,
         shuffle_buffer: pairs in the shuffle buffer.
         pack_window: pairs packed together (first fit into the rows the
             window opens); larger packs tighter and costs O(window^2) work.
-        skip_corrupt: as for `token_bucketed_dataset`.
+        skip_corrupt, sampling: as for `token_bucketed_dataset`.
     """
     rows, length = packed_shape(batch_size, max_length)
     shuffle = training if shuffle is None else shuffle
     ds = _examples(files, max_length, training, shuffle, input_context, seed,
-                   shuffle_buffer, skip_corrupt)
+                   shuffle_buffer, skip_corrupt, sampling)
     ds = ds.map(lambda ex: {**ex, "inputs_length": tf.shape(ex["inputs"])[0],
                             "targets_length": tf.shape(ex["targets"])[0]})
     ds = ds.padded_batch(pack_window)  # (K, longest) ids and (K,) lengths
     ds = ds.map(lambda window: pack_window_rows(window, length),
-                num_parallel_calls=tf.data.AUTOTUNE, deterministic=not shuffle)
+                num_parallel_calls=tf.data.AUTOTUNE,
+                deterministic=not shuffle or sampling is not None)
     ds = ds.unbatch().batch(rows, drop_remainder=training)
     return ds.prefetch(tf.data.AUTOTUNE)
 

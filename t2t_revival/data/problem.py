@@ -11,6 +11,7 @@ from absl import logging
 
 from t2t_revival.data.data_error import DataError
 from t2t_revival.data.scored_predictions import ScoredPredictions
+from t2t_revival.data.subword_sampling import training_sampling
 from t2t_revival.data.subword_vocabulary import SubwordVocabulary
 from t2t_revival.data.t2t_subword_vocabulary import T2TSubwordVocabulary
 from t2t_revival.data.vocabulary_file import SENTENCEPIECE_SUFFIX, SUFFIXES, load_vocabulary
@@ -269,7 +270,7 @@ class Problem:
         each shard is read up to a damaged record, the rest skipped (`corrupt_records`
         counts them). With `hparams.packing`, training batches are packed instead
         (`input_pipeline.packed_dataset`: several pairs per row, with segment ids and
-        per-segment positions).
+        per-segment positions). `hparams.*_sampling_alpha`: `subword_sampling`.
         """
         if mode not in MODES:
             raise DataError(f"mode must be 'train' or 'eval'. Received: mode={mode!r}")
@@ -299,16 +300,17 @@ class Problem:
             check_something_survives(self, "dev", data_dir, limit)
         from t2t_revival.data import input_pipeline  # imports TensorFlow: only on use
 
+        sampling = training_sampling(self, data_dir, hparams) if mode == "train" else None
         if hparams.packing and mode == "train":
             return input_pipeline.packed_dataset(
                 files, batch_size=hparams.batch_size, max_length=hparams.max_length,
                 shuffle=shuffle, input_context=input_context, seed=seed,
-                skip_corrupt=skip_corrupt)
+                skip_corrupt=skip_corrupt, sampling=sampling)
         return input_pipeline.token_bucketed_dataset(
             files, batch_size=hparams.batch_size, max_length=hparams.max_length,
             boundaries=hparams.bucket_boundaries, training=(mode == "train"),
             shuffle=shuffle, input_context=input_context, seed=seed,
-            skip_corrupt=skip_corrupt)
+            skip_corrupt=skip_corrupt, sampling=sampling)
 
     def corrupt_records(self, split: str, data_dir: str) -> tuple[int, dict[str, str]]:
         """(records lost, {damaged shard: what is wrong}) of a split read with

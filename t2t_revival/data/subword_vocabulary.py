@@ -116,6 +116,48 @@ class SubwordVocabulary(SharedSides):
     def encode_target_pieces(self, text: str) -> list[str]:
         return self._sp.encode(text, out_type=str)
 
+    @property
+    def model_type(self) -> str:
+        """The SentencePiece model's kind: "bpe" (what datagen trains), "unigram", ..."""
+        from sentencepiece import sentencepiece_model_pb2
+
+        proto = sentencepiece_model_pb2.ModelProto.FromString(self._sp.serialized_model_proto())
+        return sentencepiece_model_pb2.TrainerSpec.ModelType.Name(
+            proto.trainer_spec.model_type).lower()
+
+    def sample_encode_batch(self, texts: Sequence[str], alpha: float, nbest_size: int = -1,
+                            seed: int = 0) -> list[list[int]]:
+        """Sampled segmentations of `texts` (subword regularization), ids without EOS.
+
+        SentencePiece's sampling: BPE-dropout for a BPE model (each merge
+        skipped with probability `alpha`; `nbest_size` not read), for a unigram
+        model Kudo (2018)'s, from the `nbest_size` best segmentations (-1: all)
+        with smoothing `alpha`. The same `seed` gives the same ids: SentencePiece
+        draws from a generator of each thread, seeded (from its process-wide
+        seed) when the thread first draws, so the batch is encoded in a thread
+        of its own, started once the seed is set, one batch at a time.
+        """
+        out: list[list[int]] = []
+
+        def encode():
+            out.extend(self._sp.encode(list(texts), out_type=int, enable_sampling=True,
+                                       alpha=alpha, nbest_size=nbest_size, num_threads=1))
+
+        with _SAMPLING_SEED:
+            # 2**32 - 1 is SentencePiece's "no seed" (it would draw one at random).
+            spm.set_random_generator_seed(seed % 0xFFFFFFFF)
+            worker = threading.Thread(target=encode, name="sentencepiece-sample")
+            worker.start()
+            worker.join()
+        if len(out) != len(texts):
+            raise RuntimeError(f"SentencePiece sampled {len(out)} of {len(texts)} texts")
+        return out
+
+    def decode_exactly(self, ids: Sequence[Sequence[int]]) -> list[str]:
+        """The texts of id sequences, every id read (no EOS or PAD among them):
+        `encode`'s inverse, since `decode(encode(s)) == s`."""
+        return self._sp.decode([list(map(int, row)) for row in ids])
+
     def decode(self, ids: Iterable[int]) -> str:
         """Text of `ids`: stops at the first EOS and drops PAD.
 
@@ -276,6 +318,10 @@ def _language_token_ids(model_file: str) -> dict[str, int]:
     return dict(sorted((p.piece, i) for i, p in enumerate(proto.pieces)
                        if p.type == user_defined and is_language_token(p.piece)))
 
+
+# Held while a sampled batch is encoded: SentencePiece's seed is one for the
+# process, read by each new thread at its first draw (`sample_encode_batch`).
+_SAMPLING_SEED = threading.Lock()
 
 # How often the main thread wakes while SentencePiece trains, to run a signal
 # handler that is waiting (seconds).

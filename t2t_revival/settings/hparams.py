@@ -180,6 +180,19 @@ class HParams(JsonRecord):
     [batch_size // max_length, max_length], so little of batch_size is padding.
     Per-token losses are those of the pairs unpacked. Eval batches stay
     token-bucketed."""
+    source_sampling_alpha: float = 0.0
+    """Subword regularization of the training sources: 0 (the default) reads
+    datagen's ids; above 0, every epoch segments each source anew with the
+    SentencePiece vocabulary, sampled (BPE: BPE-dropout, each merge skipped
+    with this probability, 0.1 is usual; unigram: Kudo 2018's smoothing
+    alpha); the same samples for the same seed. Dev batches are not sampled."""
+    source_sampling_nbest_size: int = -1
+    """Unigram vocabularies: segmentations a source is sampled from, -1 all
+    (the lattice), n > 1 the n best; a BPE vocabulary has no n-best (-1 only)."""
+    target_sampling_alpha: float = 0.0
+    """`source_sampling_alpha` for the training targets."""
+    target_sampling_nbest_size: int = -1
+    """`source_sampling_nbest_size` for the training targets."""
 
     corpus_weights: tuple[float, ...] = ()
     """Sampling weights of the training corpora of a multi-corpus problem
@@ -334,6 +347,13 @@ def _check_combinations(hp: HParams) -> None:
             "max_length tokens, so batch_size must be at least max_length; raise "
             "batch_size or lower max_length. "
             f"Received: batch_size={hp.batch_size}, max_length={hp.max_length}")
+    for side in ("source", "target"):
+        if getattr(hp, f"{side}_sampling_nbest_size") in (0, 1):
+            raise HParamsError(
+                f"{side}_sampling_nbest_size 0 or 1 samples nothing; use -1 (all "
+                f"segmentations) or n > 1, or {side}_sampling_alpha=0 for no sampling. "
+                f"Received: {side}_sampling_nbest_size="
+                f"{getattr(hp, f'{side}_sampling_nbest_size')}")
     if hp.shared_embedding and (hp.tie_output_projection or hp.target_vocab_size
                                 not in (0, hp.vocab_size)):
         raise HParamsError(

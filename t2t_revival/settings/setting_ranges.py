@@ -92,6 +92,13 @@ RANGES: dict[str, Range] = {
     "label_smoothing": Range(**_PROBABILITY),
     "layer_norm_epsilon": Range(**_POSITIVE),
     "target_space_id": Range(0, 31, why="a row of tensor2tensor's 32 target spaces"),
+    # Subword regularization (HParams' input pipeline).
+    "source_sampling_alpha": Range(0, 1, why="0 reads datagen's ids; BPE's dropout "
+                                             "probability, unigram's smoothing"),
+    "target_sampling_alpha": Range(0, 1, why="0 reads datagen's ids; BPE's dropout "
+                                             "probability, unigram's smoothing"),
+    "source_sampling_nbest_size": Range(-1, 512, why="-1 samples from all segmentations"),
+    "target_sampling_nbest_size": Range(-1, 512, why="-1 samples from all segmentations"),
     # Training (HParams, section 5).
     "gradient_accumulation_steps": Range(**_POSITIVE_INT, why="micro-batches per update"),
     "learning_rate": Range(**_POSITIVE, why="the multiplier of the schedule"),
