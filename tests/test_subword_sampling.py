@@ -206,3 +206,33 @@ def test_on_the_fly_ids_at_alpha_0_are_datagens_on_every_multi30k_line(multi30k_
         datagen = pairs(None)
         assert len(datagen) == count
         assert pairs(on_the_fly) == datagen
+
+
+def test_a_unigram_model_samples_from_its_n_best(tmp_path):
+    """An imported unigram SentencePiece model: nbest_size is taken, and the
+    samples come from the n best, the same for the same seed."""
+    import random
+
+    import sentencepiece as spm
+
+    from tiny_runs import WORDS
+
+    rng = random.Random(0)
+    lines = [" ".join(rng.choice(WORDS) for _ in range(6)) for _ in range(300)]
+    model = tmp_path / "unigram.model"
+    spm.SentencePieceTrainer.train(
+        sentence_iterator=iter(lines), model_prefix=str(tmp_path / "unigram"),
+        model_type="unigram", vocab_size=36, pad_id=0, eos_id=1, unk_id=2, bos_id=-1,
+        minloglevel=2)
+    vocab = SubwordVocabulary(str(model))
+    assert vocab.model_type == "unigram"
+    hp = _hparams("source_sampling_alpha=0.5,source_sampling_nbest_size=4")
+    sampling = SubwordSampling.from_hparams(hp, vocab)
+    assert (sampling.source_alpha, sampling.source_nbest_size) == (0.5, 4)
+    texts = lines[:40]
+    first = vocab.sample_encode_batch(texts, 0.5, 4, seed=3)
+    assert first == vocab.sample_encode_batch(texts, 0.5, 4, seed=3)
+    assert first != vocab.sample_encode_batch(texts, 0.5, 4, seed=4)
+    assert [vocab.decode(ids) for ids in first] == texts
+    best = vocab.encode_batch(texts)
+    assert first != best
