@@ -14,7 +14,7 @@ import pytest
 from conftest import SHARED_DATA, one_line_error, run_cli
 from fake_update_step import FakeUpdateStep
 from t2t_revival.data.data_error import DataError
-from t2t_revival.data.input_pipeline import token_bucketed_dataset
+from t2t_revival.data.input_pipeline import packed_dataset, token_bucketed_dataset
 from t2t_revival.data.subword_sampling import SubwordSampling
 from t2t_revival.data.subword_vocabulary import SubwordVocabulary
 from t2t_revival.settings.hparams import HParamsError, resolve
@@ -77,12 +77,24 @@ def test_a_batch_is_sampled_by_its_key_and_decodes_to_its_text(tiny_data):
 
 def test_the_same_seed_gives_the_same_sampled_batches(tiny_data):
     problem = TinyMulti30k(download=False)
-    hp = _hparams()
-    first = _batches(problem, tiny_data, hp, 40, seed=5)
-    assert _same(first, _batches(problem, tiny_data, hp, 40, seed=5))
-    assert not _same(first, _batches(problem, tiny_data, hp, 40, seed=6))
+    files = problem.data_files("train", str(tiny_data))
+    sampling = SubwordSampling(problem.vocab_file(str(tiny_data)), 0.3, 0.3)
+
+    def batches(seed, sampling=sampling, packed=False):
+        if packed:
+            ds = packed_dataset(files, batch_size=256, max_length=32, seed=seed,
+                                shuffle_buffer=64, pack_window=16, sampling=sampling)
+        else:
+            ds = token_bucketed_dataset(files, batch_size=256, max_length=32, seed=seed,
+                                        shuffle_buffer=64, sampling=sampling)
+        return [{k: v.numpy() for k, v in b.items()} for b in itertools.islice(iter(ds), 40)]
+
+    first = batches(5)
+    assert _same(first, batches(5))
+    assert not _same(first, batches(6))
     # The same shuffle without sampling gives other ids: datagen's, in other buckets.
-    assert not _same(first, _batches(problem, tiny_data, _hparams(""), 40, seed=5))
+    assert not _same(first, batches(5, sampling=None))
+    assert _same(batches(5, packed=True), batches(5, packed=True))
 
 
 def test_each_epoch_samples_every_pair_anew(tiny_data):
@@ -154,6 +166,54 @@ def test_a_stopped_and_resumed_run_sees_the_same_samples_as_another(tiny_data, t
         assert len(a) == len(b) == 3 and all(np.array_equal(x, y) for x, y in zip(a, b))
     assert not all(x.shape == y.shape and np.array_equal(x, y)
                    for x, y in zip(one[0], one[1]))
+
+
+@pytest.mark.parametrize("num_files", [10, 1])
+def test_input_pipelines_share_the_sampled_pairs_out(tiny_data, num_files):
+    """Two input pipelines (by files, or every other record of one file) read
+    disjoint pairs that together are all of them, each sampled."""
+    import tensorflow as tf
+
+    problem = TinyMulti30k(download=False)
+    vocab = problem.vocabulary(str(tiny_data))
+    files = problem.data_files("train", str(tiny_data))[:num_files]
+    sampling = SubwordSampling(vocab.model_file, source_alpha=0.3, target_alpha=0.3)
+
+    def pairs(sampling, ctx=None):
+        ds = token_bucketed_dataset(files, batch_size=1024, max_length=64, training=False,
+                                    input_context=ctx, sampling=sampling, seed=2)
+        return [(vocab.decode(x), tuple(x[x != 0])) for b in ds for x in b["inputs"].numpy()]
+
+    every = sorted(text for text, _ in pairs(None))
+    got = [pairs(sampling, tf.distribute.InputContext(num_input_pipelines=2,
+                                                      input_pipeline_id=worker))
+           for worker in range(2)]
+    assert got[0] and got[1] and sorted(t for part in got for t, _ in part) == every
+    datagen = {ids for _, ids in pairs(None)}
+    resampled = [ids not in datagen for part in got for _, ids in part]
+    assert sum(resampled) > len(resampled) // 2
+
+
+def test_weighted_corpora_are_sampled_too(tiny_data):
+    """translate_plain_text's weighted corpora (here the shards in two groups)."""
+    from t2t_revival.data.input_pipeline import weighted_token_bucketed_dataset
+
+    problem = TinyMulti30k(download=False)
+    vocab = problem.vocabulary(str(tiny_data))
+    files = problem.data_files("train", str(tiny_data))
+    sampling = SubwordSampling(vocab.model_file, source_alpha=0.3, target_alpha=0.3)
+
+    def rows(sampling, seed):
+        ds = weighted_token_bucketed_dataset([files[:5], files[5:]], [3, 1], batch_size=256,
+                                             max_length=32, seed=seed, sampling=sampling,
+                                             shuffle_buffer=64)
+        return [tuple(x[x != 0]) for b in itertools.islice(iter(ds), 30)
+                for x in b["inputs"].numpy()]
+
+    sampled = rows(sampling, 4)
+    assert sampled == rows(sampling, 4)
+    datagen = set(rows(None, 4))
+    assert sum(ids not in datagen for ids in sampled) > len(sampled) // 2
 
 
 def test_sampling_a_subword_text_encoder_vocabulary_is_one_line(tiny_data, tmp_path):
