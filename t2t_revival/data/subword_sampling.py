@@ -78,10 +78,10 @@ class SubwordSampling:
         if not isinstance(vocabulary, SubwordVocabulary):
             raise DataError(
                 f"subword sampling (hparams source_sampling_alpha, target_sampling_alpha) "
-                f"segments text with a SentencePiece model; this data is encoded with a "
-                f"{vocabulary.kind} vocabulary ({vocabulary.model_file}), which cannot "
-                f"sample: set both to 0, or generate the data with t2t-datagen's own "
-                f"vocabulary. Received: {asked}")
+                f"needs data encoded with t2t-datagen's own SentencePiece vocabulary; this "
+                f"data's is a {vocabulary.kind} vocabulary ({vocabulary.model_file}), which "
+                f"cannot sample: set both to 0, or generate the data anew with t2t-datagen "
+                f"into another --data_dir. Received: {asked}")
         if vocabulary.model_type != "unigram":
             for side in SIDES:
                 nbest = getattr(hparams, f"{side}_sampling_nbest_size")

@@ -9,6 +9,7 @@ import re
 import threading
 from typing import Iterable, Sequence
 
+import numpy as np
 import sentencepiece as spm
 
 from t2t_revival.files.atomic_file import write_atomically
@@ -137,26 +138,17 @@ class SubwordVocabulary(SharedSides):
         seed) when the thread first draws, so the batch is encoded in a thread
         of its own, started once the seed is set, one batch at a time.
         """
-        out: list[list[int]] = []
-
-        def encode():
-            out.extend(self._sp.encode(list(texts), out_type=int, enable_sampling=True,
-                                       alpha=alpha, nbest_size=nbest_size, num_threads=1))
-
         with _SAMPLING_SEED:
             # 2**32 - 1 is SentencePiece's "no seed" (it would draw one at random).
             spm.set_random_generator_seed(seed % 0xFFFFFFFF)
-            worker = threading.Thread(target=encode, name="sentencepiece-sample")
-            worker.start()
-            worker.join()
-        if len(out) != len(texts):
-            raise RuntimeError(f"SentencePiece sampled {len(out)} of {len(texts)} texts")
-        return out
+            return _in_worker_thread(self._sp.encode, input=list(texts), out_type=int,
+                                     enable_sampling=True, alpha=alpha,
+                                     nbest_size=nbest_size, num_threads=1)
 
     def decode_exactly(self, ids: Sequence[Sequence[int]]) -> list[str]:
         """The texts of id sequences, every id read (no EOS or PAD among them):
         `encode`'s inverse, since `decode(encode(s)) == s`."""
-        return self._sp.decode([list(map(int, row)) for row in ids])
+        return self._sp.decode([np.asarray(row, np.int64).tolist() for row in ids])
 
     def decode(self, ids: Iterable[int]) -> str:
         """Text of `ids`: stops at the first EOS and drops PAD.
