@@ -296,3 +296,41 @@ def test_a_unigram_model_samples_from_its_n_best(tmp_path):
     assert [vocab.decode(ids) for ids in first] == texts
     best = vocab.encode_batch(texts)
     assert first != best
+
+
+def test_a_multilingual_source_keeps_its_language_token_whole_and_first(tmp_path):
+    """Issue 74, parts 1 and 3 together: a source line's `>>xx<<` is one id
+    (datagen's), never sampled into pieces; at alpha 0 both sides are
+    datagen's ids again (the target side's text has no token split off)."""
+    import random
+
+    rng = random.Random(3)
+    words = "ein mann hund läuft der rote ball a red dog runs the big house".split()
+    lines = [" ".join(rng.choice(words) for _ in range(6)) for _ in range(300)]
+    vocab = SubwordVocabulary.train([f">>de<< {l}" for l in lines] + lines,
+                                    str(tmp_path / "v.model"), 320,
+                                    language_tokens=(">>de<<", ">>fr<<"))
+    sources = [f">>{'de' if i % 2 else 'fr'}<< {line}" for i, line in enumerate(lines[:40])]
+    targets = lines[40:80]
+    source_ids = [row + [1] for row in vocab.encode_batch(sources)]
+    target_ids = [row + [1] for row in vocab.encode_target_batch(targets)]
+    inputs, input_lengths = _padded(source_ids)
+    outputs, output_lengths = _padded(target_ids)
+    key = np.array([5, 0, 0, 0, 0], np.int64)
+
+    def split(flat, lengths):
+        return [r.tolist() for r in np.split(flat, np.cumsum(lengths)[:-1])]
+
+    plain = SubwordSampling(vocab.model_file, source_alpha=0.0, target_alpha=0.0)
+    flat, lens, target_flat, target_lens = plain.resegmented_batch(
+        inputs, input_lengths, outputs, output_lengths, key)
+    assert split(flat, lens) == source_ids and split(target_flat, target_lens) == target_ids
+
+    sampled = SubwordSampling(vocab.model_file, source_alpha=0.5, target_alpha=0.5)
+    flat, lens, target_flat, target_lens = sampled.resegmented_batch(
+        inputs, input_lengths, outputs, output_lengths, key)
+    rows = split(flat, lens)
+    assert rows != source_ids                                   # sampled
+    assert [row[0] for row in rows] == [row[0] for row in source_ids]   # the token's one id
+    assert [vocab.decode(row) for row in rows] == [vocab.decode(r) for r in source_ids]
+    assert [vocab.decode(r) for r in split(target_flat, target_lens)] == targets

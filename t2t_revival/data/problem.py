@@ -300,17 +300,15 @@ class Problem:
             check_something_survives(self, "dev", data_dir, limit)
         from t2t_revival.data import input_pipeline  # imports TensorFlow: only on use
 
-        sampling = training_sampling(self, data_dir, hparams) if mode == "train" else None
+        common = dict(batch_size=hparams.batch_size, max_length=hparams.max_length,
+                      shuffle=shuffle, input_context=input_context, seed=seed,
+                      skip_corrupt=skip_corrupt,
+                      sampling=training_sampling(self, data_dir, hparams) if mode == "train"
+                      else None)
         if hparams.packing and mode == "train":
-            return input_pipeline.packed_dataset(
-                files, batch_size=hparams.batch_size, max_length=hparams.max_length,
-                shuffle=shuffle, input_context=input_context, seed=seed,
-                skip_corrupt=skip_corrupt, sampling=sampling)
+            return input_pipeline.packed_dataset(files, **common)
         return input_pipeline.token_bucketed_dataset(
-            files, batch_size=hparams.batch_size, max_length=hparams.max_length,
-            boundaries=hparams.bucket_boundaries, training=(mode == "train"),
-            shuffle=shuffle, input_context=input_context, seed=seed,
-            skip_corrupt=skip_corrupt, sampling=sampling)
+            files, boundaries=hparams.bucket_boundaries, training=(mode == "train"), **common)
 
     def corrupt_records(self, split: str, data_dir: str) -> tuple[int, dict[str, str]]:
         """(records lost, {damaged shard: what is wrong}) of a split read with

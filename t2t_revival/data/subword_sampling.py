@@ -137,7 +137,10 @@ class SubwordSampling:
                 entropy = [int(k) % (1 << 63) for k in key] + [number]
                 seed = int(np.random.SeedSequence(entropy).generate_state(1)[0])
                 pieces = vocab.sample_encode_batch(
-                    texts, alpha, getattr(self, f"{side}_nbest_size"), seed)
+                    texts, alpha, getattr(self, f"{side}_nbest_size"), seed,
+                    target=side == "target")
+            elif side == "target":
+                pieces = vocab.encode_target_batch(texts, num_threads=1)
             else:
                 pieces = vocab.encode_batch(texts, num_threads=1)
             out.append(np.fromiter((i for row in pieces for i in (*row, EOS_ID)), np.int32))

@@ -98,11 +98,17 @@ class SubwordVocabulary(SharedSides):
         `num_threads`: SentencePiece's threads (-1: its default); datagen's
         worker processes pass 1, being one per core already.
         """
+        return self._with_language_tokens(
+            texts, lambda rests: self._sp.encode(rests, out_type=int, num_threads=num_threads))
+
+    def _with_language_tokens(self, texts: Sequence[str], encode) -> list[list[int]]:
+        """`encode(list of texts)` of `texts`, each line's leading language token
+        split off first and put back as its one id (a model of one target
+        language: `encode(texts)`)."""
         if not self._token_ids:
-            return self._sp.encode(list(texts), out_type=int, num_threads=num_threads)
+            return encode(list(texts))
         split = [split_language_token(t, self._token_ids) for t in texts]
-        rests = self._sp.encode([rest for _, rest in split], out_type=int,
-                                num_threads=num_threads)
+        rests = encode([rest for _, rest in split])
         return [[self._token_ids[token], *ids] if token else ids
                 for (token, _), ids in zip(split, rests)]
 
@@ -127,8 +133,10 @@ class SubwordVocabulary(SharedSides):
             proto.trainer_spec.model_type).lower()
 
     def sample_encode_batch(self, texts: Sequence[str], alpha: float, nbest_size: int = -1,
-                            seed: int = 0) -> list[list[int]]:
-        """Sampled segmentations of `texts` (subword regularization), ids without EOS.
+                            seed: int = 0, target: bool = False) -> list[list[int]]:
+        """Sampled segmentations of `texts` (subword regularization), ids without
+        EOS: source text (a leading language token one id, never sampled, as
+        `encode_batch`), or target text when `target`.
 
         SentencePiece's sampling: BPE-dropout for a BPE model (each merge
         skipped with probability `alpha`; `nbest_size` not read), for a unigram
@@ -138,12 +146,15 @@ class SubwordVocabulary(SharedSides):
         seed) when the thread first draws, so the batch is encoded in a thread
         of its own, started once the seed is set, one batch at a time.
         """
-        with _SAMPLING_SEED:
-            # 2**32 - 1 is SentencePiece's "no seed" (it would draw one at random).
-            spm.set_random_generator_seed(seed % 0xFFFFFFFF)
-            return _in_worker_thread(self._sp.encode, input=list(texts), out_type=int,
-                                     enable_sampling=True, alpha=alpha,
-                                     nbest_size=nbest_size, num_threads=1)
+        def sample(rests: list[str]) -> list[list[int]]:
+            with _SAMPLING_SEED:
+                # 2**32 - 1 is SentencePiece's "no seed" (it would draw one at random).
+                spm.set_random_generator_seed(seed % 0xFFFFFFFF)
+                return _in_worker_thread(self._sp.encode, input=rests, out_type=int,
+                                         enable_sampling=True, alpha=alpha,
+                                         nbest_size=nbest_size, num_threads=1)
+
+        return sample(list(texts)) if target else self._with_language_tokens(texts, sample)
 
     def decode_exactly(self, ids: Sequence[Sequence[int]]) -> list[str]:
         """The texts of id sequences, every id read (no EOS or PAD among them):
