@@ -35,7 +35,7 @@ from absl import logging
 from t2t_revival.files.atomic_file import copy_atomically, write_atomically
 from t2t_revival.data.corpora_spec import CorporaSpec
 from t2t_revival.data.data_error import DataError
-from t2t_revival.data.language_tokens import language_token, split_language_token
+from t2t_revival.data.language_tokens import language_token, lines_by_language
 from t2t_revival.data.sharded_record_writer import ShardedRecordWriter
 from t2t_revival.data.subword_vocabulary import SubwordVocabulary
 from t2t_revival.data.t2t_subword_vocabulary import T2TSubwordVocabulary
@@ -141,14 +141,11 @@ class TranslatePlainText(Text2TextProblem):
         spec = self._spec()
         if not spec.language_tokens:
             return {}
+        groups = lines_by_language(sources, [language_token(c) for c in spec.target_langs])
         pairs: dict[str, tuple[str, list[int]]] = {}
-        for code in spec.target_langs:
+        for code, indices in groups.items():
             name = f"{spec.source_lang}-{code}" if spec.source_lang else code
-            token = language_token(code)
-            indices = [i for i, s in enumerate(sources)
-                       if split_language_token(s, (token,))[0]]
-            if indices:
-                pairs[name] = (moses_language(code), indices)
+            pairs[name] = (moses_language(code), indices)
         return pairs
 
     def generate_data(self, data_dir: str, tmp_dir: str) -> None:

@@ -205,6 +205,46 @@ def test_an_evaluation_writes_each_pair_figure():
     assert evaluation.figure("bleu") == 10.0
 
 
+def test_lines_group_by_their_language_in_the_tokens_order():
+    from t2t_revival.data.language_tokens import lines_by_language
+
+    lines = [">>fr<< a", ">>de<< b", "", ">>es<< c", ">>fr<<d"]
+    assert lines_by_language(lines, (">>de<<", ">>fr<<")) == {"de": [1], "fr": [0, 4]}
+    assert lines_by_language(lines, (">>de<<", ">>it<<")) == {"de": [1]}
+    assert lines_by_language(lines, ()) == {}
+
+
+def test_the_decoder_scores_a_mixed_file_per_target_language(tmp_path):
+    from t2t_revival.decode.decode_job import DecodeJob
+    from t2t_revival.settings.decode_hparams import DecodeHParams
+
+    german = ["Ein Mann fährt mit dem Fahrrad über die Brücke .",
+              "Zwei Hunde spielen im Schnee neben dem Haus ."]
+    french = ["Un homme traverse le pont à vélo .",
+              "Deux chiens jouent dans la neige près de la maison ."]
+    sources = [">>de<< A man rides a bike.", ">>fr<< A man rides a bike.",
+               ">>de<< Two dogs play.", ">>fr<< Two dogs play."]
+    references = [german[0], french[0], german[1], french[1]]
+    # German translated as its reference, French not at all.
+    translations = [german[0], "Le chat .", german[1], "Le chien ."]
+    job = DecodeJob(str(tmp_path), (), DecodeHParams(), print, sources=sources,
+                    references=references, language_tokens=(">>de<<", ">>fr<<"))
+    out = str(tmp_path / "out.txt")
+    got = json.loads(job.score("translate_plain_text", translations, out, "de", True))
+    assert got["languages"]["de"]["lines"] == 2 and got["languages"]["fr"]["lines"] == 2
+    assert got["languages"]["de"]["sacrebleu"]["score"] == pytest.approx(100.0)
+    assert got["languages"]["fr"]["sacrebleu"]["score"] < 10.0
+    assert 10.0 < got["sacrebleu"]["score"] < 100.0   # the whole file
+    text = job.score("translate_plain_text", translations, out, "de", False).splitlines()
+    assert len(text) == 6, text
+    assert text[2].startswith(">>de<< (2 lines) sacreBLEU") and ": 100.00 " in text[2]
+    assert text[4].startswith(">>fr<< (2 lines) sacreBLEU")
+    # One target language: the figure of the file only.
+    single = DecodeJob(str(tmp_path), (), DecodeHParams(), print, sources=german,
+                       references=german)
+    assert "languages" not in json.loads(single.score("", german, out, "de", True))
+
+
 # ---- the end-to-end run on WMT's newstest2014 En-De and En-Fr ---------------
 TRAIN_LINES, DEV_LINES = 1500, 40
 
@@ -268,10 +308,14 @@ def test_a_two_language_run_trains_reports_each_pair_and_decodes_each_by_its_tok
     inputs = tmp_path / "inputs.txt"
     _write(inputs, [">>de<< The house is small.", ">>fr<< The house is small."])
     decoded = tmp_path / "decoded.txt"
+    reference = tmp_path / "reference.txt"
+    _write(reference, ["Das Haus ist klein.", "La maison est petite."])
     out = run_cli("decoder", f"--output_dir={run}", f"--decode_from_file={inputs}",
-                  f"--decode_to_file={decoded}")
+                  f"--decode_to_file={decoded}", f"--decode_reference={reference}")
     assert out.returncode == 0, out.stderr[-3000:]
     assert len(decoded.read_text(encoding="utf-8").splitlines()) == 2
+    # Scored as a whole, then each language's line on its own.
+    assert ">>de<< (1 line) sacreBLEU" in out.stdout and ">>fr<< (1 line) sacreBLEU" in out.stdout
     for bad, needle in (("The house is small.", "line 2 has no target-language token"),
                         (">>es<< The house.", "line 2 starts with >>es<<")):
         _write(inputs, [">>de<< The house is small.", bad])

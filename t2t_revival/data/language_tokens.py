@@ -5,6 +5,7 @@ convention, as Marian's multilingual models take it).
     language_token("de")                        -> ">>de<<"
     split_language_token(">>de<< Hello", {">>de<<"}) -> (">>de<<", "Hello")
     check_language_tokens(["Hello"], (">>de<<", ">>fr<<"))   -> a UserError
+    lines_by_language([">>fr<< a", ">>de<< b"], (">>de<<", ">>fr<<")) -> {"de": [1], "fr": [0]}
 
 The one owner of the convention: the corpora.json codes it accepts, the
 token of a code, where a line's token ends (`marian_vocabulary`'s
@@ -53,6 +54,19 @@ def split_language_token(text: str, tokens: Collection[str]) -> tuple[str, str]:
     if not code or code[0] not in tokens:
         return "", text
     return code[0], rest[1:] if rest.startswith(" ") else rest
+
+
+def lines_by_language(lines: Sequence[str], tokens: Sequence[str]) -> dict[str, list[int]]:
+    """{language code ("de"): the indices of the `lines` that start with its
+    token}, in the order of `tokens` (a code no line starts with is left
+    out); {} when `tokens` is empty (a model of one target language). How
+    dev BLEU and t2t-decoder's score group a multilingual file by pair."""
+    groups: dict[str, list[int]] = {token: [] for token in tokens}
+    for index, line in enumerate(lines):
+        token = split_language_token(line, groups)[0]
+        if token:
+            groups[token].append(index)
+    return {token[2:-2]: indices for token, indices in groups.items() if indices}
 
 
 def check_language_tokens(lines: Sequence[str], tokens: Sequence[str],

@@ -23,7 +23,8 @@ import hashlib
 from typing import Callable, Sequence
 
 from t2t_revival.decode.translator import Translator
-from t2t_revival.data.language_tokens import check_language_tokens
+from t2t_revival.data.language_tokens import (check_language_tokens, language_token,
+                                               lines_by_language)
 from t2t_revival.errors import UserError
 from t2t_revival.files.text_lines import read_text_lines, write_text_lines
 from t2t_revival.settings.decode_hparams import DecodeHParams
@@ -234,7 +235,9 @@ class DecodeJob:
         """The metric of the run's problem (`problem_name`; the base Problem,
         BLEU, when it is missing or not registered) of the best translations
         against the references (its extra outputs written beside out_path),
-        formatted."""
+        formatted; a multilingual run's (`language_tokens`) with the figure
+        of each target language's lines after the whole file's
+        (`>>de<< (500 lines) sacreBLEU ...`; JSON: under "languages")."""
         from t2t_revival import registry
         from t2t_revival.data.problem import Problem
 
@@ -247,7 +250,27 @@ class DecodeJob:
             path = f"{out_path}.{suffix}"
             write_text_lines(path, lines)
             self.log(f"Wrote {len(lines)} {suffix} to {path}")
-        return scored.format(as_json)
+        groups = lines_by_language(self.sources, self.language_tokens)
+        if not groups:
+            return scored.format(as_json)
+        # A multilingual run's file: the figure of each target language too,
+        # each scored on its own lines (its Moses language for the tokenized BLEU).
+        from t2t_revival.metrics.bleu import moses_language
+
+        each = {code: problem.score_predictions(
+                    [best[i] for i in indices], [self.references[i] for i in indices],
+                    [self.sources[i] for i in indices], language=moses_language(code))
+                for code, indices in groups.items()}
+        if as_json:
+            import json
+
+            return json.dumps({**json.loads(scored.json_text), "languages": {
+                code: {"lines": len(groups[code]), **json.loads(pair.json_text)}
+                for code, pair in each.items()}}, indent=2)
+        return "\n".join([scored.text] + [
+            f"{language_token(code)} ({len(groups[code])} line"
+            f"{'s' if len(groups[code]) > 1 else ''}) {line}"
+            for code, pair in each.items() for line in pair.text.splitlines()])
 
     def aligner(self, translator: Translator):
         """alignments=true: the `WordAligner` (its settings, the heatmap's line
